@@ -1,0 +1,336 @@
+package shared
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// BuildOptions are the caller's settings for Build.
+type BuildOptions struct {
+	// Generation is written into the header; callers increase it on every change.
+	Generation uint64
+}
+
+// Build validates a topology and encodes it into a tree. The same topology and
+// options always give the same bytes. Errors wrap ErrInvalidTopology,
+// ErrLabelCollision or ErrTooLarge and name the service and endpoint at fault.
+func Build(top *Topology, opts BuildOptions) (*Tree, error) {
+	svcs, err := prepareServices(top)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := encode(svcs, opts.Generation)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(blob)
+}
+
+// builtService is a validated service, its endpoints sorted, its nodes laid out.
+type builtService struct {
+	name   string
+	hosts  []string
+	scopes []string
+	mode   Mode
+	policy Policy
+	health Health
+	vip    netip.AddrPort
+	eps    []builtEndpoint // eligible first, each part sorted
+	nElig  int
+	nodes  []builtNode // breadth-first, root first; indices relative to the service
+}
+
+type builtEndpoint struct {
+	addr    netip.AddrPort
+	weight  uint32
+	healthy bool
+	labels  [MaxLevels]uint64
+	values  [MaxLevels]string
+}
+
+type builtNode struct {
+	label      uint64
+	value      string
+	lo, hi     uint32 // relative to the service's first endpoint
+	firstChild uint32 // relative to the service's root
+	childCount uint32
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidTopology, fmt.Sprintf(format, args...))
+}
+
+func prepareServices(top *Topology) ([]*builtService, error) {
+	if top == nil {
+		return nil, invalid("no topology")
+	}
+	if len(top.Services) > MaxServices {
+		return nil, fmt.Errorf("%w: %d services (limit %d)", ErrTooLarge, len(top.Services), MaxServices)
+	}
+	svcs := make([]*builtService, 0, len(top.Services))
+	names := map[string]string{}
+	labels := map[uint64]string{}
+	var nEps, nNodes int
+	for i := range top.Services {
+		s, err := prepareService(&top.Services[i], labels)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range append([]string{s.name}, s.hosts...) {
+			if prev, ok := names[n]; ok {
+				return nil, invalid("service %q: name or host %q is already used by service %q", s.name, n, prev)
+			}
+			names[n] = s.name
+		}
+		nEps += len(s.eps)
+		nNodes += len(s.nodes)
+		svcs = append(svcs, s)
+	}
+	if nEps > MaxEndpoints || nNodes > MaxNodes {
+		return nil, fmt.Errorf("%w: %d endpoints and %d nodes (limits %d and %d)", ErrTooLarge, nEps, nNodes, MaxEndpoints, MaxNodes)
+	}
+	slices.SortFunc(svcs, func(a, b *builtService) int { return cmp.Compare(a.name, b.name) })
+	return svcs, nil
+}
+
+func prepareService(spec *ServiceSpec, labels map[uint64]string) (*builtService, error) {
+	s, err := prepareHeader(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.prepareEndpoints(spec.Endpoints); err != nil {
+		return nil, err
+	}
+	if err := s.layoutNodes(labels); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func prepareHeader(spec *ServiceSpec) (*builtService, error) {
+	if spec.Name == "" {
+		return nil, invalid("service without a name")
+	}
+	s := &builtService{name: spec.Name, hosts: spec.Hosts, scopes: spec.Scopes}
+	if err := checkStrings(spec); err != nil {
+		return nil, err
+	}
+	if len(s.scopes) == 0 {
+		s.scopes = DefaultScopes
+	}
+	var err error
+	if s.mode, err = ParseMode(spec.Mode); err != nil {
+		return nil, invalid("service %q: %v", spec.Name, err)
+	}
+	if s.policy, err = ParsePolicy(spec.Policy); err != nil {
+		return nil, invalid("service %q: %v", spec.Name, err)
+	}
+	if s.health, err = ParseHealth(spec.Health); err != nil {
+		return nil, invalid("service %q: %v", spec.Name, err)
+	}
+	if spec.VIP != "" {
+		if s.vip, err = parseAddr(spec.VIP); err != nil {
+			return nil, invalid("service %q: vip: %v", spec.Name, err)
+		}
+	}
+	return s, nil
+}
+
+func checkStrings(spec *ServiceSpec) error {
+	if len(spec.Name) > MaxString {
+		return invalid("service name of %d bytes (limit %d)", len(spec.Name), MaxString)
+	}
+	if len(spec.Hosts) > MaxHosts {
+		return invalid("service %q: %d hosts (limit %d)", spec.Name, len(spec.Hosts), MaxHosts)
+	}
+	for _, h := range spec.Hosts {
+		if h == "" || len(h) > MaxString {
+			return invalid("service %q: host %q is empty or longer than %d bytes", spec.Name, h, MaxString)
+		}
+	}
+	if len(spec.Scopes) > MaxLevels {
+		return invalid("service %q: %d scopes (want 1 to %d)", spec.Name, len(spec.Scopes), MaxLevels)
+	}
+	seen := map[string]bool{}
+	for _, sc := range spec.Scopes {
+		if sc == "" || len(sc) > MaxString || seen[sc] {
+			return invalid("service %q: scope %q is empty, too long or repeated", spec.Name, sc)
+		}
+		seen[sc] = true
+	}
+	return nil
+}
+
+func parseAddr(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return ap, fmt.Errorf("bad address %q: want ip:port or [ipv6]:port", s)
+	}
+	if ap.Addr().Zone() != "" {
+		return ap, fmt.Errorf("bad address %q: zones are not supported", s)
+	}
+	if ap.Port() == 0 {
+		return ap, fmt.Errorf("bad address %q: port 0", s)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+func (s *builtService) prepareEndpoints(specs []EndpointSpec) error {
+	seen := make(map[netip.AddrPort]bool, len(specs))
+	var total uint64
+	s.eps = make([]builtEndpoint, len(specs))
+	for i := range specs {
+		e, err := s.prepareEndpoint(&specs[i])
+		if err != nil {
+			return err
+		}
+		if seen[e.addr] {
+			return invalid("service %q: duplicate endpoint %s", s.name, e.addr)
+		}
+		seen[e.addr] = true
+		total += uint64(e.weight)
+		s.eps[i] = e
+	}
+	if len(specs) > 0 && total == 0 {
+		return invalid("service %q: every endpoint has weight 0", s.name)
+	}
+	slices.SortFunc(s.eps, func(a, b builtEndpoint) int { return s.compareEndpoints(&a, &b) })
+	for _, e := range s.eps {
+		if s.eligible(&e) {
+			s.nElig++
+		}
+	}
+	return nil
+}
+
+func (s *builtService) prepareEndpoint(spec *EndpointSpec) (builtEndpoint, error) {
+	e := builtEndpoint{weight: 1, healthy: true}
+	var err error
+	if e.addr, err = parseAddr(spec.Address); err != nil {
+		return e, invalid("service %q: endpoint: %v", s.name, err)
+	}
+	if spec.Weight != nil {
+		e.weight = *spec.Weight
+	}
+	if spec.Healthy != nil {
+		e.healthy = *spec.Healthy
+	}
+	for i, sc := range s.scopes {
+		v := spec.Locality[sc]
+		if len(v) > MaxString {
+			return e, invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
+		}
+		e.values[i] = v
+		e.labels[i] = Label(v)
+	}
+	return e, nil
+}
+
+func (s *builtService) eligible(e *builtEndpoint) bool {
+	return e.healthy || s.health == HealthAllowAll
+}
+
+// compareEndpoints orders eligible endpoints first, then by scope labels, then
+// by address: the order that makes every tree node a contiguous range.
+func (s *builtService) compareEndpoints(a, b *builtEndpoint) int {
+	ea, eb := s.eligible(a), s.eligible(b)
+	if ea != eb {
+		if ea {
+			return -1
+		}
+		return 1
+	}
+	for i := range s.scopes {
+		if c := cmp.Compare(a.labels[i], b.labels[i]); c != 0 {
+			return c
+		}
+	}
+	aa, ba := a.addr.Addr().As16(), b.addr.Addr().As16()
+	if c := bytes.Compare(aa[:], ba[:]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.addr.Addr().BitLen(), b.addr.Addr().BitLen()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.addr.Port(), b.addr.Port())
+}
+
+// layoutNodes builds the breadth-first node array over the eligible endpoints.
+// labels maps every label of the tree to its value, to detect collisions.
+func (s *builtService) layoutNodes(labels map[uint64]string) error {
+	s.nodes = []builtNode{{lo: 0, hi: uint32(s.nElig)}}
+	if s.nElig == 0 {
+		return nil
+	}
+	levelStart, levelEnd := 0, 1
+	for depth := 0; depth < len(s.scopes); depth++ {
+		for n := levelStart; n < levelEnd; n++ {
+			if err := s.split(n, depth, labels); err != nil {
+				return err
+			}
+		}
+		levelStart, levelEnd = levelEnd, len(s.nodes)
+	}
+	return nil
+}
+
+// split appends the children of node n, one per run of equal labels at depth.
+func (s *builtService) split(n, depth int, labels map[uint64]string) error {
+	lo, hi := s.nodes[n].lo, s.nodes[n].hi
+	first := uint32(len(s.nodes))
+	for i := lo; i < hi; {
+		j := i + 1
+		for j < hi && s.eps[j].labels[depth] == s.eps[i].labels[depth] {
+			j++
+		}
+		e := &s.eps[i]
+		if prev, ok := labels[e.labels[depth]]; ok && prev != e.values[depth] {
+			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev, e.values[depth], e.labels[depth])
+		}
+		labels[e.labels[depth]] = e.values[depth]
+		s.nodes = append(s.nodes, builtNode{label: e.labels[depth], value: e.values[depth], lo: i, hi: j})
+		i = j
+	}
+	s.nodes[n].firstChild = first
+	s.nodes[n].childCount = uint32(len(s.nodes)) - first
+	return nil
+}
+
+// metaSize is the byte length of the service's metadata in the strings section.
+func (s *builtService) metaSize() int {
+	n := 2 + len(s.name) + 1
+	for _, h := range s.hosts {
+		n += 2 + len(h)
+	}
+	for _, sc := range s.scopes {
+		n += 2 + len(sc)
+	}
+	for _, nd := range s.nodes[1:] {
+		n += 2 + len(nd.value)
+	}
+	return n
+}
+
+func (s *builtService) appendMeta(b []byte) []byte {
+	b = appendStr(b, s.name)
+	b = append(b, byte(len(s.hosts)))
+	for _, h := range s.hosts {
+		b = appendStr(b, h)
+	}
+	for _, sc := range s.scopes {
+		b = appendStr(b, sc)
+	}
+	for _, nd := range s.nodes[1:] {
+		b = appendStr(b, nd.value)
+	}
+	return b
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}

@@ -1,0 +1,62 @@
+package shared
+
+// Range is the answer of a lookup: the candidate endpoints [Lo, Hi) (absolute
+// endpoint indices), how many scopes matched, and the tree node they hang from.
+// An empty range means no candidate.
+type Range struct {
+	Lo, Hi uint32
+	Depth  int
+	Node   uint32
+}
+
+// Len is the number of candidates.
+func (r Range) Len() int { return int(r.Hi - r.Lo) }
+
+// Lookup finds the candidate range for a source locality. It reads the
+// source's value of each scope (missing = ""), does not allocate, and applies
+// the service's mode: in strict mode a partial match gives an empty range.
+func (s *Service) Lookup(src Locality) Range {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = Label(src[sc])
+	}
+	return s.LookupLabels(labels[:len(s.Scopes)])
+}
+
+// emptyLabel is Label("").
+var emptyLabel = Label("")
+
+// LookupLabels is Lookup with the source's scope values already hashed:
+// labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
+func (s *Service) LookupLabels(labels []uint64) Range {
+	nodes := s.tree.nodes
+	n := s.Root
+	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	depth := 0
+	for ; depth < len(s.Scopes); depth++ {
+		want := emptyLabel
+		if depth < len(labels) {
+			want = labels[depth]
+		}
+		first, count := le.Uint32(rec[nFirstChild:]), le.Uint32(rec[nChildCount:])
+		lo, hi := first, first+count
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if le.Uint64(nodes[int(mid)*NodeRecordSize:]) < want {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		if lo == first+count || le.Uint64(nodes[int(lo)*NodeRecordSize:]) != want {
+			break
+		}
+		n = lo
+		rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	}
+	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
+	if s.Mode == ModeStrict && depth < len(s.Scopes) {
+		r.Hi = r.Lo
+	}
+	return r
+}

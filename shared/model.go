@@ -1,0 +1,127 @@
+package shared
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Locality maps a scope key (region, zone, subzone, node, cluster, network or
+// any label key) to its value. A missing key is the empty value.
+type Locality map[string]string
+
+// Topology is the input of Build: services with their endpoints, and optional
+// named nodes (a node name → its locality) for tools that pick a source by name.
+type Topology struct {
+	Services []ServiceSpec `json:"services" yaml:"services"`
+	Nodes    []NodeSpec    `json:"nodes,omitempty" yaml:"nodes,omitempty"`
+}
+
+// ServiceSpec describes one service. Empty fields take their defaults: scopes
+// [region, zone, subzone], mode failover, policy random, health only_healthy.
+type ServiceSpec struct {
+	Name      string         `json:"name" yaml:"name"`
+	Hosts     []string       `json:"hosts,omitempty" yaml:"hosts,omitempty"`
+	VIP       string         `json:"vip,omitempty" yaml:"vip,omitempty"`
+	Scopes    []string       `json:"scopes,omitempty" yaml:"scopes,omitempty"`
+	Mode      string         `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Policy    string         `json:"policy,omitempty" yaml:"policy,omitempty"`
+	Health    string         `json:"health,omitempty" yaml:"health,omitempty"`
+	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
+}
+
+// EndpointSpec is one endpoint. Weight defaults to 1 and Healthy to true.
+type EndpointSpec struct {
+	Address  string   `json:"address" yaml:"address"`
+	Locality Locality `json:"locality,omitempty" yaml:"locality,omitempty"`
+	Weight   *uint32  `json:"weight,omitempty" yaml:"weight,omitempty"`
+	Healthy  *bool    `json:"healthy,omitempty" yaml:"healthy,omitempty"`
+}
+
+// NodeSpec names a locality, e.g. a Kubernetes node.
+type NodeSpec struct {
+	Name     string   `json:"name" yaml:"name"`
+	Locality Locality `json:"locality" yaml:"locality"`
+}
+
+// DefaultScopes are the routing scopes of a service that names none.
+var DefaultScopes = []string{"region", "zone", "subzone"}
+
+// Mode says what a lookup returns when the source matches no endpoint fully.
+type Mode uint8
+
+const (
+	// ModeFailover returns the eligible endpoints of maximal rank.
+	ModeFailover Mode = iota
+	// ModeStrict returns only endpoints that match every scope, or none.
+	ModeStrict
+)
+
+// Policy picks one endpoint inside a candidate range.
+type Policy uint8
+
+// The in-group policies.
+const (
+	PolicyRandom Policy = iota
+	PolicyWeighted
+	PolicyRoundRobin
+	PolicyLeastRequest
+	PolicyLeastConnections
+	PolicyConsistentHash
+)
+
+// Health says which endpoints are eligible.
+type Health uint8
+
+const (
+	// HealthOnlyHealthy makes only healthy endpoints eligible.
+	HealthOnlyHealthy Health = iota
+	// HealthAllowAll makes every endpoint eligible.
+	HealthAllowAll
+)
+
+var (
+	modeNames   = []string{"failover", "strict"}
+	policyNames = []string{"random", "weighted", "round_robin", "least_request", "least_connections", "consistent_hash"}
+	healthNames = []string{"only_healthy", "allow_all"}
+)
+
+func (m Mode) String() string   { return enumName(modeNames, int(m)) }
+func (p Policy) String() string { return enumName(policyNames, int(p)) }
+func (h Health) String() string { return enumName(healthNames, int(h)) }
+
+func enumName(names []string, i int) string {
+	if i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("unknown(%d)", i)
+}
+
+// ParseMode parses "failover" or "strict"; "" is failover.
+func ParseMode(s string) (Mode, error) {
+	i, err := parseEnum("mode", modeNames, s)
+	return Mode(i), err
+}
+
+// ParsePolicy parses a policy name; "" is random.
+func ParsePolicy(s string) (Policy, error) {
+	i, err := parseEnum("policy", policyNames, s)
+	return Policy(i), err
+}
+
+// ParseHealth parses "only_healthy" or "allow_all"; "" is only_healthy.
+func ParseHealth(s string) (Health, error) {
+	i, err := parseEnum("health", healthNames, s)
+	return Health(i), err
+}
+
+func parseEnum(what string, names []string, s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	for i, n := range names {
+		if n == s {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown %s %q (want one of %s)", what, s, strings.Join(names, ", "))
+}

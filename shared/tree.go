@@ -1,0 +1,133 @@
+package shared
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Tree is a decoded tree. It reads records straight from the blob it was
+// decoded from; the blob must not change while the Tree is in use. A Tree is
+// immutable and safe for concurrent use.
+type Tree struct {
+	blob     []byte
+	services []Service
+	byName   map[string]int
+	nodes    []byte // the node section
+	eps      []byte // the endpoint section
+}
+
+// Service is one service of a tree: its metadata and where its nodes and
+// endpoints are. Root, EpFirst and the indices in a Range are absolute indices
+// into the tree's node and endpoint arrays.
+type Service struct {
+	Index      int
+	Name       string
+	Hosts      []string
+	Scopes     []string
+	Mode       Mode
+	Policy     Policy
+	Health     Health
+	VIP        netip.AddrPort // invalid when the service has no L4 frontend
+	Root       uint32
+	NodeCount  uint32
+	EpFirst    uint32
+	EpEligible uint32
+	EpTotal    uint32
+
+	tree   *Tree
+	values []string // node values, node Root+1 first
+}
+
+// Endpoint is a decoded endpoint record.
+type Endpoint struct {
+	Addr      netip.AddrPort
+	Weight    uint32
+	Healthy   bool
+	CumWeight uint64
+}
+
+// Node is a decoded node record.
+type Node struct {
+	Label      uint64
+	Lo, Hi     uint32
+	FirstChild uint32
+	ChildCount uint32
+}
+
+// Bytes returns the encoded tree. Callers must not modify it.
+func (t *Tree) Bytes() []byte { return t.blob }
+
+// Generation is the generation written by the builder.
+func (t *Tree) Generation() uint64 { return le.Uint64(t.blob[hGeneration:]) }
+
+// Services returns the services sorted by name; Services()[i].Index == i.
+func (t *Tree) Services() []Service { return t.services }
+
+// Service finds a service by name or by one of its hosts.
+func (t *Tree) Service(nameOrHost string) (*Service, bool) {
+	i, ok := t.byName[nameOrHost]
+	if !ok {
+		return nil, false
+	}
+	return &t.services[i], true
+}
+
+// NumNodes is the number of node records of all services.
+func (t *Tree) NumNodes() int { return len(t.nodes) / NodeRecordSize }
+
+// NumEndpoints is the number of endpoint records of all services.
+func (t *Tree) NumEndpoints() int { return len(t.eps) / EndpointRecordSize }
+
+// ServiceRecord returns the 64-byte record of service i, as in the blob.
+func (t *Tree) ServiceRecord(i int) []byte {
+	off := HeaderSize + i*ServiceRecordSize
+	return t.blob[off : off+ServiceRecordSize : off+ServiceRecordSize]
+}
+
+// NodeRecords returns the whole node section (NodeRecordSize bytes a node).
+func (t *Tree) NodeRecords() []byte { return t.nodes }
+
+// EndpointRecords returns the whole endpoint section (EndpointRecordSize bytes an endpoint).
+func (t *Tree) EndpointRecords() []byte { return t.eps }
+
+// Node decodes node i (an absolute index below NumNodes).
+func (t *Tree) Node(i uint32) Node {
+	b := t.nodes[int(i)*NodeRecordSize:][:NodeRecordSize]
+	return Node{
+		Label:      le.Uint64(b[nLabel:]),
+		Lo:         le.Uint32(b[nLo:]),
+		Hi:         le.Uint32(b[nHi:]),
+		FirstChild: le.Uint32(b[nFirstChild:]),
+		ChildCount: le.Uint32(b[nChildCount:]),
+	}
+}
+
+// Endpoint decodes endpoint i (an absolute index below NumEndpoints).
+func (t *Tree) Endpoint(i uint32) Endpoint {
+	b := t.eps[int(i)*EndpointRecordSize:][:EndpointRecordSize]
+	return Endpoint{
+		Addr:      getAddr(b[eAddr:], b[ePort:], b[eFamily]),
+		Weight:    le.Uint32(b[eWeight:]),
+		Healthy:   b[eFlags]&flagHealthy != 0,
+		CumWeight: le.Uint64(b[eCumWeight:]),
+	}
+}
+
+// NodeValue returns the scope value of node i of service s (the root's is "").
+// It is for tools; lookups use labels.
+func (s *Service) NodeValue(i uint32) string {
+	if i <= s.Root || i >= s.Root+s.NodeCount {
+		return ""
+	}
+	return s.values[i-s.Root-1]
+}
+
+// Levels is the number of routing scopes.
+func (s *Service) Levels() int { return len(s.Scopes) }
+
+// Tree returns the tree the service belongs to.
+func (s *Service) Tree() *Tree { return s.tree }
+
+func (s *Service) String() string {
+	return fmt.Sprintf("%s (%s, %s, %d endpoints)", s.Name, s.Mode, s.Policy, s.EpTotal)
+}
