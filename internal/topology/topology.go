@@ -1,0 +1,102 @@
+// Package topology reads loctree topology files (YAML or JSON) into the
+// shared model, with errors that name the file and line.
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/loctree/loctree/examples"
+	"github.com/loctree/loctree/shared"
+)
+
+// DefaultName is how the embedded default topology is named in messages.
+const DefaultName = "examples/mesh.yaml (embedded)"
+
+// Load reads a topology file. JSON is accepted too (it is YAML).
+func Load(path string) (*shared.Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Default returns the embedded example topology.
+func Default() *shared.Topology {
+	top, err := Parse(examples.Mesh, DefaultName)
+	if err != nil {
+		panic("embedded topology is invalid: " + err.Error())
+	}
+	return top
+}
+
+// LoadOrDefault loads path, or returns the default topology when path is "".
+func LoadOrDefault(path string) (*shared.Topology, string, error) {
+	if path == "" {
+		return Default(), DefaultName, nil
+	}
+	top, err := Load(path)
+	return top, path, err
+}
+
+// Parse decodes a topology document. Unknown fields are errors, so a typo in
+// a key is reported rather than silently ignored. name is used in errors.
+func Parse(data []byte, name string) (*shared.Topology, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var top shared.Topology
+	if err := dec.Decode(&top); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty topology (want a services: list)", name)
+		}
+		return nil, fmt.Errorf("%s: %s", name, cleanYAMLError(err))
+	}
+	if len(top.Services) == 0 {
+		return nil, fmt.Errorf("%s: no services", name)
+	}
+	if err := checkNodes(&top); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &top, nil
+}
+
+func checkNodes(top *shared.Topology) error {
+	seen := map[string]bool{}
+	for _, n := range top.Nodes {
+		if n.Name == "" || seen[n.Name] {
+			return fmt.Errorf("node %q: empty or repeated node name", n.Name)
+		}
+		seen[n.Name] = true
+	}
+	return nil
+}
+
+// cleanYAMLError turns "yaml: unmarshal errors:\n  line 3: ..." into one line.
+func cleanYAMLError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// NodeLocality returns the locality of the named node of the topology.
+func NodeLocality(top *shared.Topology, name string) (shared.Locality, error) {
+	names := make([]string, 0, len(top.Nodes))
+	for _, n := range top.Nodes {
+		if n.Name == name {
+			return n.Locality, nil
+		}
+		names = append(names, n.Name)
+	}
+	return nil, fmt.Errorf("unknown node %q (the topology has %s)", name, strings.Join(names, ", "))
+}

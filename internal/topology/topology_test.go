@@ -1,0 +1,89 @@
+package topology
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/shared"
+)
+
+func TestDefaultBuilds(t *testing.T) {
+	top := Default()
+	tree, err := shared.Build(top, shared.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions := map[string]bool{}
+	for _, s := range top.Services {
+		for _, e := range s.Endpoints {
+			regions[e.Locality["region"]] = true
+			if !strings.HasPrefix(e.Address, "127.") {
+				t.Errorf("%s: endpoint %s is outside 127.0.0.0/8", s.Name, e.Address)
+			}
+		}
+		if !strings.HasPrefix(s.VIP, "127.77.") {
+			t.Errorf("%s: vip %s is outside 127.77.0.0/16", s.Name, s.VIP)
+		}
+	}
+	if len(regions) != 3 || len(tree.Services()) < 4 {
+		t.Errorf("default mesh has %d regions and %d services, want 3 and several", len(regions), len(tree.Services()))
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ name, doc, want string }{
+		{"empty", "", "empty topology"},
+		{"no services", "services: []\n", "no services"},
+		{"unknown field", "services:\n- name: a\n  endpoint: []\n", "line 3: field endpoint not found"},
+		{"syntax", "services:\n- name: [a\n", "did not find expected"},
+		{"bad weight", "services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:1\n    weight: -1\n", "line 5"},
+		{"dup node", "services:\n- name: a\n  endpoints: []\nnodes:\n- name: n\n- name: n\n", `node "n"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.doc), "t.yaml")
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "t.yaml: ") {
+				t.Fatalf("error %v, want it to name t.yaml and contain %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestJSONTopology(t *testing.T) {
+	doc := `{"services":[{"name":"a","mode":"strict","endpoints":[{"address":"127.0.0.1:80","locality":{"region":"r"},"weight":3,"healthy":false}]}]}`
+	path := filepath.Join(t.TempDir(), "t.json")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	top, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := top.Services[0].Endpoints[0]
+	if top.Services[0].Mode != "strict" || *e.Weight != 3 || *e.Healthy || e.Locality["region"] != "r" {
+		t.Fatalf("decoded %+v", top.Services[0])
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("error %v, want it to name the file", err)
+	}
+}
+
+func TestNodeLocality(t *testing.T) {
+	top := Default()
+	loc, err := NodeLocality(top, "node-a")
+	if err != nil || loc["region"] == "" {
+		t.Fatalf("node-a: %v %v", loc, err)
+	}
+	if _, err := NodeLocality(top, "node-zz"); err == nil || !strings.Contains(err.Error(), "node-a") {
+		t.Fatalf("unknown node error %v should list the known nodes", err)
+	}
+}
