@@ -131,3 +131,25 @@ func (s *Service) Tree() *Tree { return s.tree }
 func (s *Service) String() string {
 	return fmt.Sprintf("%s (%s, %s, %d endpoints)", s.Name, s.Mode, s.Policy, s.EpTotal)
 }
+
+// EndpointValues returns the scope values of eligible endpoint i (an absolute
+// index in [EpFirst, EpFirst+EpEligible)) by walking down the tree: nil for an
+// ineligible endpoint. It is for tools; it allocates.
+func (s *Service) EndpointValues(i uint32) []string {
+	if i < s.EpFirst || i >= s.EpFirst+s.EpEligible {
+		return nil
+	}
+	out := make([]string, 0, len(s.Scopes))
+	n := s.tree.Node(s.Root)
+	for n.ChildCount > 0 {
+		k := n.FirstChild
+		for ; k < n.FirstChild+n.ChildCount-1; k++ {
+			if i < s.tree.Node(k).Hi {
+				break
+			}
+		}
+		out = append(out, s.NodeValue(k))
+		n = s.tree.Node(k)
+	}
+	return out
+}

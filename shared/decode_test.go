@@ -1,0 +1,179 @@
+package shared
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func goldenTree(t testing.TB) *Tree {
+	t.Helper()
+	tree, err := Build(loadJSON(t, "testdata/mesh.json"), BuildOptions{Generation: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+func reseal(b []byte) []byte {
+	binary.LittleEndian.PutUint32(b[hChecksum:], checksum(b))
+	return b
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	tree := goldenTree(t)
+	got, err := Decode(append([]byte(nil), tree.Bytes()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Generation() != 42 || len(got.Services()) != 3 || got.NumEndpoints() != 7 {
+		t.Fatalf("generation %d, %d services, %d endpoints", got.Generation(), len(got.Services()), got.NumEndpoints())
+	}
+	s, ok := got.Service("reviews")
+	if !ok || s.Name != "reviews.default.svc.cluster.local" || s.VIP.String() != "127.77.0.11:9080" {
+		t.Fatalf("reviews: %+v", s)
+	}
+	if s.EpTotal != 5 || s.EpEligible != 4 || s.Mode != ModeFailover || s.Policy != PolicyRandom {
+		t.Fatalf("reviews: %+v", s)
+	}
+	p, _ := got.Service("payments.default.svc.cluster.local")
+	if p.Mode != ModeStrict || p.Policy != PolicyWeighted || p.Health != HealthAllowAll || p.EpEligible != 2 || p.VIP.IsValid() {
+		t.Fatalf("payments: %+v", p)
+	}
+	if _, ok := got.Service("nope"); ok {
+		t.Fatal("unknown service found")
+	}
+}
+
+func TestDecodeRejectsTruncation(t *testing.T) {
+	b := goldenTree(t).Bytes()
+	for n := 0; n < len(b); n++ {
+		if _, err := Decode(b[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d bytes: error %v, want ErrCorrupt", n, err)
+		}
+	}
+	if _, err := Decode(append(append([]byte(nil), b...), 0)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("one trailing byte: %v", err)
+	}
+}
+
+// TestDecodeRejectsFlips flips every bit of the blob. With the checksum left
+// alone every flip must be caught by it; with the checksum recomputed, the
+// structural checks must either reject the blob or accept one whose lookups
+// stay in range (a flipped weight or address is still a valid tree).
+func TestDecodeRejectsFlips(t *testing.T) {
+	orig := goldenTree(t).Bytes()
+	for i := range orig {
+		for bit := range 8 {
+			b := append([]byte(nil), orig...)
+			b[i] ^= 1 << bit
+			if _, err := Decode(b); !errors.Is(err, ErrCorrupt) && i >= hFlags {
+				t.Fatalf("flip byte %d bit %d: checksum not checked (%v)", i, bit, err)
+			}
+			tree, err := Decode(reseal(b))
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("flip %d/%d: error does not wrap ErrCorrupt: %v", i, bit, err)
+				}
+				continue
+			}
+			lookupEverywhere(t, tree)
+		}
+	}
+}
+
+func lookupEverywhere(t testing.TB, tree *Tree) {
+	for i := range tree.Services() {
+		s := &tree.Services()[i]
+		for _, src := range []Locality{{}, {"region": "us-east", "zone": "us-east-1a", "subzone": "rack-1"}, {"region": "eu-central", "zone": "eu-central-1a"}} {
+			r := s.Lookup(src)
+			if r.Lo > r.Hi || r.Hi > uint32(tree.NumEndpoints()) || r.Lo < s.EpFirst || r.Hi > s.EpFirst+s.EpEligible {
+				t.Fatalf("%s: range [%d, %d) outside the service's eligible endpoints", s.Name, r.Lo, r.Hi)
+			}
+			for k := r.Lo; k < r.Hi; k++ {
+				_ = tree.Endpoint(k)
+			}
+		}
+	}
+}
+
+func TestDecodeErrorsNameTheProblem(t *testing.T) {
+	orig := goldenTree(t).Bytes()
+	mut := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), orig...)
+		f(b)
+		return reseal(b)
+	}
+	reviews, _ := goldenTree(t).Service("reviews")
+	rootOff := int(binary.LittleEndian.Uint32(orig[hNodesOff:])) + int(reviews.Root)*NodeRecordSize
+	cases := []struct {
+		name, want string
+		blob       []byte
+	}{
+		{"magic", "bad magic", mut(func(b []byte) { b[0] = 'X' })},
+		{"version", "format version 2", mut(func(b []byte) { b[hVersion] = 2 })},
+		{"checksum", "checksum", func() []byte { b := append([]byte(nil), orig...); b[len(b)-1]++; return b }()},
+		{"levels", "levels", mut(func(b []byte) { b[HeaderSize+sLevels] = 9 })},
+		{"policy", "policy 9", mut(func(b []byte) { b[HeaderSize+sPolicy] = 9 })},
+		{"child order", "label order", mut(func(b []byte) {
+			// swap the labels of the first two children of reviews' root
+			c := b[rootOff+NodeRecordSize:]
+			var tmp [8]byte
+			copy(tmp[:], c[:8])
+			copy(c[:8], c[NodeRecordSize:NodeRecordSize+8])
+			copy(c[NodeRecordSize:], tmp[:])
+		})},
+		{"child pointer", "children", mut(func(b []byte) { binary.LittleEndian.PutUint32(b[rootOff+nFirstChild:], uint32(reviews.Root)+2) })},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.blob)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrCorrupt mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(goldenTree(f).Bytes())
+	f.Add([]byte("LTRE"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tree, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		lookupEverywhere(t, tree)
+	})
+}
+
+// FuzzLookup decodes a resealed mutation of a valid blob (so the fuzzer gets
+// past the checksum) and looks up fuzzed sources in every service.
+func FuzzLookup(f *testing.F) {
+	f.Add(goldenTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
+	f.Add(goldenTree(f).Bytes(), "", "", "")
+	f.Fuzz(func(t *testing.T, b []byte, region, zone, subzone string) {
+		if len(b) >= HeaderSize {
+			reseal(b)
+		}
+		tree, err := Decode(b)
+		if err != nil {
+			return
+		}
+		src := Locality{"region": region, "zone": zone, "subzone": subzone}
+		for i := range tree.Services() {
+			s := &tree.Services()[i]
+			r := s.Lookup(src)
+			if r.Lo > r.Hi || r.Lo < s.EpFirst || r.Hi > s.EpFirst+s.EpEligible || r.Depth > len(s.Scopes) {
+				t.Fatalf("%s: range [%d, %d) depth %d out of bounds", s.Name, r.Lo, r.Hi, r.Depth)
+			}
+			if r.Len() > 0 && s.Mode == ModeStrict && r.Depth != len(s.Scopes) {
+				t.Fatalf("%s: strict range at depth %d", s.Name, r.Depth)
+			}
+		}
+	})
+}

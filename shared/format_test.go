@@ -1,0 +1,141 @@
+package shared
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func loadJSON(t testing.TB, path string) *Topology {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top Topology
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &top
+}
+
+// TestGolden pins the encoding of testdata/mesh.json byte for byte.
+// Run `go test ./shared -run TestGolden -update` after an intended change.
+func TestGolden(t *testing.T) {
+	tree, err := Build(loadJSON(t, "testdata/mesh.json"), BuildOptions{Generation: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "mesh.golden.bin")
+	if *update {
+		if err := os.WriteFile(golden, tree.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(tree.Bytes(), want) {
+		t.Fatalf("encoding changed: %d bytes, golden %d bytes; rerun with -update if intended", len(tree.Bytes()), len(want))
+	}
+	again, err := Build(loadJSON(t, "testdata/mesh.json"), BuildOptions{Generation: 42})
+	if err != nil || !bytes.Equal(again.Bytes(), want) {
+		t.Fatal("Build is not deterministic")
+	}
+}
+
+// TestExactBytes writes the expected blob of a tiny topology by hand, field by
+// field from docs/FORMAT.md, independently of the encoder.
+func TestExactBytes(t *testing.T) {
+	w3 := uint32(3)
+	top := &Topology{Services: []ServiceSpec{{
+		Name: "s", Scopes: []string{"zone"}, VIP: "127.77.0.1:80", Policy: "weighted",
+		Endpoints: []EndpointSpec{
+			{Address: "127.0.0.2:8080", Locality: Locality{"zone": "b"}},
+			{Address: "127.0.0.1:8080", Locality: Locality{"zone": "a"}, Weight: &w3},
+		},
+	}}}
+	tree, err := Build(top, BuildOptions{Generation: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Label("a") < Label("b")? Order the children by label, as the format says.
+	first, second := "a", "b"
+	firstAddr, secondAddr := byte(1), byte(2)
+	firstW, secondW := uint32(3), uint32(1)
+	if Label("b") < Label("a") {
+		first, second = second, first
+		firstAddr, secondAddr = secondAddr, firstAddr
+		firstW, secondW = secondW, firstW
+	}
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
+	// header
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(1)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(7)
+	total := 64 + 64 + 3*24 + 2*32 + len(meta)
+	u32(uint32(total))
+	u32(1)
+	u32(3)
+	u32(2)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(128)
+	u32(128 + 72)
+	u32(128 + 72 + 64)
+	u32(0)
+	// service
+	u32(0)
+	u32(3)
+	u32(0)
+	u32(2)
+	u32(2)
+	b = append(b, 1, 0, 1, 0) // levels, mode, policy weighted, health
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, 127, 77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 80, 4)
+	b = append(b, make([]byte, 13)...)
+	// nodes: root, then the two zones
+	u64(0)
+	u32(0)
+	u32(2)
+	u32(1)
+	u32(2)
+	u64(Label(first))
+	u32(0)
+	u32(1)
+	u32(0)
+	u32(0)
+	u64(Label(second))
+	u32(1)
+	u32(2)
+	u32(0)
+	u32(0)
+	// endpoints
+	ep := func(last byte, w uint32, cum uint64) {
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+		u32(w)
+		u64(cum)
+	}
+	ep(firstAddr, firstW, uint64(firstW))
+	ep(secondAddr, secondW, 4)
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+}
