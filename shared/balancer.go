@@ -25,10 +25,7 @@ type Balancer struct {
 type endpointSet struct {
 	addrs   []string
 	weights []uint32
-	cum     []uint64
-	hashes  []uint64
-	sameTo  []uint32
-	loads   []*atomic.Int64 // shared between versions, so counts survive Add and Remove
+	pool    pool // records with weight and cum_weight; counts shared between versions
 	index   map[string]int
 }
 
@@ -62,7 +59,7 @@ func (b *Balancer) AddWeighted(addr string, weight uint32) error {
 	}
 	addrs := append(slices.Clip(old.addrs), addr)
 	weights := append(slices.Clip(old.weights), weight)
-	loads := append(slices.Clip(old.loads), new(atomic.Int64))
+	loads := append(slices.Clip(old.pool.shared), new(atomic.Int64))
 	b.set.Store(newEndpointSet(addrs, weights, loads))
 	return nil
 }
@@ -79,7 +76,7 @@ func (b *Balancer) Remove(addr string) error {
 	}
 	addrs := slices.Delete(slices.Clone(old.addrs), i, i+1)
 	weights := slices.Delete(slices.Clone(old.weights), i, i+1)
-	loads := slices.Delete(slices.Clone(old.loads), i, i+1)
+	loads := slices.Delete(slices.Clone(old.pool.shared), i, i+1)
 	b.set.Store(newEndpointSet(addrs, weights, loads))
 	return nil
 }
@@ -87,21 +84,23 @@ func (b *Balancer) Remove(addr string) error {
 func newEndpointSet(addrs []string, weights []uint32, loads []*atomic.Int64) *endpointSet {
 	n := len(addrs)
 	s := &endpointSet{
-		addrs: addrs, weights: weights, loads: loads,
-		cum: make([]uint64, n), hashes: make([]uint64, n), sameTo: make([]uint32, n),
-		index: make(map[string]int, n),
+		addrs: addrs, weights: weights, index: make(map[string]int, n),
+		pool: pool{
+			recs:   make([]byte, n*EndpointRecordSize),
+			hashes: make([]uint64, n),
+			sameTo: make([]uint32, n),
+			shared: loads,
+		},
 	}
 	var cum uint64
 	for i, a := range addrs {
 		cum += uint64(weights[i])
-		s.cum[i], s.hashes[i], s.index[a] = cum, HashKey(a), i
+		rec := s.pool.recs[i*EndpointRecordSize:]
+		le.PutUint32(rec[eWeight:], weights[i])
+		le.PutUint64(rec[eCumWeight:], cum)
+		s.pool.hashes[i], s.index[a] = HashKey(a), i
 	}
-	for i := n - 1; i >= 0; i-- {
-		s.sameTo[i] = uint32(i + 1)
-		if i+1 < n && weights[i+1] == weights[i] {
-			s.sameTo[i] = s.sameTo[i+1]
-		}
-	}
+	s.pool.indexWeights(0, uint32(n))
 	return s
 }
 
@@ -118,7 +117,7 @@ func (b *Balancer) Balance(key string) (string, error) {
 	if b.policy == PolicyConsistentHash {
 		k = HashKey(key)
 	}
-	return s.addrs[pickIn(s, b.policy, 0, n, k, b.src, &b.rr)], nil
+	return s.addrs[s.pool.pick(b.policy, 0, n, k, b.src, &b.rr)], nil
 }
 
 // Inc counts one more request in flight to addr; unknown addresses are ignored.
@@ -148,13 +147,7 @@ func (b *Balancer) Endpoints() []string { return slices.Clone(b.set.Load().addrs
 
 func (s *endpointSet) counter(addr string) *atomic.Int64 {
 	if i, ok := s.index[addr]; ok {
-		return s.loads[i]
+		return s.pool.shared[i]
 	}
 	return nil
 }
-
-func (s *endpointSet) weight(i uint32) uint32         { return s.weights[i] }
-func (s *endpointSet) cumWeight(i uint32) uint64      { return s.cum[i] }
-func (s *endpointSet) load(i uint32) int64            { return s.loads[i].Load() }
-func (s *endpointSet) addrHash(i uint32) uint64       { return s.hashes[i] }
-func (s *endpointSet) sameWeights(lo, hi uint32) bool { return s.sameTo[lo] >= hi }

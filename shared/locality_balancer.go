@@ -121,7 +121,7 @@ func (lb *LocalityBalancer) Update(t *Tree) error {
 	old := lb.state.Load()
 	for addr, i := range st.byAddr {
 		if j, ok := old.byAddr[addr]; ok {
-			st.picker.inflight[i].Store(old.picker.InFlight(j))
+			st.picker.pool.counts[i].Store(old.picker.InFlight(j))
 		}
 	}
 	lb.state.Store(st)

@@ -21,44 +21,33 @@ type PickerOptions struct {
 // tree node and an in-flight count per endpoint. A Picker belongs to one tree;
 // it is safe for concurrent use.
 type Picker struct {
-	tree     *Tree
-	src      *source
-	rr       []atomic.Uint64 // by absolute node index
-	inflight []atomic.Int64  // by absolute endpoint index
-	hashes   []uint64        // hash of every endpoint's address, for consistent_hash
-	sameTo   []uint32        // sameTo[i]: first j > i whose weight differs from i's (or the service's end)
+	tree *Tree
+	src  *source
+	rr   []atomic.Uint64 // by absolute node index
+	pool pool            // by absolute endpoint index
 }
 
 // NewPicker returns a picker over the endpoints of t.
 func NewPicker(t *Tree, opts PickerOptions) *Picker {
+	n := t.NumEndpoints()
 	p := &Picker{
-		tree:     t,
-		src:      newSource(opts.Seed),
-		rr:       make([]atomic.Uint64, t.NumNodes()),
-		inflight: make([]atomic.Int64, t.NumEndpoints()),
-		hashes:   make([]uint64, t.NumEndpoints()),
-		sameTo:   make([]uint32, t.NumEndpoints()),
+		tree: t,
+		src:  newSource(opts.Seed),
+		rr:   make([]atomic.Uint64, t.NumNodes()),
+		pool: pool{
+			recs:   t.eps,
+			hashes: make([]uint64, n),
+			sameTo: make([]uint32, n),
+			counts: make([]atomic.Int64, n),
+		},
 	}
-	for i := range p.hashes {
-		b := t.eps[i*EndpointRecordSize:][:EndpointRecordSize]
-		p.hashes[i] = addrRecordHash(b)
+	for i := range p.pool.hashes {
+		p.pool.hashes[i] = addrRecordHash(t.eps[i*EndpointRecordSize:][:EndpointRecordSize])
 	}
 	for _, s := range t.services {
-		p.indexWeights(s.EpFirst, s.EpFirst+s.EpTotal)
+		p.pool.indexWeights(s.EpFirst, s.EpFirst+s.EpTotal)
 	}
 	return p
-}
-
-// indexWeights fills sameTo for the endpoints [lo, hi) of one service.
-func (p *Picker) indexWeights(lo, hi uint32) {
-	for i := int64(hi) - 1; i >= int64(lo); i-- {
-		j := uint32(i) + 1
-		if j < hi && p.weight(j) == p.weight(uint32(i)) {
-			p.sameTo[i] = p.sameTo[j]
-		} else {
-			p.sameTo[i] = j
-		}
-	}
 }
 
 // Tree is the tree the picker was made for.
@@ -82,32 +71,32 @@ func (p *Picker) Tree() *Tree { return p.tree }
 // key is used by consistent_hash only. Pick returns false when the range is
 // empty or s and r do not belong to the picker's tree. It allocates nothing.
 func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
-	if r.Lo >= r.Hi || int(r.Hi) > len(p.inflight) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
+	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
 	}
-	return pickIn(p, s.Policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
+	return p.pool.pick(s.Policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
 }
 
 // Inc counts one more request or connection in flight to endpoint ep (an
 // absolute index); least_request and least_connections read the counts.
 // Out-of-range indices are ignored.
 func (p *Picker) Inc(ep uint32) {
-	if int(ep) < len(p.inflight) {
-		p.inflight[ep].Add(1)
+	if int(ep) < len(p.pool.counts) {
+		p.pool.counts[ep].Add(1)
 	}
 }
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if int(ep) < len(p.inflight) {
-		decrement(&p.inflight[ep])
+	if int(ep) < len(p.pool.counts) {
+		decrement(&p.pool.counts[ep])
 	}
 }
 
 // InFlight is the current count of endpoint ep.
 func (p *Picker) InFlight(ep uint32) int64 {
-	if int(ep) < len(p.inflight) {
-		return p.inflight[ep].Load()
+	if int(ep) < len(p.pool.counts) {
+		return p.pool.counts[ep].Load()
 	}
 	return 0
 }
@@ -120,18 +109,6 @@ func decrement(c *atomic.Int64) {
 		}
 	}
 }
-
-func (p *Picker) weight(i uint32) uint32 {
-	return le.Uint32(p.tree.eps[int(i)*EndpointRecordSize+eWeight:])
-}
-
-func (p *Picker) cumWeight(i uint32) uint64 {
-	return le.Uint64(p.tree.eps[int(i)*EndpointRecordSize+eCumWeight:])
-}
-
-func (p *Picker) load(i uint32) int64            { return p.inflight[i].Load() }
-func (p *Picker) addrHash(i uint32) uint64       { return p.hashes[i] }
-func (p *Picker) sameWeights(lo, hi uint32) bool { return p.sameTo[lo] >= hi }
 
 // addrRecordHash hashes the address bytes of an endpoint record (address,
 // port, family), so a consistent_hash pick survives rebuilds of the tree.
@@ -161,11 +138,8 @@ func (s *source) below64(n uint64) uint64 {
 
 func (s *source) below(n uint32) uint32 { return uint32(s.below64(uint64(n))) }
 
-// hrwScore is the weighted rendezvous score ln(u)/w of a hash h, u in (0, 1).
-func hrwScore(h uint64, w uint32) float64 {
-	u := (float64(h>>11) + 0.5) / (1 << 53)
-	return math.Log(u) / float64(w)
-}
+// unitOpen maps a hash to a float64 uniform in the open interval (0, 1).
+func unitOpen(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
 
 // source is a random source safe for concurrent use: math/rand/v2's global
 // source, or a seeded splitmix64 sequence advanced atomically.
@@ -188,36 +162,69 @@ func mix64(x uint64) uint64 {
 // releases: FNV-1a 64 of the bytes, then the splitmix64 finalizer.
 func HashKey(s string) uint64 { return mix64(Label(s)) }
 
-// pool is what the policies read about candidate endpoints, by index.
-type pool interface {
-	weight(i uint32) uint32
-	cumWeight(i uint32) uint64 // sum of the weights of the set up to and including i
-	load(i uint32) int64
-	addrHash(i uint32) uint64
-	sameWeights(lo, hi uint32) bool // every endpoint of [lo, hi) has the same weight
+// pool is what the policies read about endpoints, by index: their records
+// (for weight and cum_weight), address hashes and in-flight counts. The
+// Picker's pool reads the tree's records; a Balancer builds its own.
+type pool struct {
+	recs   []byte          // EndpointRecordSize bytes an endpoint
+	hashes []uint64        // address hashes, for consistent_hash
+	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts []atomic.Int64  // in-flight counts, or nil when shared is used
+	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
 }
 
-// pickIn applies a policy to the candidates [lo, hi) of p; lo < hi.
-func pickIn[P pool](p P, pol Policy, lo, hi uint32, key uint64, src *source, rr *atomic.Uint64) uint32 {
+func (p *pool) weight(i uint32) uint32 {
+	return le.Uint32(p.recs[int(i)*EndpointRecordSize+eWeight:])
+}
+
+// cumWeight is the sum of the weights of the set (service) up to and including i.
+func (p *pool) cumWeight(i uint32) uint64 {
+	return le.Uint64(p.recs[int(i)*EndpointRecordSize+eCumWeight:])
+}
+
+func (p *pool) load(i uint32) int64 {
+	if p.shared != nil {
+		return p.shared[i].Load()
+	}
+	return p.counts[i].Load()
+}
+
+// indexWeights fills sameTo for the endpoints [lo, hi) of one set.
+func (p *pool) indexWeights(lo, hi uint32) {
+	for i := int64(hi) - 1; i >= int64(lo); i-- {
+		j := uint32(i) + 1
+		if j < hi && p.weight(j) == p.weight(uint32(i)) {
+			p.sameTo[i] = p.sameTo[j]
+		} else {
+			p.sameTo[i] = j
+		}
+	}
+}
+
+// pick applies a policy to the candidates [lo, hi); lo < hi.
+func (p *pool) pick(pol Policy, lo, hi uint32, key uint64, src *source, rr *atomic.Uint64) uint32 {
 	n := hi - lo
 	switch pol {
 	case PolicyWeighted:
-		return pickWeighted(p, lo, hi, src)
+		return p.pickWeighted(lo, hi, src)
 	case PolicyRoundRobin:
 		return lo + uint32((rr.Add(1)-1)%uint64(n))
 	case PolicyLeastRequest:
-		return pickTwo(p, lo, n, src)
+		return p.pickTwo(lo, n, src)
 	case PolicyLeastConnections:
-		return pickLeast(p, lo, hi, src)
+		return p.pickLeast(lo, hi, src)
 	case PolicyConsistentHash:
-		return pickHash(p, lo, hi, key)
+		if p.sameTo[lo] >= hi {
+			return p.pickHashEqual(lo, hi, key)
+		}
+		return p.pickHashWeighted(lo, hi, key)
 	}
 	return lo + src.below(n)
 }
 
 // pickWeighted draws x in [0, W) and finds the endpoint whose slice of the
 // cumulative weights holds it: the first i with cum[i] - base > x.
-func pickWeighted[P pool](p P, lo, hi uint32, src *source) uint32 {
+func (p *pool) pickWeighted(lo, hi uint32, src *source) uint32 {
 	base := p.cumWeight(lo) - uint64(p.weight(lo))
 	total := p.cumWeight(hi-1) - base
 	if total == 0 {
@@ -238,7 +245,7 @@ func pickWeighted[P pool](p P, lo, hi uint32, src *source) uint32 {
 
 // pickTwo is the power of two random choices: two distinct candidates, the
 // one with fewer in flight wins (the first on a tie; both are random).
-func pickTwo[P pool](p P, lo, n uint32, src *source) uint32 {
+func (p *pool) pickTwo(lo, n uint32, src *source) uint32 {
 	if n == 1 {
 		return lo
 	}
@@ -253,7 +260,7 @@ func pickTwo[P pool](p P, lo, n uint32, src *source) uint32 {
 // pickLeast scans for the fewest in flight, then picks uniformly among the
 // candidates that have it. If the counts change between the two passes, it
 // falls back to the first minimum seen.
-func pickLeast[P pool](p P, lo, hi uint32, src *source) uint32 {
+func (p *pool) pickLeast(lo, hi uint32, src *source) uint32 {
 	best, first, ties := int64(math.MaxInt64), lo, uint32(0)
 	for i := lo; i < hi; i++ {
 		switch v := p.load(i); {
@@ -278,31 +285,40 @@ func pickLeast[P pool](p P, lo, hi uint32, src *source) uint32 {
 	return first
 }
 
-// pickHash is rendezvous hashing: every candidate scores hash(key, address)
-// and the highest score wins. With unequal weights the score is
-// ln(u)/weight (u uniform in (0,1)), which gives each candidate a share of
-// keys proportional to its weight; with equal weights that order equals the
-// order of the raw hashes, so the cheap integer path gives the same answer.
-func pickHash[P pool](p P, lo, hi uint32, key uint64) uint32 {
-	if p.sameWeights(lo, hi) {
-		best, bestH := lo, uint64(0)
-		for i := lo; i < hi; i++ {
-			if h := mix64(key ^ p.addrHash(i)); h >= bestH {
-				best, bestH = i, h
-			}
+// pickHashEqual is rendezvous hashing for candidates of equal weight: every
+// candidate scores hash(key, address) and the highest score wins.
+func (p *pool) pickHashEqual(lo, hi uint32, key uint64) uint32 {
+	best, bestH := lo, uint64(0)
+	for i, h := range p.hashes[lo:hi] {
+		if s := mix64(key ^ h); s >= bestH {
+			best, bestH = lo+uint32(i), s
 		}
-		return best
 	}
-	best, bestS := uint32(0), math.Inf(-1)
-	found := false
+	return best
+}
+
+// pickHashWeighted is weighted rendezvous hashing: the score ln(u)/weight (u
+// uniform in (0,1) from the same hash) gives each candidate a share of keys
+// proportional to its weight. With equal weights it orders candidates as the
+// raw hashes do, so both paths agree. Weight-0 candidates never win; the
+// weights are not all equal here, so some weight is non-zero. Since
+// ln(u) <= u-1, a candidate whose (u-1)/weight does not beat the best score so
+// far cannot win, and its logarithm is skipped: only O(log range) logarithms
+// are computed on average.
+func (p *pool) pickHashWeighted(lo, hi uint32, key uint64) uint32 {
+	best, bestS := lo, math.Inf(-1)
 	for i := lo; i < hi; i++ {
 		w := p.weight(i)
 		if w == 0 {
 			continue
 		}
-		if s := hrwScore(mix64(key^p.addrHash(i)), w); !found || s > bestS {
-			best, bestS, found = i, s, true
+		u := unitOpen(mix64(key ^ p.hashes[i]))
+		if (u-1)/float64(w) <= bestS {
+			continue
+		}
+		if s := math.Log(u) / float64(w); s > bestS {
+			best, bestS = i, s
 		}
 	}
-	return best // some weight is non-zero: the weights are not all equal
+	return best
 }
