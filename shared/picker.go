@@ -65,8 +65,9 @@ func (p *Picker) Tree() *Tree { return p.tree }
 //   - least_connections: the fewest in flight, ties broken uniformly; O(range).
 //   - consistent_hash: weighted rendezvous (highest random weight) hashing of
 //     key (see HashKey) against the endpoint addresses, so removing one of K
-//     endpoints moves only the keys that were on it, about 1/K. O(range): about
-//     1 ns per candidate when the range's weights are equal, more otherwise.
+//     endpoints moves only the keys that were on it, about 1/K. O(range): one
+//     hash per candidate; with unequal weights also a logarithm for the
+//     candidates that can still win (O(log range) of them on average).
 //
 // key is used by consistent_hash only. Pick returns false when the range is
 // empty or s and r do not belong to the picker's tree. It allocates nothing.
@@ -110,10 +111,12 @@ func decrement(c *atomic.Int64) {
 	}
 }
 
-// addrRecordHash hashes the address bytes of an endpoint record (address,
-// port, family), so a consistent_hash pick survives rebuilds of the tree.
+// addrRecordHash hashes the address of an endpoint record (address bytes,
+// port and family; not the flags, so a health change under allow_all keeps
+// the keys in place), so consistent_hash picks survive rebuilds of the tree.
 func addrRecordHash(b []byte) uint64 {
-	return mix64(mix64(le.Uint64(b[eAddr:])^uint64(le.Uint32(b[ePort:]))) ^ le.Uint64(b[eAddr+8:]))
+	portFamily := uint64(le.Uint16(b[ePort:])) | uint64(b[eFamily])<<16
+	return mix64(mix64(le.Uint64(b[eAddr:])^portFamily) ^ le.Uint64(b[eAddr+8:]))
 }
 
 func newSource(seed uint64) *source {

@@ -401,6 +401,30 @@ func TestPickerConsistentHashRemoveOne(t *testing.T) {
 	}
 }
 
+// TestPickerConsistentHashIgnoresHealth flips endpoints' health in a service
+// with health allow_all: the candidates stay the same, and so must every key's
+// endpoint.
+func TestPickerConsistentHashIgnoresHealth(t *testing.T) {
+	build := func(unhealthy map[int]bool) []string {
+		spec := ServiceSpec{Name: "svc", Scopes: []string{"zone"}, Policy: "consistent_hash", Health: "allow_all"}
+		for i := range 12 {
+			healthy := !unhealthy[i]
+			spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: pickerAddr(0, i), Locality: Locality{"zone": "b"}, Healthy: &healthy})
+		}
+		tree, err := Build(&Topology{Services: []ServiceSpec{spec}}, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hashPicks(t, tree, 2000)
+	}
+	before, after := build(nil), build(map[int]bool{1: true, 5: true, 6: true})
+	for i := range before {
+		if before[i] != after[i] {
+			t.Fatalf("key %d moved from %s to %s when health flags changed", i, before[i], after[i])
+		}
+	}
+}
+
 func sumWeights(w []uint32) uint64 {
 	var s uint64
 	for _, x := range w {
