@@ -30,7 +30,7 @@ type endpointSet struct {
 }
 
 // errEmptyAddress is returned by Add for an empty address.
-var errEmptyAddress = errors.New("empty endpoint address")
+var errEmptyAddress = errors.New("balancer: add: empty endpoint address")
 
 // NewBalancer returns an empty balancer that picks by policy (an unknown
 // policy value picks at random).
