@@ -596,3 +596,58 @@ func benchPicker(b *testing.B, pol Policy, n int, mixed bool) {
 		p.Pick(svc, r, key)
 	}
 }
+
+// FuzzPicker builds a service from fuzzed weights (two zones), picks in one
+// zone by every policy and checks the invariants: the pick is inside the
+// range; weighted and consistent_hash never pick a weight-0 endpoint while the
+// range has weight; round robin visits every candidate once per cycle.
+func FuzzPicker(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 0, 5}, uint8(2), uint64(7))
+	f.Add([]byte{0, 0, 9}, uint8(0), uint64(0))
+	f.Add([]byte{255, 1}, uint8(1), uint64(1<<63))
+	f.Fuzz(func(t *testing.T, raw []byte, split uint8, key uint64) {
+		if len(raw) == 0 || len(raw) > 64 {
+			return
+		}
+		weights := make([]uint32, len(raw))
+		for i, b := range raw {
+			weights[i] = uint32(b) * uint32(b) * 65537 // up to about 2^32
+		}
+		cut := int(split) % len(weights)
+		zones := []pickerZone{{zone: "a", weights: weights[:cut]}, {zone: "b", weights: weights[cut:]}}
+		if cut == 0 {
+			zones = zones[1:]
+		}
+		if sumWeights(weights) == 0 {
+			return // Build rejects a service whose weights are all 0
+		}
+		tree := pickerTree(t, "random", zones...)
+		svc, r := pickerRange(t, tree, "b")
+		p := NewPicker(tree, PickerOptions{Seed: key | 1})
+		rangeWeight := uint64(0)
+		for i := r.Lo; i < r.Hi; i++ {
+			rangeWeight += uint64(tree.Endpoint(i).Weight)
+		}
+		for pol := range PolicyConsistentHash + 1 {
+			s := withPolicy(svc, pol)
+			seen := make([]int, r.Len())
+			for k := range r.Len() {
+				i, ok := p.Pick(s, r, key+uint64(k))
+				if !ok || i < r.Lo || i >= r.Hi {
+					t.Fatalf("%s: pick %d, %v outside [%d, %d)", pol, i, ok, r.Lo, r.Hi)
+				}
+				if (pol == PolicyWeighted || pol == PolicyConsistentHash) && rangeWeight > 0 && tree.Endpoint(i).Weight == 0 {
+					t.Fatalf("%s: picked endpoint %d of weight 0 in a range of weight %d", pol, i, rangeWeight)
+				}
+				seen[i-r.Lo]++
+			}
+			if pol == PolicyRoundRobin {
+				for k, n := range seen {
+					if n != 1 {
+						t.Fatalf("round robin: candidate %d picked %d times in one cycle of %d", k, n, r.Len())
+					}
+				}
+			}
+		}
+	})
+}
