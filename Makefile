@@ -24,3 +24,12 @@ fuzz:
 	    echo "fuzz $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+.PHONY: generate generate-check
+# Regenerates the committed bpf2go output (needs clang, llvm-strip, libbpf-dev).
+generate:
+	$(GO) generate ./bpf/...
+
+# CI: regenerate and fail if the committed BPF objects or bindings differ.
+generate-check: generate
+	@git diff --exit-code -- bpf/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }

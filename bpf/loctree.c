@@ -1,0 +1,220 @@
+//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * loctree socket programs: a connect (TCP, connected UDP) or an unconnected
+ * UDP sendmsg to a service VIP:port walks the service's locality tree with
+ * this node's source labels, picks an endpoint by the service's policy and
+ * rewrites the destination. getpeername and recvmsg show the VIP again.
+ * Anything that is not a VIP passes untouched.
+ */
+#include "loctree.h"
+
+#define ECONNREFUSED 111
+#define SK_PASS 1
+#define SK_DROP 0
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct lt_sock);
+} lt_socks SEC(".maps");
+
+/* lt_refuse makes the syscall fail with ECONNREFUSED. */
+static __always_inline int lt_refuse(__u32 stat)
+{
+	lt_count(stat);
+	bpf_set_retval(-ECONNREFUSED);
+	return SK_DROP;
+}
+
+static __always_inline void lt_frontend_of(struct bpf_sock_addr *ctx, struct lt_frontend *fe,
+					   int v6)
+{
+	__builtin_memset(fe, 0, sizeof(*fe));
+	fe->port = (__u16)ctx->user_port;
+	if (v6) {
+		fe->family = LT_FAMILY_V6;
+		fe->addr[0] = ctx->user_ip6[0];
+		fe->addr[1] = ctx->user_ip6[1];
+		fe->addr[2] = ctx->user_ip6[2];
+		fe->addr[3] = ctx->user_ip6[3];
+	} else {
+		fe->family = LT_FAMILY_V4;
+		fe->addr[0] = ctx->user_ip4;
+	}
+}
+
+/* lt_remember records the VIP and backend of a redirected socket. */
+static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct lt_frontend *fe,
+					const struct lt_endpoint *ep, __u32 idx, int count)
+{
+	struct lt_sock *s;
+
+	if (!ctx->sk)
+		return;
+	s = bpf_sk_storage_get(&lt_socks, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!s)
+		return;
+	if (s->counted) {
+		__u64 *c = bpf_map_lookup_elem(&lt_conns, &s->ep);
+
+		if (c && *c > 0)
+			__sync_fetch_and_add(c, -1);
+		s->counted = 0;
+	}
+	__builtin_memcpy(s->vip, fe->addr, sizeof(s->vip));
+	__builtin_memcpy(s->backend, ep->addr, sizeof(s->backend));
+	s->vip_port = fe->port;
+	s->backend_port = ep->port;
+	s->family = fe->family;
+	s->ep = idx;
+	if (count) {
+		__u64 *c = bpf_map_lookup_elem(&lt_conns, &idx);
+
+		if (c) {
+			__sync_fetch_and_add(c, 1);
+			s->counted = 1;
+		}
+	}
+}
+
+/*
+ * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
+ * anything that is not a VIP and for a successful rewrite.
+ */
+static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int remember)
+{
+	struct lt_frontend fe;
+	struct lt_service *svc;
+	struct lt_endpoint *ep;
+	struct lt_range r;
+	__u32 idx = 0;
+	int ret;
+
+	lt_frontend_of(ctx, &fe, v6);
+	svc = bpf_map_lookup_elem(&lt_frontends, &fe);
+	if (!svc)
+		return SK_PASS;
+	ret = lt_lookup(svc, svc->src, &r);
+	if (ret == -1)
+		return lt_refuse(LT_STAT_NO_MATCH);
+	if (ret < 0 || lt_pick(svc, &r, &idx) < 0)
+		return lt_refuse(LT_STAT_ERROR);
+	ep = lt_ep_at(idx);
+	if (!ep || ep->family != fe.family)
+		return lt_refuse(LT_STAT_ERROR);
+	if (v6) {
+		ctx->user_ip6[0] = ep->addr[0];
+		ctx->user_ip6[1] = ep->addr[1];
+		ctx->user_ip6[2] = ep->addr[2];
+		ctx->user_ip6[3] = ep->addr[3];
+	} else {
+		ctx->user_ip4 = ep->addr[0];
+	}
+	ctx->user_port = ep->port;
+	if (remember)
+		lt_remember(ctx, &fe, ep, idx, svc->policy == LT_POLICY_LEAST_CONNECTIONS);
+	lt_count(LT_STAT_REDIRECT);
+	return SK_PASS;
+}
+
+SEC("cgroup/connect4")
+int lt_connect4(struct bpf_sock_addr *ctx)
+{
+	return lt_redirect(ctx, 0, 1);
+}
+
+SEC("cgroup/connect6")
+int lt_connect6(struct bpf_sock_addr *ctx)
+{
+	return lt_redirect(ctx, 1, 1);
+}
+
+SEC("cgroup/sendmsg4")
+int lt_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return lt_redirect(ctx, 0, 1);
+}
+
+SEC("cgroup/sendmsg6")
+int lt_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return lt_redirect(ctx, 1, 1);
+}
+
+/* lt_restore_vip shows the VIP where the socket talks to its backend. */
+static __always_inline int lt_restore_vip(struct bpf_sock_addr *ctx, int v6, int match_backend)
+{
+	struct lt_sock *s;
+
+	if (!ctx->sk)
+		return SK_PASS;
+	s = bpf_sk_storage_get(&lt_socks, ctx->sk, 0, 0);
+	if (!s || s->family != (v6 ? LT_FAMILY_V6 : LT_FAMILY_V4))
+		return SK_PASS;
+	if (match_backend) {
+		if (ctx->user_port != s->backend_port)
+			return SK_PASS;
+		if (v6) {
+			if (ctx->user_ip6[0] != s->backend[0] || ctx->user_ip6[1] != s->backend[1] ||
+			    ctx->user_ip6[2] != s->backend[2] || ctx->user_ip6[3] != s->backend[3])
+				return SK_PASS;
+		} else if (ctx->user_ip4 != s->backend[0]) {
+			return SK_PASS;
+		}
+	}
+	if (v6) {
+		ctx->user_ip6[0] = s->vip[0];
+		ctx->user_ip6[1] = s->vip[1];
+		ctx->user_ip6[2] = s->vip[2];
+		ctx->user_ip6[3] = s->vip[3];
+	} else {
+		ctx->user_ip4 = s->vip[0];
+	}
+	ctx->user_port = s->vip_port;
+	return SK_PASS;
+}
+
+SEC("cgroup/getpeername4")
+int lt_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return lt_restore_vip(ctx, 0, 0);
+}
+
+SEC("cgroup/getpeername6")
+int lt_getpeername6(struct bpf_sock_addr *ctx)
+{
+	return lt_restore_vip(ctx, 1, 0);
+}
+
+SEC("cgroup/recvmsg4")
+int lt_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return lt_restore_vip(ctx, 0, 1);
+}
+
+SEC("cgroup/recvmsg6")
+int lt_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return lt_restore_vip(ctx, 1, 1);
+}
+
+/* lt_sock_release gives back the socket's least_connections count. */
+SEC("cgroup/sock_release")
+int lt_sock_release(struct bpf_sock *sk)
+{
+	struct lt_sock *s;
+	__u64 *c;
+
+	s = bpf_sk_storage_get(&lt_socks, sk, 0, 0);
+	if (!s || !s->counted)
+		return SK_PASS;
+	c = bpf_map_lookup_elem(&lt_conns, &s->ep);
+	if (c && *c > 0)
+		__sync_fetch_and_add(c, -1);
+	s->counted = 0;
+	return SK_PASS;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

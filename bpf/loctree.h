@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * loctree kernel path: the map layout and the tree lookup shared by the
+ * socket programs (loctree.c) and the test-only program (lookuptest.c).
+ *
+ * struct lt_node and struct lt_endpoint are byte-identical to the node and
+ * endpoint records of docs/FORMAT.md: the loader copies records from the
+ * encoded tree into the arrays unchanged. Indices inside the records are
+ * the blob's absolute indices; a service's lt_service value carries the
+ * deltas that turn them into map indices.
+ */
+#ifndef LOCTREE_H
+#define LOCTREE_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define LT_MAX_LEVELS 8   /* scopes per service (FORMAT.md: levels 1..8) */
+#define LT_MAX_SEARCH 32  /* binary search steps: any u32 range */
+#define LT_FAMILY_V4 4
+#define LT_FAMILY_V6 6
+#define LT_EP_HEALTHY 1
+
+/* Default capacities; the loader overrides max_entries from its flags. */
+#define LT_DEF_SERVICES 4096
+#define LT_DEF_NODES 262144
+#define LT_DEF_ENDPOINTS 262144
+
+/* Policies (FORMAT.md service record, byte 22). */
+enum lt_policy {
+	LT_POLICY_RANDOM = 0,
+	LT_POLICY_WEIGHTED = 1,
+	LT_POLICY_ROUND_ROBIN = 2,
+	LT_POLICY_LEAST_REQUEST = 3,
+	LT_POLICY_LEAST_CONNECTIONS = 4,
+	LT_POLICY_CONSISTENT_HASH = 5,
+};
+
+enum lt_mode {
+	LT_MODE_FAILOVER = 0,
+	LT_MODE_STRICT = 1,
+};
+
+/* Counters in lt_stats (per CPU). */
+enum lt_stat {
+	LT_STAT_REDIRECT = 0, /* destination rewritten */
+	LT_STAT_NO_MATCH = 1, /* VIP with no candidate: refused */
+	LT_STAT_ERROR = 2,    /* inconsistent maps: refused */
+	LT_STAT_MAX = 3,
+};
+
+/* Node record: FORMAT.md "Node record (24 bytes)". */
+struct lt_node {
+	__u64 label;
+	__u32 lo;
+	__u32 hi;
+	__u32 first_child;
+	__u32 child_count;
+};
+
+/* Endpoint record: FORMAT.md "Endpoint record (32 bytes)". */
+struct lt_endpoint {
+	__u32 addr[4]; /* network byte order; IPv4 in addr[0] */
+	__u16 port;    /* network byte order */
+	__u8 family;
+	__u8 flags;
+	__u32 weight;
+	__u64 cum_weight;
+};
+
+/* Key of lt_frontends: a service VIP and port. */
+struct lt_frontend {
+	__u32 addr[4]; /* network byte order; IPv4 in addr[0] */
+	__u16 port;    /* network byte order */
+	__u8 family;
+	__u8 pad;
+};
+
+/*
+ * Value of lt_frontends: one installed service. A hash map value is
+ * replaced as a whole (the map has no preallocation, so the old value
+ * lives until readers are done), which makes publishing a service atomic.
+ */
+struct lt_service {
+	__u64 src[LT_MAX_LEVELS]; /* labels of this node's locality, per scope */
+	__u64 digest;             /* loader: hash of the service's records */
+	__u64 generation;         /* tree generation that installed it */
+	__u32 root;               /* map index of the root node */
+	__u32 node_delta;         /* map index = record node index + node_delta */
+	__u32 ep_delta;           /* map index = record endpoint index + ep_delta */
+	__u32 node_base;          /* node region [node_base, node_base+node_len) */
+	__u32 node_len;
+	__u32 ep_base;            /* endpoint region [ep_base, ep_base+ep_len) */
+	__u32 ep_len;
+	__u32 slot;               /* index into lt_rr */
+	__u8 levels;
+	__u8 mode;
+	__u8 policy;
+	__u8 health;
+	__u32 pad;
+};
+
+/* Per-socket state (socket storage) for getpeername, recvmsg and counts. */
+struct lt_sock {
+	__u32 vip[4];
+	__u32 backend[4];
+	__u16 vip_port;
+	__u16 backend_port;
+	__u8 family;
+	__u8 counted; /* 1: lt_conns[ep] was incremented for this socket */
+	__u16 pad;
+	__u32 ep;
+};
+
+/* A lookup result: map indices. */
+struct lt_range {
+	__u32 lo;
+	__u32 hi;
+	__u32 node;
+	__u32 depth;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, LT_DEF_SERVICES);
+	__type(key, struct lt_frontend);
+	__type(value, struct lt_service);
+} lt_frontends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, LT_DEF_NODES);
+	__type(key, __u32);
+	__type(value, struct lt_node);
+} lt_nodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, LT_DEF_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, struct lt_endpoint);
+} lt_endpoints SEC(".maps");
+
+/* Open connections per endpoint map index (least_connections). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LT_DEF_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lt_conns SEC(".maps");
+
+/* Round-robin cursor per service slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LT_DEF_SERVICES);
+	__type(key, __u32);
+	__type(value, __u64);
+} lt_rr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LT_STAT_MAX);
+	__type(key, enum lt_stat);
+	__type(value, __u64);
+} lt_stats SEC(".maps");
+
+static __always_inline void lt_count(__u32 stat)
+{
+	__u64 *v = bpf_map_lookup_elem(&lt_stats, &stat);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct lt_node *lt_node_at(__u32 idx)
+{
+	return bpf_map_lookup_elem(&lt_nodes, &idx);
+}
+
+/*
+ * lt_find_child returns the child of n whose label is want, or NULL.
+ * Children are sorted by label: one binary search, at most LT_MAX_SEARCH
+ * steps.
+ */
+static __always_inline struct lt_node *
+lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want, __u32 *at)
+{
+	__u32 base = n->first_child + svc->node_delta;
+	__u32 a = 0, b = n->child_count;
+
+	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
+		__u32 mid = a + (b - a) / 2;
+		struct lt_node *c = lt_node_at(base + mid);
+
+		if (!c)
+			return NULL;
+		if (c->label == want) {
+			*at = base + mid;
+			return c;
+		}
+		if (c->label < want)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return NULL;
+}
+
+/*
+ * lt_lookup walks svc's tree with the source labels (one per scope) and
+ * stores the deepest node's endpoint range in r. It returns 0 when r holds
+ * at least one candidate, -1 when there is none (an empty service, or a
+ * strict service whose walk did not reach full depth) and -2 when the maps
+ * are inconsistent.
+ */
+static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *labels,
+				     struct lt_range *r)
+{
+	__u32 idx = svc->root;
+	struct lt_node *n = lt_node_at(idx);
+
+	if (!n)
+		return -2;
+	r->depth = 0;
+	for (int d = 0; d < LT_MAX_LEVELS; d++) {
+		__u32 at = 0;
+		struct lt_node *c;
+
+		if (d >= svc->levels || n->child_count == 0)
+			break;
+		c = lt_find_child(svc, n, labels[d], &at);
+		if (!c)
+			break;
+		n = c;
+		idx = at;
+		r->depth = d + 1;
+	}
+	r->node = idx;
+	r->lo = n->lo + svc->ep_delta;
+	r->hi = n->hi + svc->ep_delta;
+	if (svc->mode == LT_MODE_STRICT && r->depth < svc->levels)
+		return -1;
+	if (r->lo >= r->hi)
+		return -1;
+	return 0;
+}
+
+static __always_inline __u64 lt_rand64(void)
+{
+	return ((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32();
+}
+
+static __always_inline struct lt_endpoint *lt_ep_at(__u32 idx)
+{
+	return bpf_map_lookup_elem(&lt_endpoints, &idx);
+}
+
+/*
+ * lt_pick_weighted picks an index in [lo, hi) with probability proportional
+ * to its weight: a random point in the range's weight, then a binary search
+ * over the prefix sums (cum_weight) for the first endpoint past it.
+ */
+static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, __u32 *out)
+{
+	struct lt_endpoint *first = lt_ep_at(lo), *last = lt_ep_at(hi - 1);
+	__u64 base, total, target;
+	__u32 a = lo, b = hi - 1;
+
+	if (!first || !last)
+		return -2;
+	base = first->cum_weight - first->weight;
+	total = last->cum_weight - base;
+	if (total == 0) {
+		*out = lo + bpf_get_prandom_u32() % (hi - lo);
+		return 0;
+	}
+	target = base + lt_rand64() % total;
+	/* smallest i in [a, b] with cum_weight[i] > target; b always qualifies */
+	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
+		__u32 mid = a + (b - a) / 2;
+		struct lt_endpoint *e = lt_ep_at(mid);
+
+		if (!e)
+			return -2;
+		if (e->cum_weight > target)
+			b = mid;
+		else
+			a = mid + 1;
+	}
+	*out = a;
+	return 0;
+}
+
+static __always_inline __u64 lt_conns_of(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&lt_conns, &idx);
+
+	return v ? *v : 0;
+}
+
+/*
+ * lt_pick chooses one endpoint (map index) in r by svc's policy.
+ * least_connections is the power of two random choices over the open
+ * connection counts; least_request and consistent_hash are random here
+ * (the loader warns at install time).
+ */
+static __always_inline int lt_pick(const struct lt_service *svc, const struct lt_range *r,
+				   __u32 *out)
+{
+	__u32 n = r->hi - r->lo;
+
+	switch (svc->policy) {
+	case LT_POLICY_WEIGHTED:
+		return lt_pick_weighted(r->lo, r->hi, out);
+	case LT_POLICY_ROUND_ROBIN: {
+		__u32 slot = svc->slot;
+		__u64 *cur = bpf_map_lookup_elem(&lt_rr, &slot);
+		__u64 k = cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32();
+
+		*out = r->lo + (__u32)(k % n);
+		return 0;
+	}
+	case LT_POLICY_LEAST_CONNECTIONS: {
+		__u32 a = r->lo + bpf_get_prandom_u32() % n;
+		__u32 b = r->lo + bpf_get_prandom_u32() % n;
+
+		*out = lt_conns_of(b) < lt_conns_of(a) ? b : a;
+		return 0;
+	}
+	default:
+		*out = r->lo + bpf_get_prandom_u32() % n;
+		return 0;
+	}
+}
+
+#endif /* LOCTREE_H */
