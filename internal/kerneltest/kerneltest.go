@@ -1,0 +1,146 @@
+// Package kerneltest sets up what the kernel-path tests need: root, a
+// private cgroup v2 mount with a child cgroup holding the test process, a
+// private bpffs mount, and backends on 127.0.0.0/8 that answer with their
+// own address. Everything is removed when the test ends.
+package kerneltest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RequireRoot skips a test that needs root; CI runs as root and does not skip.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root: loads BPF programs and mounts cgroup2/bpffs")
+	}
+}
+
+var cgroupMu sync.Mutex
+
+// Cgroup mounts cgroup2 in a temporary directory, creates a child cgroup and
+// moves the test process into it, so programs attached to the child see
+// this process's sockets and nobody else's. It returns the child's path.
+func Cgroup(tb testing.TB) string {
+	tb.Helper()
+	RequireRoot(tb)
+	cgroupMu.Lock()
+	root := mount(tb, "cgroup2", "cgroup2")
+	child := filepath.Join(root, fmt.Sprintf("loctree-test-%d", os.Getpid()))
+	if err := os.Mkdir(child, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		tb.Fatalf("create cgroup: %v", err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), pid, 0); err != nil {
+		tb.Fatalf("move test process into %s: %v", child, err)
+	}
+	tb.Cleanup(func() {
+		defer cgroupMu.Unlock()
+		if err := os.WriteFile(filepath.Join(root, "cgroup.procs"), pid, 0); err != nil {
+			tb.Errorf("move test process back: %v", err)
+		}
+		if err := os.Remove(child); err != nil {
+			tb.Errorf("remove cgroup: %v", err)
+		}
+	})
+	return child
+}
+
+// BPFFS mounts a private bpffs in a temporary directory.
+func BPFFS(tb testing.TB) string {
+	tb.Helper()
+	RequireRoot(tb)
+	return mount(tb, "bpf", "bpf")
+}
+
+func mount(tb testing.TB, fstype, source string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "loctree-"+fstype+"-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Mount(source, dir, fstype, 0, ""); err != nil {
+		os.Remove(dir)
+		tb.Skipf("cannot mount %s (kernel or container lacks it): %v", fstype, err)
+	}
+	tb.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			tb.Errorf("unmount %s: %v", dir, err)
+		}
+		os.Remove(dir)
+	})
+	return dir
+}
+
+// Backends listen on each address (TCP and UDP, 127.0.0.0/8 only) and
+// answer every connection or datagram with their own address.
+func Backends(tb testing.TB, addrs []string) {
+	tb.Helper()
+	for _, a := range addrs {
+		ap := mustLoopback(tb, a)
+		ln, err := net.Listen("tcp", ap)
+		if err != nil {
+			tb.Fatalf("backend %s: %v", ap, err)
+		}
+		pc, err := net.ListenPacket("udp", ap)
+		if err != nil {
+			tb.Fatalf("backend %s: %v", ap, err)
+		}
+		tb.Cleanup(func() { ln.Close(); pc.Close() })
+		go serveTCP(ln, ap)
+		go serveUDP(pc, ap)
+	}
+}
+
+func mustLoopback(tb testing.TB, a string) string {
+	tb.Helper()
+	ap, err := net.ResolveTCPAddr("tcp", a)
+	if err != nil || !ap.IP.IsLoopback() {
+		tb.Fatalf("backend %q is not a loopback address", a)
+	}
+	return ap.String()
+}
+
+func serveTCP(ln net.Listener, self string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte(self))
+		c.Close()
+	}
+}
+
+func serveUDP(pc net.PacketConn, self string) {
+	buf := make([]byte, 64)
+	for {
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		pc.WriteTo([]byte(self), from)
+	}
+}
+
+// Ask connects over TCP to addr and returns what the backend said.
+func Ask(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}

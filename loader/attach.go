@@ -1,0 +1,232 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/shared"
+)
+
+// hook is one program and where it attaches.
+type hook struct {
+	name   string
+	attach ebpf.AttachType
+	prog   func(*bpf.Objects) *ebpf.Program
+}
+
+var hooks = []hook{
+	{"lt_connect4", ebpf.AttachCGroupInet4Connect, func(p *bpf.Objects) *ebpf.Program { return p.LtConnect4 }},
+	{"lt_connect6", ebpf.AttachCGroupInet6Connect, func(p *bpf.Objects) *ebpf.Program { return p.LtConnect6 }},
+	{"lt_sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *bpf.Objects) *ebpf.Program { return p.LtSendmsg4 }},
+	{"lt_sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *bpf.Objects) *ebpf.Program { return p.LtSendmsg6 }},
+	{"lt_recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, func(p *bpf.Objects) *ebpf.Program { return p.LtRecvmsg4 }},
+	{"lt_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *bpf.Objects) *ebpf.Program { return p.LtRecvmsg6 }},
+	{"lt_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(p *bpf.Objects) *ebpf.Program { return p.LtGetpeername4 }},
+	{"lt_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *bpf.Objects) *ebpf.Program { return p.LtGetpeername6 }},
+	{"lt_sock_release", ebpf.AttachCgroupInetSockRelease, func(p *bpf.Objects) *ebpf.Program { return p.LtSockRelease }},
+}
+
+func linkPin(dir, name string) string { return filepath.Join(dir, "link_"+name) }
+
+// Config configures an Installer.
+type Config struct {
+	// BPFFS is a directory on a bpffs mount where maps and links are pinned.
+	// Empty pins nothing: everything goes away with Close.
+	BPFFS string
+	// Capacity sizes the maps; zero fields take DefaultCapacity's.
+	Capacity Capacity
+	// Locality is this node's locality, the source of its connections.
+	Locality shared.Locality
+	Logger   *slog.Logger
+}
+
+// Open loads the programs and creates the maps, or re-adopts the maps and
+// services pinned in cfg.BPFFS by an earlier agent. Errors wrap ErrPinned
+// when pinned maps cannot be re-adopted.
+func Open(cfg Config) (*Installer, error) {
+	c := cfg.Capacity
+	c.Services = cmpOr(c.Services, DefaultCapacity.Services)
+	c.Nodes = cmpOr(c.Nodes, DefaultCapacity.Nodes)
+	c.Endpoints = cmpOr(c.Endpoints, DefaultCapacity.Endpoints)
+	k, err := openKernel(cfg.BPFFS, c)
+	if err != nil {
+		return nil, err
+	}
+	in := &Installer{
+		k: k, locality: cfg.Locality, log: cfg.Logger,
+		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
+		installed: map[bpf.Frontend]bpf.Service{},
+	}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
+	if err := in.adopt(); err != nil {
+		k.close()
+		return nil, err
+	}
+	if len(in.installed) > 0 {
+		in.log.Info("re-adopted pinned services", "services", len(in.installed), "generation", in.gen, "bpffs", cfg.BPFFS)
+	}
+	return in, nil
+}
+
+func cmpOr(v, def uint32) uint32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Attach attaches the programs to a cgroup v2 directory. With a bpffs dir
+// the links are pinned and outlive the agent; links pinned by an earlier
+// agent are re-adopted and switched to the new programs without a gap.
+func (in *Installer) Attach(cgroup string) error {
+	id, err := cgroupID(cgroup)
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		if err := in.attach(cgroup, id, h); err != nil {
+			return fmt.Errorf("attach %s to %s: %w", h.name, cgroup, err)
+		}
+	}
+	return nil
+}
+
+func (in *Installer) attach(cgroup string, id uint64, h hook) error {
+	prog := h.prog(&in.k.objs)
+	if in.k.pinned != "" {
+		l, err := link.LoadPinnedLink(linkPin(in.k.pinned, h.name), nil)
+		if err == nil {
+			defer l.Close()
+			return readopt(l, id, prog)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %w", ErrPinned, err)
+		}
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroup, Attach: h.attach, Program: prog})
+	if err != nil {
+		return err
+	}
+	if in.k.pinned == "" {
+		in.links = append(in.links, l)
+		return nil
+	}
+	defer l.Close()
+	return l.Pin(linkPin(in.k.pinned, h.name))
+}
+
+// readopt switches a pinned link to prog if it is attached to cgroup id.
+func readopt(l link.Link, id uint64, prog *ebpf.Program) error {
+	info, err := l.Info()
+	if err != nil {
+		return err
+	}
+	if cg := info.Cgroup(); cg == nil || cg.CgroupId != id {
+		return fmt.Errorf("%w: the pinned link is attached to another cgroup; run `loctree agent uninstall` first", ErrPinned)
+	}
+	return l.Update(prog)
+}
+
+// cgroupID is the id of a cgroup v2 directory (its inode number).
+func cgroupID(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	if st.Type != 0x63677270 { // CGROUP2_SUPER_MAGIC
+		return 0, fmt.Errorf("%s is not a cgroup v2 directory (mount one with `mount -t cgroup2 none DIR`)", dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino, nil
+}
+
+// Close releases the agent's handles. Pinned maps and links stay (the
+// kernel path keeps working); unpinned ones are detached and freed.
+func (in *Installer) Close() error {
+	var errs []error
+	for _, l := range in.links {
+		errs = append(errs, l.Close())
+	}
+	errs = append(errs, in.k.close())
+	return errors.Join(errs...)
+}
+
+// Uninstall detaches the programs and removes the pins in bpffsDir. Doing it
+// twice is fine. With a cgroup it then checks that no loctree program is
+// still attached there.
+func Uninstall(cgroup, bpffsDir string) error {
+	var errs []error
+	for _, h := range hooks {
+		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))
+	}
+	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats} {
+		if err := os.Remove(filepath.Join(bpffsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("unpin %s: %w", name, err))
+		}
+	}
+	_ = os.Remove(bpffsDir) // only if empty; a shared dir stays
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if cgroup == "" {
+		return nil
+	}
+	return checkDetached(cgroup)
+}
+
+func unpinLink(path string) error {
+	l, err := link.LoadPinnedLink(path, nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open pinned link %s: %w", path, err)
+	}
+	defer l.Close()
+	if err := l.Unpin(); err != nil {
+		return fmt.Errorf("unpin %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkDetached fails if a program named lt_* is attached to cgroup.
+func checkDetached(cgroup string) error {
+	f, err := os.Open(cgroup)
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	defer f.Close()
+	for _, h := range hooks {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: h.attach})
+		if err != nil {
+			return fmt.Errorf("query %s: %w", cgroup, err)
+		}
+		for _, p := range res.Programs {
+			prog, err := ebpf.NewProgramFromID(p.ID)
+			if err != nil {
+				continue
+			}
+			info, err := prog.Info()
+			prog.Close()
+			if err == nil && strings.HasPrefix(info.Name, "lt_") {
+				return fmt.Errorf("program %s is still attached to %s (attached by another bpffs dir?)", info.Name, cgroup)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/bpf"
+)
+
+// Capacity sizes the BPF maps. A tree that does not fit is rejected before
+// anything changes. Changing a capacity needs `loctree agent uninstall`
+// first, because pinned maps keep the size they were created with.
+type Capacity struct {
+	Services  uint32 // services with a VIP
+	Nodes     uint32 // tree nodes of all services, twice for double-buffering
+	Endpoints uint32 // eligible endpoints of all services, same
+}
+
+// DefaultCapacity fits 100,000 endpoints rewritten all at once.
+var DefaultCapacity = Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18}
+
+// kernel is the loaded programs and the (possibly re-adopted) maps.
+type kernel struct {
+	objs   bpf.Objects
+	nodes  *ebpf.Memory
+	eps    *ebpf.Memory
+	pinned string // bpffs directory, "" when not pinned
+}
+
+// openKernel loads the programs and creates the maps, or re-adopts the maps
+// pinned in pinDir by an earlier agent. pinDir "" pins nothing.
+func openKernel(pinDir string, c Capacity) (*kernel, error) {
+	spec, err := bpf.Spec()
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]uint32{
+		bpf.MapFrontends: c.Services, bpf.MapRR: c.Services,
+		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
+	}
+	for name, m := range spec.Maps {
+		if n, ok := sizes[name]; ok {
+			m.MaxEntries = n
+		}
+		if pinDir != "" {
+			m.Pinning = ebpf.PinByName
+		}
+	}
+	var opts ebpf.CollectionOptions
+	if pinDir != "" {
+		if err := os.MkdirAll(pinDir, 0o700); err != nil {
+			return nil, fmt.Errorf("bpffs dir: %w", err)
+		}
+		opts.Maps.PinPath = pinDir
+	}
+	k := &kernel{pinned: pinDir}
+	if err := spec.LoadAndAssign(&k.objs, &opts); err != nil {
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags (run `loctree agent uninstall` first, or use the earlier flags): %w", ErrPinned, pinDir, err)
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	if err := k.mmap(); err != nil {
+		k.close()
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *kernel) mmap() error {
+	var err error
+	if k.nodes, err = k.objs.LtNodes.Memory(); err != nil {
+		return fmt.Errorf("mmap nodes map: %w", err)
+	}
+	if k.eps, err = k.objs.LtEndpoints.Memory(); err != nil {
+		return fmt.Errorf("mmap endpoints map: %w", err)
+	}
+	return nil
+}
+
+// capacity reports the sizes of the loaded maps.
+func (k *kernel) capacity() Capacity {
+	return Capacity{
+		Services:  k.objs.LtFrontends.MaxEntries(),
+		Nodes:     k.objs.LtNodes.MaxEntries(),
+		Endpoints: k.objs.LtEndpoints.MaxEntries(),
+	}
+}
+
+// stats sums the kernel's per-CPU counters.
+func (k *kernel) stats() ([bpf.StatCount]uint64, error) {
+	var out [bpf.StatCount]uint64
+	for i := range bpf.StatCount {
+		var per []uint64
+		if err := k.objs.LtStats.Lookup(i, &per); err != nil {
+			return out, fmt.Errorf("read stats: %w", err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+func (k *kernel) close() error {
+	return k.objs.Close()
+}
