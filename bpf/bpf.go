@@ -74,3 +74,9 @@ func TestSpec() (*ebpf.CollectionSpec, error) {
 	}
 	return spec, nil
 }
+
+// NewTestArgs is the input of the test-only lookup program: a service's
+// frontend and the source's labels, one per scope.
+func NewTestArgs(fe Frontend, labels [8]uint64) TestArgs {
+	return TestArgs{Fe: lookuptestLtFrontend(fe), Labels: labels}
+}

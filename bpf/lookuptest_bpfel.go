@@ -95,6 +95,7 @@ const (
 	lookuptestMapLtNodes       = "lt_nodes"
 	lookuptestMapLtRr          = "lt_rr"
 	lookuptestMapLtStats       = "lt_stats"
+	lookuptestMapLtTestOut     = "lt_test_out"
 	lookuptestProgLtTestLookup = "lt_test_lookup"
 )
 
@@ -153,6 +154,7 @@ type lookuptestMapSpecs struct {
 	LtNodes     *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtRr        *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats     *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtTestOut   *ebpf.MapSpec `ebpf:"lt_test_out"`
 }
 
 // lookuptestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -187,6 +189,7 @@ type lookuptestMaps struct {
 	LtNodes     *ebpf.Map `ebpf:"lt_nodes"`
 	LtRr        *ebpf.Map `ebpf:"lt_rr"`
 	LtStats     *ebpf.Map `ebpf:"lt_stats"`
+	LtTestOut   *ebpf.Map `ebpf:"lt_test_out"`
 }
 
 func (m *lookuptestMaps) Close() error {
@@ -197,6 +200,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtNodes,
 		m.LtRr,
 		m.LtStats,
+		m.LtTestOut,
 	)
 }
 

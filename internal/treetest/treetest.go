@@ -66,7 +66,7 @@ func endpoint(rng *rand.Rand, scopes []string, j int, v6 bool) shared.EndpointSp
 	} else {
 		e.Address = fmt.Sprintf("127.0.%d.%d:%d", j/250, j%250+1, 8000+rng.IntN(3))
 	}
-	if rng.IntN(4) == 0 {
+	if j > 0 && rng.IntN(4) == 0 { // endpoint 0 keeps weight 1: a service's total is never 0
 		w := uint32(rng.IntN(5))
 		e.Weight = &w
 	}

@@ -1,0 +1,118 @@
+package loader
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/treetest"
+	"github.com/loctree/loctree/shared"
+)
+
+// kernelLookup runs the kernel's lookup (loctree.h) through the test-only
+// program on the installer's maps.
+type kernelLookup struct {
+	objs bpf.TestObjects
+}
+
+func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
+	t.Helper()
+	spec, err := bpf.TestSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &in.k.objs
+	kl := &kernelLookup{}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
+		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats,
+	}}
+	for name, m := range opts.MapReplacements {
+		spec.Maps[name].MaxEntries = m.MaxEntries()
+	}
+	if err := spec.LoadAndAssign(&kl.objs, opts); err != nil {
+		t.Fatalf("load test program: %v", err)
+	}
+	t.Cleanup(func() { kl.objs.Close() })
+	return kl
+}
+
+func (kl *kernelLookup) lookup(t testing.TB, fe bpf.Frontend, labels [shared.MaxLevels]uint64) bpf.TestArgs {
+	t.Helper()
+	args := bpf.NewTestArgs(fe, labels)
+	if _, err := kl.objs.LtTestLookup.Run(&ebpf.RunOptions{Context: args}); err != nil {
+		t.Fatalf("run test program: %v", err)
+	}
+	var out bpf.TestArgs
+	if err := kl.objs.LtTestOut.Lookup(uint32(0), &out); err != nil {
+		t.Fatal(err)
+	}
+	if bpf.Frontend(out.Fe) != fe {
+		t.Fatalf("test program did not run for %+v", fe)
+	}
+	return out
+}
+
+// TestKernelLookupMatchesGo is the differential test: for random trees and
+// sources (more than 1,000 pairs), the kernel's lookup gives the same
+// range, depth and node as shared's LookupLabels, and its pick lies in
+// the range. Consecutive trees are applied over each other, so the test
+// also covers incremental installs.
+func TestKernelLookupMatchesGo(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	kl := newKernelLookup(t, in)
+	rng := rand.New(rand.NewPCG(5, 6))
+	policies := []string{"random", "weighted", "round_robin", "least_connections", "least_request"}
+	pairs := 0
+	for it := range 150 {
+		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies})
+		tree, err := shared.Build(top, shared.BuildOptions{Generation: uint64(it + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.Apply(tree); err != nil {
+			t.Fatalf("tree %d: %v", it, err)
+		}
+		for i := range tree.Services() {
+			s := &tree.Services()[i]
+			for range 2 {
+				compare(t, kl, in, s, treetest.Source(rng, s.Scopes, 5))
+				pairs++
+			}
+		}
+	}
+	if pairs < 1000 {
+		t.Fatalf("only %d pairs", pairs)
+	}
+	t.Logf("%d (tree, source) pairs agree", pairs)
+}
+
+func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
+	t.Helper()
+	fe := frontendOf(s.VIP)
+	svc := in.installed[fe]
+	labels := sourceLabels(s, src)
+	want := s.LookupLabels(labels[:len(s.Scopes)])
+	got := kl.lookup(t, fe, labels)
+	if want.Len() == 0 {
+		if got.Status != 1 {
+			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name, src, s.Mode, got.Status, got.R)
+		}
+		return
+	}
+	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta}
+	if got.Status != 0 || r != want {
+		t.Fatalf("%s %v (%s): kernel status %d range %+v, Go %+v", s.Name, src, s.Mode, got.Status, r, want)
+	}
+	if got.Pick < got.R.Lo || got.Pick >= got.R.Hi {
+		t.Fatalf("%s %v: kernel picked %d outside [%d, %d)", s.Name, src, got.Pick, got.R.Lo, got.R.Hi)
+	}
+}
