@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/loader"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		cfg      loader.AgentConfig
+		locality string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Install the tree into eBPF maps on this node and keep it current",
+		Long: `agent builds the tree of a topology, installs it into BPF maps, attaches
+loctree's programs to a cgroup v2 (connect4/6, sendmsg4/6, recvmsg4/6,
+getpeername4/6, sock_release) and pins everything under --bpffs, so the kernel
+path keeps working while the agent is down. It then watches the topology file
+and applies every change (only changed services are rewritten, each one
+atomically), and serves /healthz, /metrics and /v1/tree on --listen.
+
+Examples:
+  loctree agent -f mesh.yaml --locality region=r1,zone=z1 \
+      --cgroup /sys/fs/cgroup/unified --bpffs /sys/fs/bpf/loctree
+  loctree agent --once --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
+  loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loc, err := loader.ParseLocality(locality)
+			if err != nil {
+				return err
+			}
+			cfg.Locality = loc
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return loader.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&cfg.Topology, "file", "f", "", "topology file (YAML or JSON); default: the embedded example mesh")
+	f.StringVar(&locality, "locality", "", "this node's locality, scope=value,... (e.g. region=r1,zone=z1)")
+	f.StringVar(&cfg.Cgroup, "cgroup", "", "cgroup v2 directory to attach the programs to")
+	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
+	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
+	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked")
+	capacityFlags(cmd, &cfg.Capacity)
+	cmd.MarkFlagRequired("cgroup")
+	cmd.MarkFlagRequired("bpffs")
+	cmd.AddCommand(newAgentUninstallCmd())
+	return cmd
+}
+
+func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {
+	d := loader.DefaultCapacity
+	f := cmd.Flags()
+	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP")
+	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies)")
+	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies)")
+}
+
+func newAgentUninstallCmd() *cobra.Command {
+	var cgroup, bpffs string
+	cmd := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Detach loctree's programs and remove its pinned maps and links",
+		Long: `uninstall detaches the programs the agent pinned under --bpffs and removes the
+pins. Running it again is fine. With --cgroup it then checks that no loctree
+program is still attached to that cgroup.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bpffs == "" {
+				return errors.New("--bpffs is required")
+			}
+			return loader.Uninstall(cgroup, bpffs)
+		},
+	}
+	cmd.Flags().StringVar(&cgroup, "cgroup", "", "cgroup v2 directory the programs were attached to")
+	cmd.Flags().StringVar(&bpffs, "bpffs", "", "directory on a bpffs mount the agent pinned into")
+	return cmd
+}

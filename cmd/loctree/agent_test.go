@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+)
+
+// TestMain lets the test binary run as `loctree` in a child process, so the
+// agent can be killed with SIGKILL like a real one.
+func TestMain(m *testing.M) {
+	if os.Getenv("LOCTREE_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// agentTopology has one VIP whose local (zone z1) endpoint is addr.
+func agentTopology(addr string) string {
+	return fmt.Sprintf(`services:
+- name: echo
+  vip: 127.77.1.1:80
+  scopes: [region, zone]
+  endpoints:
+  - address: %s
+    locality: {region: r1, zone: z1}
+  - address: 127.0.7.9:9100
+    locality: {region: r1, zone: z2}
+`, addr)
+}
+
+type agentProc struct {
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+func startLoctree(t *testing.T, args ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "LOCTREE_TEST_MAIN=1")
+	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return p
+}
+
+func runLoctree(t *testing.T, args ...string) string {
+	t.Helper()
+	p := startLoctree(t, args...)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("loctree %s: %v\n%s", strings.Join(args, " "), err, p.log)
+	}
+	return p.log.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// eventually polls f until it returns nil or 10 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = f(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+func landsOn(want string) func() error {
+	return func() error {
+		got, err := kerneltest.Ask("127.77.1.1:80")
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("VIP reached %s, want %s", got, want)
+		}
+		return nil
+	}
+}
+
+func httpGet(url string, header ...string) (int, http.Header, string, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), nil
+}
+
+// TestAgentLifecycle runs the real agent: install, file watch reload, a bad
+// file kept out, /v1/tree with ETag, /metrics, kill -9 with the kernel path
+// still working, restart re-adopting the pinned maps, uninstall twice.
+func TestAgentLifecycle(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cg, fs := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "loctree")
+	kerneltest.Backends(t, []string{"127.0.7.1:9100", "127.0.7.2:9100", "127.0.7.3:9100", "127.0.7.9:9100"})
+	topo := filepath.Join(t.TempDir(), "mesh.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(topo+".tmp", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(topo+".tmp", topo)
+	}
+	write(agentTopology("127.0.7.1:9100"))
+	listen := freePort(t)
+	args := []string{"agent", "-f", topo, "--locality", "region=r1,zone=z1", "--cgroup", cg, "--bpffs", fs,
+		"--listen", listen, "--watch-interval", "50ms"}
+	agent := startLoctree(t, args...)
+	base := "http://" + listen
+	eventually(t, "healthz", func() error {
+		code, _, _, err := httpGet(base + "/healthz")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("healthz %d", code)
+		}
+		return err
+	})
+	eventually(t, "first install", landsOn("127.0.7.1:9100"))
+
+	code, h, body, err := httpGet(base + "/v1/tree")
+	if err != nil || code != 200 || h.Get("ETag") == "" || !strings.HasPrefix(body, "LTRE") {
+		t.Fatalf("/v1/tree: %d %v etag %q", code, err, h.Get("ETag"))
+	}
+	if code, _, _, _ := httpGet(base+"/v1/tree", "If-None-Match", h.Get("ETag")); code != http.StatusNotModified {
+		t.Fatalf("/v1/tree with If-None-Match: %d, want 304", code)
+	}
+
+	write(agentTopology("127.0.7.2:9100"))
+	eventually(t, "reload after file change", landsOn("127.0.7.2:9100"))
+
+	write("services: [{name: broken, endpoints: [{address: nope}]}]\n")
+	eventually(t, "bad topology counted", func() error { return metricAtLeast(base, "loctree_install_errors_total", 1) })
+	if err := landsOn("127.0.7.2:9100")(); err != nil {
+		t.Fatalf("after a bad topology: %v", err)
+	}
+	if err := metricAtLeast(base, "loctree_kernel_redirects_total", 2); err != nil {
+		t.Fatal(err)
+	}
+
+	agent.cmd.Process.Signal(syscall.SIGKILL)
+	agent.cmd.Wait()
+	for range 20 {
+		if err := landsOn("127.0.7.2:9100")(); err != nil {
+			t.Fatalf("agent killed: kernel path stopped working: %v", err)
+		}
+	}
+
+	write(agentTopology("127.0.7.3:9100"))
+	again := startLoctree(t, args...)
+	eventually(t, "restarted agent applies the next change", landsOn("127.0.7.3:9100"))
+	if !strings.Contains(again.log.String(), "re-adopted pinned services") {
+		t.Fatalf("restarted agent did not re-adopt:\n%s", again.log)
+	}
+	again.cmd.Process.Signal(syscall.SIGTERM)
+	if err := again.cmd.Wait(); err != nil {
+		t.Fatalf("agent after SIGTERM: %v\n%s", err, again.log)
+	}
+	if err := landsOn("127.0.7.3:9100")(); err != nil {
+		t.Fatalf("after a clean stop the programs stay: %v", err)
+	}
+
+	for range 2 {
+		runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+	}
+	if _, err := kerneltest.Ask("127.77.1.1:80"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("after uninstall the VIP must not be redirected: %v", err)
+	}
+	if _, err := os.Stat(fs); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("bpffs dir left behind: %v", err)
+	}
+}
+
+// TestAgentOnce: --once installs, leaves the programs attached and exits 0.
+func TestAgentOnce(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cg, fs := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "loctree")
+	kerneltest.Backends(t, []string{"127.0.7.1:9100", "127.0.7.9:9100"})
+	topo := filepath.Join(t.TempDir(), "mesh.yaml")
+	os.WriteFile(topo, []byte(agentTopology("127.0.7.1:9100")), 0o644)
+	runLoctree(t, "agent", "--once", "-f", topo, "--locality", "region=r1,zone=z2", "--cgroup", cg, "--bpffs", fs)
+	if err := landsOn("127.0.7.9:9100")(); err != nil {
+		t.Fatal(err)
+	}
+	runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+}
+
+// TestAgentCapacity: a topology that does not fit is refused before any
+// change, with an error naming the flag.
+func TestAgentCapacity(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cg, fs := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "loctree")
+	topo := filepath.Join(t.TempDir(), "mesh.yaml")
+	os.WriteFile(topo, []byte(agentTopology("127.0.7.1:9100")), 0o644)
+	p := startLoctree(t, "agent", "--once", "-f", topo, "--cgroup", cg, "--bpffs", fs, "--max-endpoints", "1")
+	if err := p.cmd.Wait(); err == nil || !strings.Contains(p.log.String(), "--max-endpoints") {
+		t.Fatalf("want a capacity error naming --max-endpoints, got %v:\n%s", err, p.log)
+	}
+	if _, err := kerneltest.Ask("127.77.1.1:80"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("nothing may be attached after a refused install: %v", err)
+	}
+	if _, err := os.Stat(fs); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused first install left pins behind: %v", err)
+	}
+	t.Logf("refused as expected:\n%s", p.log)
+}
+
+func metricAtLeast(base, name string, min float64) error {
+	_, _, body, err := httpGet(base + "/metrics")
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		var v float64
+		if n, _ := fmt.Sscanf(sc.Text(), name+" %g", &v); n == 1 {
+			if v >= min {
+				return nil
+			}
+			return fmt.Errorf("%s = %g, want ≥ %g", name, v, min)
+		}
+	}
+	return fmt.Errorf("%s missing from /metrics", name)
+}
