@@ -28,12 +28,23 @@ static __always_inline int lt_refuse(__u32 stat)
 	return SK_DROP;
 }
 
+#define LT_V4MAPPED 0xffff0000 /* ::ffff:0:0/96, word 2 in network byte order (little endian) */
+
+/* lt_v4mapped reports an IPv6 socket addressing an IPv4 peer. */
+static __always_inline int lt_v4mapped(struct bpf_sock_addr *ctx)
+{
+	return ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 && ctx->user_ip6[2] == LT_V4MAPPED;
+}
+
 static __always_inline void lt_frontend_of(struct bpf_sock_addr *ctx, struct lt_frontend *fe,
 					   int v6)
 {
 	__builtin_memset(fe, 0, sizeof(*fe));
 	fe->port = (__u16)ctx->user_port;
-	if (v6) {
+	if (v6 && lt_v4mapped(ctx)) {
+		fe->family = LT_FAMILY_V4;
+		fe->addr[0] = ctx->user_ip6[3];
+	} else if (v6) {
 		fe->family = LT_FAMILY_V6;
 		fe->addr[0] = ctx->user_ip6[0];
 		fe->addr[1] = ctx->user_ip6[1];
@@ -45,9 +56,30 @@ static __always_inline void lt_frontend_of(struct bpf_sock_addr *ctx, struct lt_
 	}
 }
 
+/* lt_set_addr rewrites the socket address; an IPv4 address on an IPv6
+ * socket is written v4-mapped. */
+static __always_inline void lt_set_addr(struct bpf_sock_addr *ctx, int v6, int v4, const __u32 *addr,
+					__u16 port)
+{
+	if (v6 && v4) {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = LT_V4MAPPED;
+		ctx->user_ip6[3] = addr[0];
+	} else if (v6) {
+		ctx->user_ip6[0] = addr[0];
+		ctx->user_ip6[1] = addr[1];
+		ctx->user_ip6[2] = addr[2];
+		ctx->user_ip6[3] = addr[3];
+	} else {
+		ctx->user_ip4 = addr[0];
+	}
+	ctx->user_port = port;
+}
+
 /* lt_remember records the VIP and backend of a redirected socket. */
 static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct lt_frontend *fe,
-					const struct lt_endpoint *ep, __u32 idx, int count)
+					const struct lt_endpoint *ep, __u32 idx, int v6, int count)
 {
 	struct lt_sock *s;
 
@@ -68,6 +100,7 @@ static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct 
 	s->vip_port = fe->port;
 	s->backend_port = ep->port;
 	s->family = fe->family;
+	s->mapped = v6 && fe->family == LT_FAMILY_V4;
 	s->ep = idx;
 	if (count) {
 		__u64 *c = bpf_map_lookup_elem(&lt_conns, &idx);
@@ -104,17 +137,9 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int re
 	ep = lt_ep_at(idx);
 	if (!ep || ep->family != fe.family)
 		return lt_refuse(LT_STAT_ERROR);
-	if (v6) {
-		ctx->user_ip6[0] = ep->addr[0];
-		ctx->user_ip6[1] = ep->addr[1];
-		ctx->user_ip6[2] = ep->addr[2];
-		ctx->user_ip6[3] = ep->addr[3];
-	} else {
-		ctx->user_ip4 = ep->addr[0];
-	}
-	ctx->user_port = ep->port;
+	lt_set_addr(ctx, v6, fe.family == LT_FAMILY_V4, ep->addr, ep->port);
 	if (remember)
-		lt_remember(ctx, &fe, ep, idx, svc->policy == LT_POLICY_LEAST_CONNECTIONS);
+		lt_remember(ctx, &fe, ep, idx, v6, svc->policy == LT_POLICY_LEAST_CONNECTIONS);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }
@@ -143,36 +168,47 @@ int lt_sendmsg6(struct bpf_sock_addr *ctx)
 	return lt_redirect(ctx, 1, 1);
 }
 
+/* lt_same_addr compares the socket address with a remembered one. The
+ * context is read field by field into locals: the verifier rejects reads
+ * through a ctx pointer the compiler has moved. */
+static __always_inline int lt_same_addr(struct bpf_sock_addr *ctx, int v6, int v4, const __u32 *addr,
+					__u16 port)
+{
+	__u32 w0, w1, w2, w3, p;
+
+	p = ctx->user_port;
+	if (!v6) {
+		w3 = ctx->user_ip4;
+		return p == port && w3 == addr[0];
+	}
+	w0 = ctx->user_ip6[0];
+	w1 = ctx->user_ip6[1];
+	w2 = ctx->user_ip6[2];
+	w3 = ctx->user_ip6[3];
+	if (p != port)
+		return 0;
+	if (v4)
+		return w0 == 0 && w1 == 0 && w2 == LT_V4MAPPED && w3 == addr[0];
+	return w0 == addr[0] && w1 == addr[1] && w2 == addr[2] && w3 == addr[3];
+}
+
 /* lt_restore_vip shows the VIP where the socket talks to its backend. */
 static __always_inline int lt_restore_vip(struct bpf_sock_addr *ctx, int v6, int match_backend)
 {
 	struct lt_sock *s;
+	int v4;
 
 	if (!ctx->sk)
 		return SK_PASS;
 	s = bpf_sk_storage_get(&lt_socks, ctx->sk, 0, 0);
-	if (!s || s->family != (v6 ? LT_FAMILY_V6 : LT_FAMILY_V4))
+	if (!s)
 		return SK_PASS;
-	if (match_backend) {
-		if (ctx->user_port != s->backend_port)
-			return SK_PASS;
-		if (v6) {
-			if (ctx->user_ip6[0] != s->backend[0] || ctx->user_ip6[1] != s->backend[1] ||
-			    ctx->user_ip6[2] != s->backend[2] || ctx->user_ip6[3] != s->backend[3])
-				return SK_PASS;
-		} else if (ctx->user_ip4 != s->backend[0]) {
-			return SK_PASS;
-		}
-	}
-	if (v6) {
-		ctx->user_ip6[0] = s->vip[0];
-		ctx->user_ip6[1] = s->vip[1];
-		ctx->user_ip6[2] = s->vip[2];
-		ctx->user_ip6[3] = s->vip[3];
-	} else {
-		ctx->user_ip4 = s->vip[0];
-	}
-	ctx->user_port = s->vip_port;
+	v4 = s->family == LT_FAMILY_V4;
+	if (v6 ? (!v4 && s->family != LT_FAMILY_V6) || (v4 && !s->mapped) : !v4)
+		return SK_PASS;
+	if (match_backend && !lt_same_addr(ctx, v6, v4, s->backend, s->backend_port))
+		return SK_PASS;
+	lt_set_addr(ctx, v6, v4, s->vip, s->vip_port);
 	return SK_PASS;
 }
 

@@ -107,9 +107,10 @@ struct lt_sock {
 	__u32 backend[4];
 	__u16 vip_port;
 	__u16 backend_port;
-	__u8 family;
+	__u8 family;  /* of the VIP */
 	__u8 counted; /* 1: lt_conns[ep] was incremented for this socket */
-	__u16 pad;
+	__u8 mapped;  /* an IPv6 socket talking to an IPv4 VIP (::ffff:a.b.c.d) */
+	__u8 pad;
 	__u32 ep;
 };
 

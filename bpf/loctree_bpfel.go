@@ -68,7 +68,8 @@ type loctreeLtSock struct {
 	BackendPort uint16
 	Family      uint8
 	Counted     uint8
-	Pad         uint16
+	Mapped      uint8
+	Pad         uint8
 	Ep          uint32
 }
 
