@@ -65,7 +65,7 @@ func Open(cfg Config) (*Installer, error) {
 	in := &Installer{
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
-		installed: map[bpf.Frontend]bpf.Service{},
+		installed: map[bpf.Frontend]bpf.Service{}, digests: map[bpf.Frontend]digestCache{},
 	}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,18 @@ type Installer struct {
 	retired   []bpf.Service // regions still possibly read, freed next Apply
 	gen       uint64
 	links     []link.Link // unpinned attachments, detached by Close
+	digests   map[bpf.Frontend]digestCache
+}
+
+// digestCache remembers a service's records in the previous tree: equal
+// bytes at the same indices have the same digest, which saves hashing the
+// unchanged services of a big tree on every Apply.
+type digestCache struct {
+	root, epFirst uint32
+	settings      [4]uint8
+	src           [shared.MaxLevels]uint64
+	nodes, eps    []byte
+	digest        uint64
 }
 
 // Result says what one Apply did.
@@ -87,11 +100,32 @@ func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
 			continue
 		}
 		p := plan{fe: frontendOf(s.VIP), svc: s, src: sourceLabels(s, in.locality)}
-		p.digest = digest(t, s, p.src)
+		p.digest = in.cachedDigest(t, &p)
 		out[p.fe] = p
 		endpoints += int(s.EpEligible)
 	}
+	for fe := range in.digests {
+		if _, ok := out[fe]; !ok {
+			delete(in.digests, fe)
+		}
+	}
 	return out, endpoints
+}
+
+// cachedDigest is digest(t, p.svc, p.src), reusing the previous tree's value
+// when the service's records are byte-identical at the same indices.
+func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
+	s := p.svc
+	nodes, eps := records(t, s)
+	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, nodes: nodes, eps: eps,
+		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}}
+	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
+		old.settings == c.settings && old.src == c.src && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
+		return old.digest
+	}
+	c.digest = digest(t, s, p.src)
+	in.digests[p.fe] = c
+	return c.digest
 }
 
 // Apply installs tree t. Services that are new or changed are written,

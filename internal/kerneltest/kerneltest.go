@@ -144,3 +144,13 @@ func Ask(addr string) (string, error) {
 	b, err := io.ReadAll(c)
 	return string(b), err
 }
+
+// MoveTo moves the test process into the cgroup v2 directory dir (for
+// example filepath.Dir of Cgroup's result, the root). Sockets take the
+// cgroup of the process that creates them.
+func MoveTo(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		tb.Fatalf("move test process into %s: %v", dir, err)
+	}
+}

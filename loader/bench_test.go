@@ -1,0 +1,217 @@
+package loader
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/shared"
+)
+
+// benchLocality is the source of the benchmarks' connections.
+var benchLocality = shared.Locality{"region": "r0", "zone": "z0", "subzone": "s0"}
+
+// bigService has n endpoints over 10 regions × 10 zones × n/100 subzones;
+// only the two in the source's subzone (127.0.0.1 and 127.0.0.2) listen.
+func bigService(name, vip string, n, port int) shared.ServiceSpec {
+	s := shared.ServiceSpec{Name: name, VIP: vip, Scopes: []string{"region", "zone", "subzone"}}
+	subzones := max(n/100, 1)
+	for i := range n {
+		loc := shared.Locality{
+			"region":  fmt.Sprintf("r%d", i%10),
+			"zone":    fmt.Sprintf("z%d", i/10%10),
+			"subzone": fmt.Sprintf("s%d", i/100%subzones),
+		}
+		if i >= 2 && loc["region"] == "r0" && loc["zone"] == "z0" && loc["subzone"] == "s0" {
+			loc["subzone"] = "s-other" // keep the local subzone to the two listeners
+		}
+		addr := fmt.Sprintf("127.%d.%d.%d:%d", 1+i>>16, i>>8&0xff, i&0xff, port)
+		if i < 2 {
+			addr = fmt.Sprintf("127.0.0.%d:%d", i+1, port)
+		}
+		s.Endpoints = append(s.Endpoints, shared.EndpointSpec{Address: addr, Locality: loc})
+	}
+	return s
+}
+
+func mustBuild(tb testing.TB, top *shared.Topology, gen uint64) *shared.Tree {
+	tb.Helper()
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: gen})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tree
+}
+
+// acceptors accept and close connections on the two local backends.
+func acceptors(tb testing.TB, port int) {
+	for i := range 2 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i+1, port))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { // wait for the client's reset: no TIME_WAIT
+					c.Read(make([]byte, 1))
+					c.Close()
+				}()
+			}
+		}()
+	}
+}
+
+// sockets opens n TCP sockets in the cgroup dir (a socket keeps the cgroup
+// it was created in) and moves the process back to home.
+func sockets(b *testing.B, n int, dir, home string) []int {
+	kerneltest.MoveTo(b, dir)
+	defer kerneltest.MoveTo(b, home)
+	fds := make([]int, n)
+	for i := range fds {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fds[i] = fd
+	}
+	return fds
+}
+
+// timedConnect returns how long connect(fd, to) took, then resets the
+// connection (no TIME_WAIT).
+func timedConnect(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
+	start := time.Now()
+	err := unix.Connect(fd, to)
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("connect: %v", err)
+	}
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+	return d
+}
+
+// compareConnects interleaves connect() to the VIP from sockets in the
+// cgroup with the programs and connect() to a backend from sockets in the
+// root cgroup (no programs), so both see the same machine load. It reports
+// ns/op for the VIP, direct-ns/op and their ratio.
+func compareConnects(b *testing.B, cg string, vip, direct unix.Sockaddr) {
+	const batch = 128
+	root := filepath.Dir(cg)
+	var viaVIP, viaDirect time.Duration
+	n := 0
+	for n < b.N {
+		b.StopTimer()
+		plain, hooked := sockets(b, batch, root, cg), sockets(b, batch, cg, cg)
+		b.StartTimer()
+		for i := range batch {
+			viaDirect += timedConnect(b, plain[i], direct)
+			viaVIP += timedConnect(b, hooked[i], vip)
+		}
+		n += batch
+	}
+	b.ReportMetric(float64(viaVIP.Nanoseconds())/float64(n), "ns/op")
+	b.ReportMetric(float64(viaDirect.Nanoseconds())/float64(n), "direct-ns/op")
+	b.ReportMetric(float64(viaVIP)/float64(viaDirect), "ratio")
+}
+
+// BenchmarkConnect compares connect() through a VIP (programs attached,
+// a service of n endpoints) with connect() to the backend from a socket
+// without programs, interleaved. The ratio metric is VIP over direct.
+func BenchmarkConnect(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	const port = 9300
+	acceptors(b, port)
+	cg := kerneltest.Cgroup(b)
+	in, err := Open(Config{Locality: benchLocality})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	if err := in.Attach(cg); err != nil {
+		b.Fatal(err)
+	}
+	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
+	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
+	for i, n := range []int{10, 1000, 100000} {
+		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
+		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
+	}
+}
+
+// manyServices is services × perService endpoints; service 0's endpoints
+// get weight w.
+func manyServices(services, perService int, w uint32) *shared.Topology {
+	top := &shared.Topology{}
+	for i := range services {
+		s := bigService(fmt.Sprintf("svc-%04d", i), fmt.Sprintf("127.77.%d.%d:80", i/250, i%250+1), perService, 9400)
+		if i == 0 {
+			for j := range s.Endpoints {
+				s.Endpoints[j].Weight = &w
+			}
+		}
+		top.Services = append(top.Services, s)
+	}
+	return top
+}
+
+// BenchmarkApplyServiceChange applies a change of one 1,000-endpoint
+// service in a tree of 100 such services (100,000 endpoints).
+func BenchmarkApplyServiceChange(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	in, err := Open(Config{Locality: benchLocality})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	trees := []*shared.Tree{mustBuild(b, manyServices(100, 1000, 1), 1), mustBuild(b, manyServices(100, 1000, 2), 2)}
+	if _, err := in.Apply(trees[0]); err != nil {
+		b.Fatal(err)
+	}
+	i := 1
+	for b.Loop() {
+		res, err := in.Apply(trees[i%2])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Rewritten != 1 {
+			b.Fatalf("rewrote %d services, want 1", res.Rewritten)
+		}
+		i++
+	}
+}
+
+// BenchmarkInstall100k installs 100,000 endpoints across 1,000 services
+// into empty maps.
+func BenchmarkInstall100k(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	tree := mustBuild(b, manyServices(1000, 100, 1), 1)
+	for b.Loop() {
+		b.StopTimer()
+		in, err := Open(Config{Locality: benchLocality})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := in.Apply(tree)
+		b.StopTimer()
+		in.Close()
+		if err != nil || res.Endpoints != 100000 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,56 @@
+package loader
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/shared"
+)
+
+func TestParseLocality(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    shared.Locality
+		wantErr string
+	}{
+		{"", shared.Locality{}, ""},
+		{"region=r1", shared.Locality{"region": "r1"}, ""},
+		{"region=r1, zone=z1,subzone=", shared.Locality{"region": "r1", "zone": "z1", "subzone": ""}, ""},
+		{"topology.istio.io/cluster=c1", shared.Locality{"topology.istio.io/cluster": "c1"}, ""},
+		{"region", nil, "want scope=value"},
+		{"=r1", nil, "want scope=value"},
+		{"region=a,region=b", nil, "given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseLocality(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(got, tt.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseLocality(f *testing.F) {
+	for _, s := range []string{"", "region=r1,zone=z1", "a=b=c", ",", "=", "x=1,x=2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		loc, err := ParseLocality(s)
+		if err != nil {
+			return
+		}
+		for k := range loc {
+			if k == "" || strings.Contains(k, ",") {
+				t.Fatalf("%q gave scope %q", s, k)
+			}
+		}
+	})
+}
