@@ -5,7 +5,7 @@
 package bpf
 
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat loctree loctree.c
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_test_args lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_test_args -type lt_test_hammer_out lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -33,6 +33,8 @@ type (
 	Maps = loctreeMaps
 	// Programs are the loaded programs.
 	Programs = loctreePrograms
+	// TestHammerOut is what the test-only hammer program counts.
+	TestHammerOut = lookuptestLtTestHammerOut
 	// TestObjects is the loaded test-only lookup program.
 	TestObjects = lookuptestObjects
 )
@@ -75,8 +77,9 @@ func TestSpec() (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-// NewTestArgs is the input of the test-only lookup program: a service's
-// frontend and the source's labels, one per scope.
-func NewTestArgs(fe Frontend, labels [8]uint64) TestArgs {
-	return TestArgs{Fe: lookuptestLtFrontend(fe), Labels: labels}
+// NewTestArgs is the input of the test-only programs: a service's frontend,
+// the source's labels (one per scope) and, for the hammer, how many lookups
+// one run does.
+func NewTestArgs(fe Frontend, labels [8]uint64, loops uint32) TestArgs {
+	return TestArgs{Fe: lookuptestLtFrontend(fe), Labels: labels, Loops: loops}
 }

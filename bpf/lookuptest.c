@@ -3,7 +3,8 @@
 /*
  * Test-only program: runs the kernel's tree lookup and pick (loctree.h)
  * for any source labels through BPF_PROG_TEST_RUN, so tests can compare the
- * kernel's answer with the Go lookup without sockets. Never attached.
+ * kernel's answer with the Go lookup without sockets, and hammers one
+ * service with lookups while the loader updates it. Never attached.
  */
 #include "loctree.h"
 
@@ -14,7 +15,14 @@ struct lt_test_args {
 	__u64 labels[LT_MAX_LEVELS]; /* in: source labels, one per scope */
 	struct lt_range r;     /* out: map indices */
 	__u32 pick;            /* out: picked endpoint (map index) */
-	__u32 pad;
+	__u32 loops;           /* in: lt_test_hammer's lookups per run */
+};
+
+/* Output of lt_test_hammer, accumulated over runs. */
+struct lt_test_hammer_out {
+	__u64 runs;    /* lookups done */
+	__u64 torn;    /* picked endpoint's weight != the service value's generation */
+	__u64 missing; /* no candidate, inconsistent maps or no service */
 };
 
 /* The kernel does not copy a syscall program's context back, so the
@@ -55,6 +63,57 @@ int lt_test_lookup(struct lt_test_args *args)
 	out->status = ret == 0 ? 0 : (ret == -1 ? 1 : 2);
 	out->r = r;
 	out->pick = pick;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_hammer_out);
+} lt_test_hammer_res SEC(".maps");
+
+struct lt_hammer_ctx {
+	struct lt_frontend fe;
+	__u64 labels[LT_MAX_LEVELS];
+	struct lt_test_hammer_out *out;
+};
+
+/* lt_hammer_one is one lookup and pick; the topologies the test installs
+ * give every endpoint of generation g the weight g, so a pick that mixes a
+ * service value with records of another generation is seen as torn. */
+static long lt_hammer_one(__u64 i, void *data)
+{
+	struct lt_hammer_ctx *c = data;
+	struct lt_service *svc = bpf_map_lookup_elem(&lt_frontends, &c->fe);
+	struct lt_endpoint *ep;
+	struct lt_range r = {};
+	__u32 pick = 0;
+
+	c->out->runs++;
+	if (!svc || lt_lookup(svc, c->labels, &r) != 0 || lt_pick(svc, &r, &pick) != 0) {
+		c->out->missing++;
+		return 0;
+	}
+	ep = lt_ep_at(pick);
+	if (!ep || ep->weight != (__u32)svc->generation)
+		c->out->torn++;
+	return 0;
+}
+
+SEC("syscall")
+int lt_test_hammer(struct lt_test_args *args)
+{
+	struct lt_hammer_ctx c = {.fe = args->fe};
+	__u32 zero = 0;
+
+#pragma unroll
+	for (int i = 0; i < LT_MAX_LEVELS; i++)
+		c.labels[i] = args->labels[i];
+	c.out = bpf_map_lookup_elem(&lt_test_hammer_res, &zero);
+	if (!c.out)
+		return 1;
+	bpf_loop(args->loops, lt_hammer_one, &c, 0);
 	return 0;
 }
 

@@ -81,22 +81,31 @@ type lookuptestLtTestArgs struct {
 		Node  uint32
 		Depth uint32
 	}
-	Pick uint32
-	Pad  uint32
+	Pick  uint32
+	Loops uint32
+}
+
+type lookuptestLtTestHammerOut struct {
+	_       structs.HostLayout
+	Runs    uint64
+	Torn    uint64
+	Missing uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lookuptestMapLtConns       = "lt_conns"
-	lookuptestMapLtEndpoints   = "lt_endpoints"
-	lookuptestMapLtFrontends   = "lt_frontends"
-	lookuptestMapLtNodes       = "lt_nodes"
-	lookuptestMapLtRr          = "lt_rr"
-	lookuptestMapLtStats       = "lt_stats"
-	lookuptestMapLtTestOut     = "lt_test_out"
-	lookuptestProgLtTestLookup = "lt_test_lookup"
+	lookuptestMapLtConns         = "lt_conns"
+	lookuptestMapLtEndpoints     = "lt_endpoints"
+	lookuptestMapLtFrontends     = "lt_frontends"
+	lookuptestMapLtNodes         = "lt_nodes"
+	lookuptestMapLtRr            = "lt_rr"
+	lookuptestMapLtStats         = "lt_stats"
+	lookuptestMapLtTestHammerRes = "lt_test_hammer_res"
+	lookuptestMapLtTestOut       = "lt_test_out"
+	lookuptestProgLtTestHammer   = "lt_test_hammer"
+	lookuptestProgLtTestLookup   = "lt_test_lookup"
 )
 
 // loadLookuptest returns the embedded CollectionSpec for lookuptest.
@@ -141,6 +150,7 @@ type lookuptestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
+	LtTestHammer *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
 	LtTestLookup *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
 }
 
@@ -148,13 +158,14 @@ type lookuptestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestMapSpecs struct {
-	LtConns     *ebpf.MapSpec `ebpf:"lt_conns"`
-	LtEndpoints *ebpf.MapSpec `ebpf:"lt_endpoints"`
-	LtFrontends *ebpf.MapSpec `ebpf:"lt_frontends"`
-	LtNodes     *ebpf.MapSpec `ebpf:"lt_nodes"`
-	LtRr        *ebpf.MapSpec `ebpf:"lt_rr"`
-	LtStats     *ebpf.MapSpec `ebpf:"lt_stats"`
-	LtTestOut   *ebpf.MapSpec `ebpf:"lt_test_out"`
+	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
+	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
+	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
+	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
+	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
+	LtTestOut       *ebpf.MapSpec `ebpf:"lt_test_out"`
 }
 
 // lookuptestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -183,13 +194,14 @@ func (o *lookuptestObjects) Close() error {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestMaps struct {
-	LtConns     *ebpf.Map `ebpf:"lt_conns"`
-	LtEndpoints *ebpf.Map `ebpf:"lt_endpoints"`
-	LtFrontends *ebpf.Map `ebpf:"lt_frontends"`
-	LtNodes     *ebpf.Map `ebpf:"lt_nodes"`
-	LtRr        *ebpf.Map `ebpf:"lt_rr"`
-	LtStats     *ebpf.Map `ebpf:"lt_stats"`
-	LtTestOut   *ebpf.Map `ebpf:"lt_test_out"`
+	LtConns         *ebpf.Map `ebpf:"lt_conns"`
+	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
+	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
+	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
+	LtRr            *ebpf.Map `ebpf:"lt_rr"`
+	LtStats         *ebpf.Map `ebpf:"lt_stats"`
+	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
+	LtTestOut       *ebpf.Map `ebpf:"lt_test_out"`
 }
 
 func (m *lookuptestMaps) Close() error {
@@ -200,6 +212,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtNodes,
 		m.LtRr,
 		m.LtStats,
+		m.LtTestHammerRes,
 		m.LtTestOut,
 	)
 }
@@ -214,11 +227,13 @@ type lookuptestVariables struct {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
+	LtTestHammer *ebpf.Program `ebpf:"lt_test_hammer"`
 	LtTestLookup *ebpf.Program `ebpf:"lt_test_lookup"`
 }
 
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
+		p.LtTestHammer,
 		p.LtTestLookup,
 	)
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
@@ -25,7 +28,7 @@ func atomicPool() []string {
 
 // generationTopology moves the pool's endpoints between zones and changes
 // their number every generation, so the tree's shape and every range move.
-func generationTopology(rng *rand.Rand) *shared.Topology {
+func generationTopology(rng *rand.Rand, weight uint32) *shared.Topology {
 	pool := atomicPool()
 	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
 	spec := shared.ServiceSpec{Name: "flip", VIP: "127.77.0.9:80", Scopes: []string{"region", "zone"}}
@@ -34,7 +37,9 @@ func generationTopology(rng *rand.Rand) *shared.Topology {
 		if i == 0 {
 			zone = "z1" // the source's zone always has a candidate
 		}
-		spec.Endpoints = append(spec.Endpoints, ep(a, "r1", zone))
+		e := ep(a, "r1", zone)
+		e.Weight = &weight
+		spec.Endpoints = append(spec.Endpoints, e)
 	}
 	return &shared.Topology{Services: []shared.ServiceSpec{spec}}
 }
@@ -51,7 +56,7 @@ func TestAtomicUpdates(t *testing.T) {
 	cands := make([][]string, generations+2)
 	trees := make([]*shared.Tree, generations+2)
 	for g := 1; g <= generations+1; g++ {
-		tree, err := shared.Build(generationTopology(rng), shared.BuildOptions{Generation: uint64(g)})
+		tree, err := shared.Build(generationTopology(rng, 1), shared.BuildOptions{Generation: uint64(g)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,4 +112,60 @@ func TestAtomicUpdates(t *testing.T) {
 
 func validIn(sets [][]string, got string) bool {
 	return slices.ContainsFunc(sets, func(s []string) bool { return slices.Contains(s, got) })
+}
+
+// TestAtomicUpdatesKernelLoop hammers the service with lookups inside the
+// kernel (bpf_loop in the test-only program, millions of them) while the
+// loader replaces the tree hundreds of times. Every endpoint of generation
+// g has weight g, so a lookup that mixes a service value with nodes or
+// endpoints of another generation is counted as torn. None may be.
+func TestAtomicUpdatesKernelLoop(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	src := shared.Locality{"region": "r1", "zone": "z1"}
+	rng := rand.New(rand.NewPCG(10, 11))
+	const generations = 300
+	trees := make([]*shared.Tree, generations+1)
+	for g := 1; g <= generations; g++ {
+		trees[g] = mustBuild(t, generationTopology(rng, uint32(g)), uint64(g))
+	}
+	in, err := Open(Config{Locality: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := in.Apply(trees[1]); err != nil {
+		t.Fatal(err)
+	}
+	kl := newKernelLookup(t, in)
+	svc, _ := trees[1].Service("flip")
+	args := bpf.NewTestArgs(frontendOf(svc.VIP), sourceLabels(svc, src), 20000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for g := 2; g <= generations; g++ {
+			if _, err := in.Apply(trees[g]); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if _, err := kl.objs.LtTestHammer.Run(&ebpf.RunOptions{Context: args}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bpf.TestHammerOut
+	if err := kl.objs.LtTestHammerRes.Lookup(uint32(0), &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernel lookups during %d updates: %d torn, %d without candidate", out.Runs, generations-1, out.Torn, out.Missing)
+	if out.Torn != 0 || out.Missing != 0 || out.Runs < 100000 {
+		t.Fatalf("%d lookups: %d torn, %d missing", out.Runs, out.Torn, out.Missing)
+	}
 }

@@ -42,7 +42,7 @@ func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 
 func (kl *kernelLookup) lookup(t testing.TB, fe bpf.Frontend, labels [shared.MaxLevels]uint64) bpf.TestArgs {
 	t.Helper()
-	args := bpf.NewTestArgs(fe, labels)
+	args := bpf.NewTestArgs(fe, labels, 0)
 	if _, err := kl.objs.LtTestLookup.Run(&ebpf.RunOptions{Context: args}); err != nil {
 		t.Fatalf("run test program: %v", err)
 	}
