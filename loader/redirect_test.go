@@ -130,11 +130,12 @@ func checkService(t *testing.T, tree *shared.Tree, s *shared.Service, src shared
 		}
 		seen[got]++
 	}
-	if s.Policy == shared.PolicyRoundRobin {
-		for _, w := range want {
-			if seen[w] != seen[want[0]] {
-				t.Fatalf("%s: round robin counts %v", s.Name, seen)
-			}
+	for _, w := range want {
+		switch {
+		case s.Policy == shared.PolicyRoundRobin && seen[w] != seen[want[0]]:
+			t.Fatalf("%s: round robin counts %v", s.Name, seen)
+		case s.Policy == shared.PolicyRandom && seen[w] == 0: // P(miss) < 2e-6
+			t.Fatalf("%s: random never picked candidate %s: %v", s.Name, w, seen)
 		}
 	}
 }
