@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/loctree/loctree/bpf"
@@ -98,7 +99,7 @@ func (p *promWriter) printf(format string, args ...any) {
 }
 
 func (p *promWriter) metric(name, typ, help string, v float64) {
-	p.printf("# HELP %s %s\n# TYPE %s %s\n%s %g\n", name, help, name, typ, name, v)
+	p.printf("# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, typ, name, strconv.FormatFloat(v, 'f', -1, 64))
 }
 
 func (p *promWriter) histogram(name, help string, buckets []uint64, sum float64, count uint64) {
@@ -106,5 +107,5 @@ func (p *promWriter) histogram(name, help string, buckets []uint64, sum float64,
 	for i, le := range installBuckets {
 		p.printf("%s_bucket{le=\"%g\"} %d\n", name, le, buckets[i])
 	}
-	p.printf("%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", name, count, name, sum, name, count)
+	p.printf("%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, count, name, strconv.FormatFloat(sum, 'f', -1, 64), name, count)
 }

@@ -1,0 +1,38 @@
+package loader
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/bpf"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestMetricsGolden pins the Prometheus text output.
+func TestMetricsGolden(t *testing.T) {
+	m := newMetrics()
+	m.installed(Result{Generation: 7, Services: 5, Endpoints: 14, Rewritten: 5, Duration: 3 * time.Millisecond})
+	m.installed(Result{Generation: 8, Services: 5, Endpoints: 15, Rewritten: 1, Duration: 200 * time.Millisecond})
+	m.failed()
+	m.kernel = func() ([bpf.StatCount]uint64, error) { return [bpf.StatCount]uint64{120, 3, 0}, nil }
+	var buf bytes.Buffer
+	if _, err := m.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "metrics.golden")
+	if *update {
+		os.WriteFile(golden, buf.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("metrics differ from %s (go test -run MetricsGolden -update):\n%s", golden, buf.String())
+	}
+}
