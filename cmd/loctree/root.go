@@ -52,6 +52,7 @@ Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newTreeCmd())
 	root.AddCommand(newAgentCmd())
 	return root
 }
