@@ -19,15 +19,6 @@ import (
 	"github.com/loctree/loctree/internal/kerneltest"
 )
 
-// TestMain lets the test binary run as `loctree` in a child process, so the
-// agent can be killed with SIGKILL like a real one.
-func TestMain(m *testing.M) {
-	if os.Getenv("LOCTREE_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // agentTopology has one VIP whose local (zone z1) endpoint is addr.
 func agentTopology(addr string) string {
 	return fmt.Sprintf(`services:
