@@ -119,27 +119,29 @@ static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct 
 static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int remember)
 {
 	struct lt_frontend fe;
-	struct lt_service *svc;
+	struct lt_service *found, svc;
 	struct lt_endpoint *ep;
 	struct lt_range r;
 	__u32 idx = 0;
 	int ret;
 
 	lt_frontend_of(ctx, &fe, v6);
-	svc = bpf_map_lookup_elem(&lt_frontends, &fe);
-	if (!svc)
+	found = bpf_map_lookup_elem(&lt_frontends, &fe);
+	if (!found)
 		return SK_PASS;
-	ret = lt_lookup(svc, svc->src, &r);
+	/* One copy of the published value: the walk never mixes two of them. */
+	__builtin_memcpy(&svc, found, sizeof(svc));
+	ret = lt_lookup(&svc, svc.src, &r);
 	if (ret == -1)
 		return lt_refuse(LT_STAT_NO_MATCH);
-	if (ret < 0 || lt_pick(svc, &r, &idx) < 0)
+	if (ret < 0 || lt_pick(&svc, &r, &idx) < 0)
 		return lt_refuse(LT_STAT_ERROR);
 	ep = lt_ep_at(idx);
 	if (!ep || ep->family != fe.family)
 		return lt_refuse(LT_STAT_ERROR);
 	lt_set_addr(ctx, v6, fe.family == LT_FAMILY_V4, ep->addr, ep->port);
 	if (remember)
-		lt_remember(ctx, &fe, ep, idx, v6, svc->policy == LT_POLICY_LEAST_CONNECTIONS);
+		lt_remember(ctx, &fe, ep, idx, v6, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }

@@ -85,18 +85,23 @@ struct lt_hammer_ctx {
 static long lt_hammer_one(__u64 i, void *data)
 {
 	struct lt_hammer_ctx *c = data;
-	struct lt_service *svc = bpf_map_lookup_elem(&lt_frontends, &c->fe);
+	struct lt_service *found = bpf_map_lookup_elem(&lt_frontends, &c->fe), svc;
 	struct lt_endpoint *ep;
 	struct lt_range r = {};
 	__u32 pick = 0;
 
 	c->out->runs++;
-	if (!svc || lt_lookup(svc, c->labels, &r) != 0 || lt_pick(svc, &r, &pick) != 0) {
+	if (!found) {
+		c->out->missing++;
+		return 0;
+	}
+	__builtin_memcpy(&svc, found, sizeof(svc)); /* as lt_redirect does */
+	if (lt_lookup(&svc, c->labels, &r) != 0 || lt_pick(&svc, &r, &pick) != 0) {
 		c->out->missing++;
 		return 0;
 	}
 	ep = lt_ep_at(pick);
-	if (!ep || ep->weight != (__u32)svc->generation)
+	if (!ep || ep->weight != (__u32)svc.generation)
 		c->out->torn++;
 	return 0;
 }

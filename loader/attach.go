@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/shared"
 )
 
 // hook is one program and where it attaches.
@@ -37,55 +35,6 @@ var hooks = []hook{
 }
 
 func linkPin(dir, name string) string { return filepath.Join(dir, "link_"+name) }
-
-// Config configures an Installer.
-type Config struct {
-	// BPFFS is a directory on a bpffs mount where maps and links are pinned.
-	// Empty pins nothing: everything goes away with Close.
-	BPFFS string
-	// Capacity sizes the maps; zero fields take DefaultCapacity's.
-	Capacity Capacity
-	// Locality is this node's locality, the source of its connections.
-	Locality shared.Locality
-	Logger   *slog.Logger
-}
-
-// Open loads the programs and creates the maps, or re-adopts the maps and
-// services pinned in cfg.BPFFS by an earlier agent. Errors wrap ErrPinned
-// when pinned maps cannot be re-adopted.
-func Open(cfg Config) (*Installer, error) {
-	c := cfg.Capacity
-	c.Services = cmpOr(c.Services, DefaultCapacity.Services)
-	c.Nodes = cmpOr(c.Nodes, DefaultCapacity.Nodes)
-	c.Endpoints = cmpOr(c.Endpoints, DefaultCapacity.Endpoints)
-	k, err := openKernel(cfg.BPFFS, c)
-	if err != nil {
-		return nil, err
-	}
-	in := &Installer{
-		k: k, locality: cfg.Locality, log: cfg.Logger,
-		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
-		installed: map[bpf.Frontend]bpf.Service{}, digests: map[bpf.Frontend]digestCache{},
-	}
-	if in.log == nil {
-		in.log = slog.New(slog.DiscardHandler)
-	}
-	if err := in.adopt(); err != nil {
-		k.close()
-		return nil, err
-	}
-	if len(in.installed) > 0 {
-		in.log.Info("re-adopted pinned services", "services", len(in.installed), "generation", in.gen, "bpffs", cfg.BPFFS)
-	}
-	return in, nil
-}
-
-func cmpOr(v, def uint32) uint32 {
-	if v == 0 {
-		return def
-	}
-	return v
-}
 
 // Attach attaches the programs to a cgroup v2 directory. With a bpffs dir
 // the links are pinned and outlive the agent; links pinned by an earlier
@@ -153,17 +102,6 @@ func cgroupID(dir string) (uint64, error) {
 		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
 	}
 	return fi.Sys().(*syscall.Stat_t).Ino, nil
-}
-
-// Close releases the agent's handles. Pinned maps and links stay (the
-// kernel path keeps working); unpinned ones are detached and freed.
-func (in *Installer) Close() error {
-	var errs []error
-	for _, l := range in.links {
-		errs = append(errs, l.Close())
-	}
-	errs = append(errs, in.k.close())
-	return errors.Join(errs...)
 }
 
 // Uninstall detaches the programs and removes the pins in bpffsDir. Doing it

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
 
@@ -45,33 +44,4 @@ func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
 	nodes = t.NodeRecords()[int(s.Root)*shared.NodeRecordSize : int(s.Root+s.NodeCount)*shared.NodeRecordSize]
 	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+s.EpEligible)*shared.EndpointRecordSize]
 	return nodes, eps
-}
-
-// digest identifies what the kernel sees of a service, independent of where
-// the service sits in the tree: its settings, source labels, and its
-// records with indices made relative to its own root and first endpoint.
-// Equal digests mean the installed copy can stay.
-func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uint64 {
-	h := sha256.New()
-	var b [64]byte
-	b[0], b[1], b[2], b[3] = byte(len(s.Scopes)), byte(s.Mode), byte(s.Policy), byte(s.Health)
-	h.Write(b[:4])
-	for _, l := range src {
-		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))
-	}
-	for i := s.Root; i < s.Root+s.NodeCount; i++ {
-		n := t.Node(i)
-		fc := n.FirstChild
-		if n.ChildCount > 0 {
-			fc -= s.Root
-		}
-		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
-		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount} {
-			rec = binary.LittleEndian.AppendUint32(rec, v)
-		}
-		h.Write(rec)
-	}
-	_, eps := records(t, s)
-	h.Write(eps) // endpoint records hold no indices
-	return binary.LittleEndian.Uint64(h.Sum(b[:0]))
 }

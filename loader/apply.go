@@ -1,50 +1,15 @@
 package loader
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/shared"
 )
-
-// Installer writes trees into the BPF maps. Each service is published
-// atomically: its nodes and endpoints go to fresh regions of the arrays and
-// become visible with one replacement of its frontends value, so a connect
-// walks either the old copy or the new one. The old regions are reused only
-// one Apply later. Services whose records did not change are not touched.
-type Installer struct {
-	mu        sync.Mutex
-	k         *kernel
-	locality  shared.Locality
-	log       *slog.Logger
-	nodes     *allocator
-	eps       *allocator
-	slots     *allocator
-	installed map[bpf.Frontend]bpf.Service
-	retired   []bpf.Service // regions still possibly read, freed next Apply
-	gen       uint64
-	links     []link.Link // unpinned attachments, detached by Close
-	digests   map[bpf.Frontend]digestCache
-}
-
-// digestCache remembers a service's records in the previous tree: equal
-// bytes at the same indices have the same digest, which saves hashing the
-// unchanged services of a big tree on every Apply.
-type digestCache struct {
-	root, epFirst uint32
-	settings      [4]uint8
-	src           [shared.MaxLevels]uint64
-	nodes, eps    []byte
-	digest        uint64
-}
 
 // Result says what one Apply did.
 type Result struct {
@@ -54,33 +19,6 @@ type Result struct {
 	Rewritten  int // services written (new or changed)
 	Removed    int
 	Duration   time.Duration
-}
-
-// adopt reads what an earlier agent left in the pinned maps.
-func (in *Installer) adopt() error {
-	var fe bpf.Frontend
-	var svc bpf.Service
-	it := in.k.objs.LtFrontends.Iterate()
-	for it.Next(&fe, &svc) {
-		if !in.nodes.reserve(span{svc.NodeBase, svc.NodeLen}) || !in.eps.reserve(span{svc.EpBase, svc.EpLen}) ||
-			!in.slots.reserve(span{svc.Slot, 1}) {
-			return fmt.Errorf("%w: service regions in the pinned maps overlap", ErrPinned)
-		}
-		in.installed[fe] = svc
-		in.gen = max(in.gen, svc.Generation)
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read pinned frontends: %w", err)
-	}
-	return nil
-}
-
-// Generation is the highest generation installed (also one found in pinned
-// maps at start).
-func (in *Installer) Generation() uint64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.gen
 }
 
 // plan is one service of a tree as the kernel should hold it.
@@ -110,22 +48,6 @@ func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
 		}
 	}
 	return out, endpoints
-}
-
-// cachedDigest is digest(t, p.svc, p.src), reusing the previous tree's value
-// when the service's records are byte-identical at the same indices.
-func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
-	s := p.svc
-	nodes, eps := records(t, s)
-	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, nodes: nodes, eps: eps,
-		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}}
-	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
-		old.settings == c.settings && old.src == c.src && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
-		return old.digest
-	}
-	c.digest = digest(t, s, p.src)
-	in.digests[p.fe] = c
-	return c.digest
 }
 
 // Apply installs tree t. Services that are new or changed are written,

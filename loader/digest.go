@@ -1,0 +1,65 @@
+package loader
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// digestCache remembers a service's records in the previous tree: equal
+// bytes at the same indices have the same digest, which saves hashing the
+// unchanged services of a big tree on every Apply.
+type digestCache struct {
+	root, epFirst uint32
+	settings      [4]uint8
+	src           [shared.MaxLevels]uint64
+	nodes, eps    []byte
+	digest        uint64
+}
+
+// cachedDigest is digest(t, p.svc, p.src), reusing the previous tree's value
+// when the service's records are byte-identical at the same indices.
+func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
+	s := p.svc
+	nodes, eps := records(t, s)
+	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, nodes: nodes, eps: eps,
+		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}}
+	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
+		old.settings == c.settings && old.src == c.src && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
+		return old.digest
+	}
+	c.digest = digest(t, s, p.src)
+	in.digests[p.fe] = c
+	return c.digest
+}
+
+// digest identifies what the kernel sees of a service, independent of where
+// the service sits in the tree: its settings, source labels, and its
+// records with indices made relative to its own root and first endpoint.
+// Equal digests mean the installed copy can stay.
+func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uint64 {
+	h := sha256.New()
+	var b [64]byte
+	b[0], b[1], b[2], b[3] = byte(len(s.Scopes)), byte(s.Mode), byte(s.Policy), byte(s.Health)
+	h.Write(b[:4])
+	for _, l := range src {
+		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))
+	}
+	for i := s.Root; i < s.Root+s.NodeCount; i++ {
+		n := t.Node(i)
+		fc := n.FirstChild
+		if n.ChildCount > 0 {
+			fc -= s.Root
+		}
+		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
+		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount} {
+			rec = binary.LittleEndian.AppendUint32(rec, v)
+		}
+		h.Write(rec)
+	}
+	_, eps := records(t, s)
+	h.Write(eps) // endpoint records hold no indices
+	return binary.LittleEndian.Uint64(h.Sum(b[:0]))
+}

@@ -1,0 +1,120 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/shared"
+)
+
+// Installer writes trees into the BPF maps. Each service is published
+// atomically: its nodes and endpoints go to fresh regions of the arrays and
+// become visible with one replacement of its frontends value, so a connect
+// walks either the old copy or the new one. The old regions are reused only
+// one Apply later. Services whose records did not change are not touched.
+type Installer struct {
+	mu        sync.Mutex
+	k         *kernel
+	locality  shared.Locality
+	log       *slog.Logger
+	nodes     *allocator
+	eps       *allocator
+	slots     *allocator
+	installed map[bpf.Frontend]bpf.Service
+	retired   []bpf.Service // regions still possibly read, freed next Apply
+	gen       uint64
+	links     []link.Link // unpinned attachments, detached by Close
+	digests   map[bpf.Frontend]digestCache
+}
+
+// Config configures an Installer.
+type Config struct {
+	// BPFFS is a directory on a bpffs mount where maps and links are pinned.
+	// Empty pins nothing: everything goes away with Close.
+	BPFFS string
+	// Capacity sizes the maps; zero fields take DefaultCapacity's.
+	Capacity Capacity
+	// Locality is this node's locality, the source of its connections.
+	Locality shared.Locality
+	Logger   *slog.Logger
+}
+
+// Open loads the programs and creates the maps, or re-adopts the maps and
+// services pinned in cfg.BPFFS by an earlier agent. Errors wrap ErrPinned
+// when pinned maps cannot be re-adopted.
+func Open(cfg Config) (*Installer, error) {
+	c := cfg.Capacity
+	c.Services = cmpOr(c.Services, DefaultCapacity.Services)
+	c.Nodes = cmpOr(c.Nodes, DefaultCapacity.Nodes)
+	c.Endpoints = cmpOr(c.Endpoints, DefaultCapacity.Endpoints)
+	k, err := openKernel(cfg.BPFFS, c)
+	if err != nil {
+		return nil, err
+	}
+	in := &Installer{
+		k: k, locality: cfg.Locality, log: cfg.Logger,
+		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
+		installed: map[bpf.Frontend]bpf.Service{}, digests: map[bpf.Frontend]digestCache{},
+	}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
+	if err := in.adopt(); err != nil {
+		k.close()
+		return nil, err
+	}
+	if len(in.installed) > 0 {
+		in.log.Info("re-adopted pinned services", "services", len(in.installed), "generation", in.gen, "bpffs", cfg.BPFFS)
+	}
+	return in, nil
+}
+
+func cmpOr(v, def uint32) uint32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// adopt reads what an earlier agent left in the pinned maps.
+func (in *Installer) adopt() error {
+	var fe bpf.Frontend
+	var svc bpf.Service
+	it := in.k.objs.LtFrontends.Iterate()
+	for it.Next(&fe, &svc) {
+		if !in.nodes.reserve(span{svc.NodeBase, svc.NodeLen}) || !in.eps.reserve(span{svc.EpBase, svc.EpLen}) ||
+			!in.slots.reserve(span{svc.Slot, 1}) {
+			return fmt.Errorf("%w: service regions in the pinned maps overlap", ErrPinned)
+		}
+		in.installed[fe] = svc
+		in.gen = max(in.gen, svc.Generation)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read pinned frontends: %w", err)
+	}
+	return nil
+}
+
+// Generation is the highest generation installed (also one found in pinned
+// maps at start).
+func (in *Installer) Generation() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.gen
+}
+
+// Close releases the agent's handles. Pinned maps and links stay (the
+// kernel path keeps working); unpinned ones are detached and freed.
+func (in *Installer) Close() error {
+	var errs []error
+	for _, l := range in.links {
+		errs = append(errs, l.Close())
+	}
+	errs = append(errs, in.k.close())
+	return errors.Join(errs...)
+}
