@@ -71,17 +71,10 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	in.freeRetired()
 	res := Result{Generation: t.Generation(), Services: len(plans), Endpoints: endpoints}
 	// Removals first: the frontends map never holds more than its capacity.
-	for fe, old := range in.installed {
-		if _, ok := plans[fe]; ok {
-			continue
-		}
-		if err := in.k.objs.LtFrontends.Delete(&fe); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return res, fmt.Errorf("remove service: %w", err)
-		}
-		delete(in.installed, fe)
-		in.retired = append(in.retired, old)
-		in.slots.release(span{old.Slot, 1})
-		res.Removed++
+	removed, err := in.removeGone(plans)
+	res.Removed = removed
+	if err != nil {
+		return res, err
 	}
 	for _, p := range changed {
 		if err := in.write(t, p); err != nil {
@@ -93,6 +86,24 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	in.warnPolicies(changed)
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// removeGone unpublishes the installed services that are not in plans.
+func (in *Installer) removeGone(plans map[bpf.Frontend]plan) (int, error) {
+	n := 0
+	for fe, old := range in.installed {
+		if _, ok := plans[fe]; ok {
+			continue
+		}
+		if err := in.k.objs.LtFrontends.Delete(&fe); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("remove service: %w", err)
+		}
+		delete(in.installed, fe)
+		in.retired = append(in.retired, old)
+		in.slots.release(span{old.Slot, 1})
+		n++
+	}
+	return n, nil
 }
 
 // fits checks, on copies of the allocators, that every changed service gets
