@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat -type lt_locality loctree loctree.c
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_test_args -type lt_test_hammer_out lookuptest lookuptest.c
 
 import (
@@ -23,6 +23,9 @@ type (
 	Frontend = loctreeLtFrontend
 	// Service is one installed service, the value of the frontends map.
 	Service = loctreeLtService
+	// Locality is a cgroup's own source locality, the value of the
+	// cgroup locality map: labels of scope keys and of their values.
+	Locality = loctreeLtLocality
 	// Sock is the per-socket state the programs keep (socket storage).
 	Sock = loctreeLtSock
 	// TestArgs is the context of the test-only lookup program.
@@ -56,6 +59,7 @@ const (
 	MapRR        = loctreeMapLtRr
 	MapSocks     = loctreeMapLtSocks
 	MapStats     = loctreeMapLtStats
+	MapCgroupSrc = loctreeMapLtCgroupSrc
 )
 
 // Spec returns the collection spec of the socket programs and their maps.
@@ -82,4 +86,10 @@ func TestSpec() (*ebpf.CollectionSpec, error) {
 // one run does.
 func NewTestArgs(fe Frontend, labels [8]uint64, loops uint32) TestArgs {
 	return TestArgs{Fe: lookuptestLtFrontend(fe), Labels: labels, Loops: loops}
+}
+
+// NewTestCgroupArgs is the input of the test-only lookup program taking the
+// source from the cgroup locality map entry of cgroup.
+func NewTestCgroupArgs(fe Frontend, cgroup uint64) TestArgs {
+	return TestArgs{Fe: lookuptestLtFrontend(fe), UseCgroup: 1, Cgroup: cgroup}
 }

@@ -26,6 +26,10 @@
 #define LT_DEF_SERVICES 4096
 #define LT_DEF_NODES 262144
 #define LT_DEF_ENDPOINTS 262144
+#define LT_DEF_CGROUPS 1024
+
+/* FNV-1a 64 of the empty string: the label of a missing scope value. */
+#define LT_LABEL_EMPTY 0xcbf29ce484222325ULL
 
 /* Policies (FORMAT.md service record, byte 22). */
 enum lt_policy {
@@ -83,7 +87,8 @@ struct lt_frontend {
  * lives until readers are done), which makes publishing a service atomic.
  */
 struct lt_service {
-	__u64 src[LT_MAX_LEVELS]; /* labels of this node's locality, per scope */
+	__u64 src[LT_MAX_LEVELS];        /* labels of this node's locality, per scope */
+	__u64 scope_keys[LT_MAX_LEVELS]; /* labels of the scope keys (region, zone, ...) */
 	__u64 digest;             /* loader: hash of the service's records */
 	__u64 generation;         /* tree generation that installed it */
 	__u32 root;               /* map index of the root node */
@@ -98,6 +103,18 @@ struct lt_service {
 	__u8 mode;
 	__u8 policy;
 	__u8 health;
+	__u32 pad;
+};
+
+/*
+ * Value of lt_cgroup_src: the locality of the workloads in one cgroup when it
+ * differs from the node's (a gateway, a pod placed elsewhere). keys[i] is the
+ * label of a scope key, values[i] the label of its value.
+ */
+struct lt_locality {
+	__u64 keys[LT_MAX_LEVELS];
+	__u64 values[LT_MAX_LEVELS];
+	__u32 count;
 	__u32 pad;
 };
 
@@ -145,6 +162,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct lt_endpoint);
 } lt_endpoints SEC(".maps");
+
+/* Source locality per cgroup id, overriding the node's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LT_DEF_CGROUPS);
+	__type(key, __u64);
+	__type(value, struct lt_locality);
+} lt_cgroup_src SEC(".maps");
 
 /* Open connections per endpoint map index (least_connections). */
 struct {
@@ -248,6 +273,28 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 	if (r->lo >= r->hi)
 		return -1;
 	return 0;
+}
+
+/*
+ * lt_source returns the source labels for svc: the node's, precomputed in
+ * svc->src, or, when the calling task's cgroup has its own locality, that
+ * locality's values for svc's scopes (a missing scope is the empty value),
+ * written to buf.
+ */
+static __always_inline const __u64 *lt_source(const struct lt_service *svc, __u64 cgroup, __u64 *buf)
+{
+	struct lt_locality *loc = bpf_map_lookup_elem(&lt_cgroup_src, &cgroup);
+
+	if (!loc)
+		return svc->src;
+	for (int d = 0; d < LT_MAX_LEVELS; d++) {
+		buf[d] = LT_LABEL_EMPTY;
+		for (int j = 0; j < LT_MAX_LEVELS; j++) {
+			if (j < loc->count && loc->keys[j] == svc->scope_keys[d])
+				buf[d] = loc->values[j];
+		}
+	}
+	return buf;
 }
 
 static __always_inline __u64 lt_rand64(void)

@@ -31,6 +31,14 @@ type loctreeLtFrontend struct {
 	Pad    uint8
 }
 
+type loctreeLtLocality struct {
+	_      structs.HostLayout
+	Keys   [8]uint64
+	Values [8]uint64
+	Count  uint32
+	Pad    uint32
+}
+
 type loctreeLtNode struct {
 	_          structs.HostLayout
 	Label      uint64
@@ -43,6 +51,7 @@ type loctreeLtNode struct {
 type loctreeLtService struct {
 	_          structs.HostLayout
 	Src        [8]uint64
+	ScopeKeys  [8]uint64
 	Digest     uint64
 	Generation uint64
 	Root       uint32
@@ -86,6 +95,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	loctreeMapLtCgroupSrc     = "lt_cgroup_src"
 	loctreeMapLtConns         = "lt_conns"
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
@@ -161,6 +171,7 @@ type loctreeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loctreeMapSpecs struct {
+	LtCgroupSrc *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
 	LtConns     *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends *ebpf.MapSpec `ebpf:"lt_frontends"`
@@ -196,6 +207,7 @@ func (o *loctreeObjects) Close() error {
 //
 // It can be passed to loadLoctreeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loctreeMaps struct {
+	LtCgroupSrc *ebpf.Map `ebpf:"lt_cgroup_src"`
 	LtConns     *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends *ebpf.Map `ebpf:"lt_frontends"`
@@ -207,6 +219,7 @@ type loctreeMaps struct {
 
 func (m *loctreeMaps) Close() error {
 	return _LoctreeClose(
+		m.LtCgroupSrc,
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,

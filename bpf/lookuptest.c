@@ -11,6 +11,8 @@
 /* Input and output of lt_test_lookup (the program's context in, lt_test_out out). */
 struct lt_test_args {
 	struct lt_frontend fe; /* in: the service's VIP */
+	__u32 use_cgroup;      /* in: 1: source from lt_cgroup_src[cgroup] instead of labels */
+	__u64 cgroup;          /* in: a cgroup id, with use_cgroup */
 	__u32 status;          /* out: 0 found, 1 no candidate, 2 maps inconsistent, 3 no service */
 	__u64 labels[LT_MAX_LEVELS]; /* in: source labels, one per scope */
 	struct lt_range r;     /* out: map indices */
@@ -57,7 +59,7 @@ int lt_test_lookup(struct lt_test_args *args)
 		out->status = 3;
 		return 0;
 	}
-	ret = lt_lookup(svc, labels, &r);
+	ret = lt_lookup(svc, args->use_cgroup ? lt_source(svc, args->cgroup, labels) : labels, &r);
 	if (ret == 0 && lt_pick(svc, &r, &pick) < 0)
 		ret = -2;
 	out->status = ret == 0 ? 0 : (ret == -1 ? 1 : 2);

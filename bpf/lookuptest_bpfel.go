@@ -31,6 +31,14 @@ type lookuptestLtFrontend struct {
 	Pad    uint8
 }
 
+type lookuptestLtLocality struct {
+	_      structs.HostLayout
+	Keys   [8]uint64
+	Values [8]uint64
+	Count  uint32
+	Pad    uint32
+}
+
 type lookuptestLtNode struct {
 	_          structs.HostLayout
 	Label      uint64
@@ -43,6 +51,7 @@ type lookuptestLtNode struct {
 type lookuptestLtService struct {
 	_          structs.HostLayout
 	Src        [8]uint64
+	ScopeKeys  [8]uint64
 	Digest     uint64
 	Generation uint64
 	Root       uint32
@@ -70,11 +79,14 @@ const (
 )
 
 type lookuptestLtTestArgs struct {
-	_      structs.HostLayout
-	Fe     lookuptestLtFrontend
-	Status uint32
-	Labels [8]uint64
-	R      struct {
+	_         structs.HostLayout
+	Fe        lookuptestLtFrontend
+	UseCgroup uint32
+	Cgroup    uint64
+	Status    uint32
+	_         [4]byte
+	Labels    [8]uint64
+	R         struct {
 		_     structs.HostLayout
 		Lo    uint32
 		Hi    uint32
@@ -96,6 +108,7 @@ type lookuptestLtTestHammerOut struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	lookuptestMapLtCgroupSrc     = "lt_cgroup_src"
 	lookuptestMapLtConns         = "lt_conns"
 	lookuptestMapLtEndpoints     = "lt_endpoints"
 	lookuptestMapLtFrontends     = "lt_frontends"
@@ -158,6 +171,7 @@ type lookuptestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestMapSpecs struct {
+	LtCgroupSrc     *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
@@ -194,6 +208,7 @@ func (o *lookuptestObjects) Close() error {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestMaps struct {
+	LtCgroupSrc     *ebpf.Map `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
@@ -206,6 +221,7 @@ type lookuptestMaps struct {
 
 func (m *lookuptestMaps) Close() error {
 	return _LookuptestClose(
+		m.LtCgroupSrc,
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,

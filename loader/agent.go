@@ -23,13 +23,16 @@ import (
 type AgentConfig struct {
 	Topology string          // topology file; "" uses the embedded example mesh
 	Locality shared.Locality // this node's locality
-	Cgroup   string          // cgroup v2 directory the programs attach to
-	BPFFS    string          // bpffs directory for pins; "" pins nothing
-	Listen   string          // address of /healthz, /metrics and /v1/tree; "" serves nothing
-	Once     bool            // install, attach and return
-	Capacity Capacity
-	Watch    time.Duration // how often the topology file is checked (default 1s)
-	Logger   *slog.Logger
+	// CgroupLocality gives cgroups (directories below Cgroup) their own
+	// source locality instead of the node's.
+	CgroupLocality map[string]shared.Locality
+	Cgroup         string // cgroup v2 directory the programs attach to
+	BPFFS          string // bpffs directory for pins; "" pins nothing
+	Listen         string // address of /healthz, /metrics and /v1/tree; "" serves nothing
+	Once           bool   // install, attach and return
+	Capacity       Capacity
+	Watch          time.Duration // how often the topology file is checked (default 1s)
+	Logger         *slog.Logger
 }
 
 // agent is one running agent: the installer and what it serves.
@@ -109,6 +112,11 @@ func (a *agent) start() error {
 	}
 	if err := a.apply(top, name); err != nil {
 		return err
+	}
+	for dir, loc := range a.cfg.CgroupLocality {
+		if err := a.in.SetCgroupLocality(dir, loc); err != nil {
+			return fmt.Errorf("--cgroup-locality %s: %w", dir, err)
+		}
 	}
 	if err := a.in.Attach(a.cfg.Cgroup); err != nil {
 		return err
@@ -235,4 +243,18 @@ func ParseLocality(s string) (shared.Locality, error) {
 		loc[k] = v
 	}
 	return loc, nil
+}
+
+// ParseCgroupLocality parses "CGROUP_DIR:scope=value,..." (the agent's
+// --cgroup-locality flag).
+func ParseCgroupLocality(s string) (string, shared.Locality, error) {
+	dir, spec, ok := strings.Cut(s, ":")
+	if !ok || dir == "" {
+		return "", nil, fmt.Errorf("cgroup locality %q: want CGROUP_DIR:scope=value,...", s)
+	}
+	loc, err := ParseLocality(spec)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, loc, nil
 }

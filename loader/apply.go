@@ -154,7 +154,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("write endpoints of %s: %w", s.Name, err)
 	}
 	v := bpf.Service{
-		Src: p.src, Digest: p.digest, Generation: t.Generation(),
+		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
 		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
 		NodeBase: nb, NodeLen: s.NodeCount, EpBase: eb, EpLen: s.EpEligible,
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),

@@ -28,7 +28,7 @@ func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 	kl := &kernelLookup{}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
-		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats,
+		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc,
 	}}
 	for name, m := range opts.MapReplacements {
 		spec.Maps[name].MaxEntries = m.MaxEntries()
@@ -40,9 +40,8 @@ func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 	return kl
 }
 
-func (kl *kernelLookup) lookup(t testing.TB, fe bpf.Frontend, labels [shared.MaxLevels]uint64) bpf.TestArgs {
+func (kl *kernelLookup) lookup(t testing.TB, args bpf.TestArgs) bpf.TestArgs {
 	t.Helper()
-	args := bpf.NewTestArgs(fe, labels, 0)
 	if _, err := kl.objs.LtTestLookup.Run(&ebpf.RunOptions{Context: args}); err != nil {
 		t.Fatalf("run test program: %v", err)
 	}
@@ -50,8 +49,8 @@ func (kl *kernelLookup) lookup(t testing.TB, fe bpf.Frontend, labels [shared.Max
 	if err := kl.objs.LtTestOut.Lookup(uint32(0), &out); err != nil {
 		t.Fatal(err)
 	}
-	if bpf.Frontend(out.Fe) != fe {
-		t.Fatalf("test program did not run for %+v", fe)
+	if out.Fe != args.Fe {
+		t.Fatalf("test program did not run for %+v", args.Fe)
 	}
 	return out
 }
@@ -87,6 +86,8 @@ func TestKernelLookupMatchesGo(t *testing.T) {
 				compare(t, kl, in, s, treetest.Source(rng, s.Scopes, 5))
 				pairs++
 			}
+			compareCgroup(t, kl, in, s, treetest.Source(rng, treetest.Scopes, 5))
+			pairs++
 		}
 	}
 	if pairs < 1000 {
@@ -98,10 +99,25 @@ func TestKernelLookupMatchesGo(t *testing.T) {
 func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
 	t.Helper()
 	fe := frontendOf(s.VIP)
-	svc := in.installed[fe]
 	labels := sourceLabels(s, src)
-	want := s.LookupLabels(labels[:len(s.Scopes)])
-	got := kl.lookup(t, fe, labels)
+	check(t, in, s, src, s.LookupLabels(labels[:len(s.Scopes)]), kl.lookup(t, bpf.NewTestArgs(fe, labels, 0)))
+}
+
+// compareCgroup is compare with the source given as a cgroup's own
+// locality (scope keys and values, matched to the service's scopes in the
+// kernel) instead of precomputed labels.
+func compareCgroup(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
+	t.Helper()
+	const fakeCgroup = 1 << 40
+	if err := in.setCgroupLocality(fakeCgroup, src); err != nil {
+		t.Fatal(err)
+	}
+	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpf.NewTestCgroupArgs(frontendOf(s.VIP), fakeCgroup)))
+}
+
+func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, want shared.Range, got bpf.TestArgs) {
+	t.Helper()
+	svc := in.installed[frontendOf(s.VIP)]
 	if want.Len() == 0 {
 		if got.Status != 1 {
 			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name, src, s.Mode, got.Status, got.R)

@@ -38,6 +38,18 @@ func TestParseLocality(t *testing.T) {
 	}
 }
 
+func TestParseCgroupLocality(t *testing.T) {
+	dir, loc, err := ParseCgroupLocality("/sys/fs/cgroup/gw:region=r1,zone=z2")
+	if err != nil || dir != "/sys/fs/cgroup/gw" || !maps.Equal(loc, shared.Locality{"region": "r1", "zone": "z2"}) {
+		t.Fatalf("got %q %v %v", dir, loc, err)
+	}
+	for _, bad := range []string{"", "region=r1", ":region=r1", "/cg:region"} {
+		if _, _, err := ParseCgroupLocality(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
 func FuzzParseLocality(f *testing.F) {
 	for _, s := range []string{"", "region=r1,zone=z1", "a=b=c", ",", "=", "x=1,x=2"} {
 		f.Add(s)

@@ -69,6 +69,13 @@ func candidates(t *shared.Tree, s *shared.Service, src shared.Locality) []string
 // a private cgroup holding this test process.
 func setup(t *testing.T, tree *shared.Tree, loc shared.Locality) *Installer {
 	t.Helper()
+	in, _ := setupIn(t, tree, loc)
+	return in
+}
+
+// setupIn is setup that also returns the cgroup the programs are attached to.
+func setupIn(t *testing.T, tree *shared.Tree, loc shared.Locality) (*Installer, string) {
+	t.Helper()
 	cg := kerneltest.Cgroup(t)
 	in, err := Open(Config{Locality: loc})
 	if err != nil {
@@ -81,7 +88,7 @@ func setup(t *testing.T, tree *shared.Tree, loc shared.Locality) *Installer {
 	if err := in.Attach(cg); err != nil {
 		t.Fatal(err)
 	}
-	return in
+	return in, cg
 }
 
 // TestConnectRedirect: for several node localities every connection to a

@@ -45,3 +45,13 @@ func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
 	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+s.EpEligible)*shared.EndpointRecordSize]
 	return nodes, eps
 }
+
+// scopeKeys are the labels of s's scope keys, which the programs match a
+// cgroup's own locality against.
+func scopeKeys(s *shared.Service) [shared.MaxLevels]uint64 {
+	var out [shared.MaxLevels]uint64
+	for i, scope := range s.Scopes {
+		out[i] = shared.Label(scope)
+	}
+	return out
+}

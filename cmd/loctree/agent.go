@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/shared"
 )
 
 func newAgentCmd() *cobra.Command {
 	var (
-		cfg      loader.AgentConfig
-		locality string
+		cfg       loader.AgentConfig
+		locality  string
+		cgroupLoc []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -40,6 +42,14 @@ Examples:
 				return err
 			}
 			cfg.Locality = loc
+			cfg.CgroupLocality = map[string]shared.Locality{}
+			for _, s := range cgroupLoc {
+				dir, loc, err := loader.ParseCgroupLocality(s)
+				if err != nil {
+					return err
+				}
+				cfg.CgroupLocality[dir] = loc
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -50,6 +60,7 @@ Examples:
 	f.StringVarP(&cfg.Topology, "file", "f", "", "topology file (YAML or JSON); default: the embedded example mesh")
 	f.StringVar(&locality, "locality", "", "this node's locality, scope=value,... (e.g. region=r1,zone=z1)")
 	f.StringVar(&cfg.Cgroup, "cgroup", "", "cgroup v2 directory to attach the programs to")
+	f.StringArrayVar(&cgroupLoc, "cgroup-locality", nil, "CGROUP_DIR:scope=value,...: a cgroup below --cgroup whose workloads have their own locality (repeatable)")
 	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")

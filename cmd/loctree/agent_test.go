@@ -196,17 +196,29 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 }
 
-// TestAgentOnce: --once installs, leaves the programs attached and exits 0.
+// TestAgentOnce: --once installs, leaves the programs attached and exits
+// 0; a cgroup given its own locality is balanced for it.
 func TestAgentOnce(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cg, fs := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "loctree")
 	kerneltest.Backends(t, []string{"127.0.7.1:9100", "127.0.7.9:9100"})
+	gw := filepath.Join(cg, "gateway")
+	if err := os.Mkdir(gw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kerneltest.MoveTo(t, cg); os.Remove(gw) })
 	topo := filepath.Join(t.TempDir(), "mesh.yaml")
 	os.WriteFile(topo, []byte(agentTopology("127.0.7.1:9100")), 0o644)
-	runLoctree(t, "agent", "--once", "-f", topo, "--locality", "region=r1,zone=z2", "--cgroup", cg, "--bpffs", fs)
+	runLoctree(t, "agent", "--once", "-f", topo, "--locality", "region=r1,zone=z2", "--cgroup", cg, "--bpffs", fs,
+		"--cgroup-locality", gw+":region=r1,zone=z1")
 	if err := landsOn("127.0.7.9:9100")(); err != nil {
 		t.Fatal(err)
 	}
+	kerneltest.MoveTo(t, gw)
+	if err := landsOn("127.0.7.1:9100")(); err != nil {
+		t.Fatalf("from the gateway cgroup: %v", err)
+	}
+	kerneltest.MoveTo(t, cg)
 	runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
 }
 
