@@ -47,6 +47,7 @@ const (
 	StatRedirect = uint32(loctreeLtStatLT_STAT_REDIRECT)
 	StatNoMatch  = uint32(loctreeLtStatLT_STAT_NO_MATCH)
 	StatError    = uint32(loctreeLtStatLT_STAT_ERROR)
+	StatSockFull = uint32(loctreeLtStatLT_STAT_SOCKS_FULL)
 	StatCount    = uint32(loctreeLtStatLT_STAT_MAX)
 )
 

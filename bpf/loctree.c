@@ -13,12 +13,33 @@
 #define SK_PASS 1
 #define SK_DROP 0
 
+/*
+ * Redirected sockets by socket cookie, deleted by sock_release. A hash, not
+ * socket storage: creating socket storage on every connect measured about
+ * twice the cost of the whole lookup. Not an LRU either: evicting a live
+ * socket would leak its least_connections count. When the map is full, a
+ * new socket is still redirected but not remembered (LT_STAT_SOCKS_FULL).
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(max_entries, LT_DEF_SOCKETS);
+	__type(key, __u64);
 	__type(value, struct lt_sock);
 } lt_socks SEC(".maps");
+
+/* lt_uncount gives back the least_connections count of a socket entry. */
+static __always_inline void lt_uncount(const struct lt_sock *s)
+{
+	__u32 ep = s->ep;
+	__u64 *c;
+
+	if (!s->counted)
+		return;
+	c = bpf_map_lookup_elem(&lt_conns, &ep);
+	if (c && *c > 0)
+		__sync_fetch_and_add(c, -1);
+}
 
 /* lt_refuse makes the syscall fail with ECONNREFUSED. */
 static __always_inline int lt_refuse(__u32 stat)
@@ -81,34 +102,30 @@ static __always_inline void lt_set_addr(struct bpf_sock_addr *ctx, int v6, int v
 static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct lt_frontend *fe,
 					const struct lt_endpoint *ep, __u32 idx, int v6, int count)
 {
-	struct lt_sock *s;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct lt_sock s = {}, *old;
 
-	if (!ctx->sk)
-		return;
-	s = bpf_sk_storage_get(&lt_socks, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!s)
-		return;
-	if (s->counted) {
-		__u64 *c = bpf_map_lookup_elem(&lt_conns, &s->ep);
-
-		if (c && *c > 0)
-			__sync_fetch_and_add(c, -1);
-		s->counted = 0;
-	}
-	__builtin_memcpy(s->vip, fe->addr, sizeof(s->vip));
-	__builtin_memcpy(s->backend, ep->addr, sizeof(s->backend));
-	s->vip_port = fe->port;
-	s->backend_port = ep->port;
-	s->family = fe->family;
-	s->mapped = v6 && fe->family == LT_FAMILY_V4;
-	s->ep = idx;
+	old = bpf_map_lookup_elem(&lt_socks, &cookie);
+	if (old) /* a reconnect or another datagram */
+		lt_uncount(old);
+	__builtin_memcpy(s.vip, fe->addr, sizeof(s.vip));
+	__builtin_memcpy(s.backend, ep->addr, sizeof(s.backend));
+	s.vip_port = fe->port;
+	s.backend_port = ep->port;
+	s.family = fe->family;
+	s.mapped = v6 && fe->family == LT_FAMILY_V4;
+	s.ep = idx;
 	if (count) {
 		__u64 *c = bpf_map_lookup_elem(&lt_conns, &idx);
 
 		if (c) {
 			__sync_fetch_and_add(c, 1);
-			s->counted = 1;
+			s.counted = 1;
 		}
+	}
+	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
+		lt_uncount(&s); /* nobody would give it back */
+		lt_count(LT_STAT_SOCKS_FULL);
 	}
 }
 
@@ -198,12 +215,11 @@ static __always_inline int lt_same_addr(struct bpf_sock_addr *ctx, int v6, int v
 /* lt_restore_vip shows the VIP where the socket talks to its backend. */
 static __always_inline int lt_restore_vip(struct bpf_sock_addr *ctx, int v6, int match_backend)
 {
+	__u64 cookie = bpf_get_socket_cookie(ctx);
 	struct lt_sock *s;
 	int v4;
 
-	if (!ctx->sk)
-		return SK_PASS;
-	s = bpf_sk_storage_get(&lt_socks, ctx->sk, 0, 0);
+	s = bpf_map_lookup_elem(&lt_socks, &cookie);
 	if (!s)
 		return SK_PASS;
 	v4 = s->family == LT_FAMILY_V4;
@@ -239,20 +255,17 @@ int lt_recvmsg6(struct bpf_sock_addr *ctx)
 	return lt_restore_vip(ctx, 1, 1);
 }
 
-/* lt_sock_release gives back the socket's least_connections count. */
+/* lt_sock_release forgets a closed socket and gives back its least_connections count. */
 SEC("cgroup/sock_release")
 int lt_sock_release(struct bpf_sock *sk)
 {
-	struct lt_sock *s;
-	__u64 *c;
+	__u64 cookie = bpf_get_socket_cookie(sk);
+	struct lt_sock *s = bpf_map_lookup_elem(&lt_socks, &cookie);
 
-	s = bpf_sk_storage_get(&lt_socks, sk, 0, 0);
-	if (!s || !s->counted)
+	if (!s)
 		return SK_PASS;
-	c = bpf_map_lookup_elem(&lt_conns, &s->ep);
-	if (c && *c > 0)
-		__sync_fetch_and_add(c, -1);
-	s->counted = 0;
+	lt_uncount(s);
+	bpf_map_delete_elem(&lt_socks, &cookie);
 	return SK_PASS;
 }
 

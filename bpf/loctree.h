@@ -27,6 +27,7 @@
 #define LT_DEF_NODES 262144
 #define LT_DEF_ENDPOINTS 262144
 #define LT_DEF_CGROUPS 1024
+#define LT_DEF_SOCKETS 65536
 
 /* FNV-1a 64 of the empty string: the label of a missing scope value. */
 #define LT_LABEL_EMPTY 0xcbf29ce484222325ULL
@@ -51,7 +52,8 @@ enum lt_stat {
 	LT_STAT_REDIRECT = 0, /* destination rewritten */
 	LT_STAT_NO_MATCH = 1, /* VIP with no candidate: refused */
 	LT_STAT_ERROR = 2,    /* inconsistent maps: refused */
-	LT_STAT_MAX = 3,
+	LT_STAT_SOCKS_FULL = 3, /* redirected, but lt_socks was full: no getpeername rewrite */
+	LT_STAT_MAX = 4,
 };
 
 /* Node record: FORMAT.md "Node record (24 bytes)". */
@@ -118,7 +120,7 @@ struct lt_locality {
 	__u32 pad;
 };
 
-/* Per-socket state (socket storage) for getpeername, recvmsg and counts. */
+/* Per-socket state (lt_socks, by socket cookie) for getpeername, recvmsg and counts. */
 struct lt_sock {
 	__u32 vip[4];
 	__u32 backend[4];

@@ -85,10 +85,11 @@ type loctreeLtSock struct {
 type loctreeLtStat uint32
 
 const (
-	loctreeLtStatLT_STAT_REDIRECT loctreeLtStat = 0
-	loctreeLtStatLT_STAT_NO_MATCH loctreeLtStat = 1
-	loctreeLtStatLT_STAT_ERROR    loctreeLtStat = 2
-	loctreeLtStatLT_STAT_MAX      loctreeLtStat = 3
+	loctreeLtStatLT_STAT_REDIRECT   loctreeLtStat = 0
+	loctreeLtStatLT_STAT_NO_MATCH   loctreeLtStat = 1
+	loctreeLtStatLT_STAT_ERROR      loctreeLtStat = 2
+	loctreeLtStatLT_STAT_SOCKS_FULL loctreeLtStat = 3
+	loctreeLtStatLT_STAT_MAX        loctreeLtStat = 4
 )
 
 // Names of all BPF objects in the ELF.

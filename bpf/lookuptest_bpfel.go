@@ -72,10 +72,11 @@ type lookuptestLtService struct {
 type lookuptestLtStat uint32
 
 const (
-	lookuptestLtStatLT_STAT_REDIRECT lookuptestLtStat = 0
-	lookuptestLtStatLT_STAT_NO_MATCH lookuptestLtStat = 1
-	lookuptestLtStatLT_STAT_ERROR    lookuptestLtStat = 2
-	lookuptestLtStatLT_STAT_MAX      lookuptestLtStat = 3
+	lookuptestLtStatLT_STAT_REDIRECT   lookuptestLtStat = 0
+	lookuptestLtStatLT_STAT_NO_MATCH   lookuptestLtStat = 1
+	lookuptestLtStatLT_STAT_ERROR      lookuptestLtStat = 2
+	lookuptestLtStatLT_STAT_SOCKS_FULL lookuptestLtStat = 3
+	lookuptestLtStatLT_STAT_MAX        lookuptestLtStat = 4
 )
 
 type lookuptestLtTestArgs struct {

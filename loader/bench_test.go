@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,26 +104,47 @@ func timedConnect(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
 
 // compareConnects interleaves connect() to the VIP from sockets in the
 // cgroup with the programs and connect() to a backend from sockets in the
-// root cgroup (no programs), so both see the same machine load. It reports
-// ns/op for the VIP, direct-ns/op and their ratio.
+// root cgroup (no programs), alternating which goes first, so both see the
+// same machine load. It reports ns/op for the VIP, direct-ns/op, the ratio
+// of the means and the ratio of the medians (robust to preemption spikes on
+// a busy machine).
 func compareConnects(b *testing.B, cg string, vip, direct unix.Sockaddr) {
 	const batch = 128
 	root := filepath.Dir(cg)
-	var viaVIP, viaDirect time.Duration
-	n := 0
-	for n < b.N {
+	var viaVIP, viaDirect []time.Duration
+	for len(viaVIP) < b.N {
 		b.StopTimer()
 		plain, hooked := sockets(b, batch, root, cg), sockets(b, batch, cg, cg)
 		b.StartTimer()
 		for i := range batch {
-			viaDirect += timedConnect(b, plain[i], direct)
-			viaVIP += timedConnect(b, hooked[i], vip)
+			if i%2 == 0 {
+				viaDirect = append(viaDirect, timedConnect(b, plain[i], direct))
+				viaVIP = append(viaVIP, timedConnect(b, hooked[i], vip))
+			} else {
+				viaVIP = append(viaVIP, timedConnect(b, hooked[i], vip))
+				viaDirect = append(viaDirect, timedConnect(b, plain[i], direct))
+			}
 		}
-		n += batch
 	}
-	b.ReportMetric(float64(viaVIP.Nanoseconds())/float64(n), "ns/op")
-	b.ReportMetric(float64(viaDirect.Nanoseconds())/float64(n), "direct-ns/op")
-	b.ReportMetric(float64(viaVIP)/float64(viaDirect), "ratio")
+	mv, md := mean(viaVIP), mean(viaDirect)
+	b.ReportMetric(mv, "ns/op")
+	b.ReportMetric(md, "direct-ns/op")
+	b.ReportMetric(mv/md, "ratio")
+	b.ReportMetric(median(viaVIP)/median(viaDirect), "p50-ratio")
+}
+
+func mean(ds []time.Duration) float64 {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return float64(sum.Nanoseconds()) / float64(len(ds))
+}
+
+func median(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Nanoseconds())
 }
 
 // BenchmarkConnect compares connect() through a VIP (programs attached,

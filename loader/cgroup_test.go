@@ -19,7 +19,7 @@ func TestCgroupLocality(t *testing.T) {
 	kerneltest.Backends(t, backendsOf(top))
 	tree := mustBuild(t, top, 1)
 	node := shared.Locality{"region": "r1", "zone": "z1"}
-	in, cg := setupIn(t, tree, node)
+	in, cg := setupWith(t, tree, Config{Locality: node})
 	pod := filepath.Join(cg, "gateway")
 	if err := os.Mkdir(pod, 0o755); err != nil {
 		t.Fatal(err)

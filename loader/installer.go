@@ -55,6 +55,7 @@ func Open(cfg Config) (*Installer, error) {
 	c.Services = cmpOr(c.Services, DefaultCapacity.Services)
 	c.Nodes = cmpOr(c.Nodes, DefaultCapacity.Nodes)
 	c.Endpoints = cmpOr(c.Endpoints, DefaultCapacity.Endpoints)
+	c.Sockets = cmpOr(c.Sockets, DefaultCapacity.Sockets)
 	k, err := openKernel(cfg.BPFFS, c)
 	if err != nil {
 		return nil, err

@@ -17,10 +17,11 @@ type Capacity struct {
 	Services  uint32 // services with a VIP
 	Nodes     uint32 // tree nodes of all services, twice for double-buffering
 	Endpoints uint32 // eligible endpoints of all services, same
+	Sockets   uint32 // redirected sockets open at once; more are redirected but not remembered
 }
 
 // DefaultCapacity fits 100,000 endpoints rewritten all at once.
-var DefaultCapacity = Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18}
+var DefaultCapacity = Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18, Sockets: 1 << 16}
 
 // kernel is the loaded programs and the (possibly re-adopted) maps.
 type kernel struct {
@@ -40,6 +41,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 	sizes := map[string]uint32{
 		bpf.MapFrontends: c.Services, bpf.MapRR: c.Services,
 		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
+		bpf.MapSocks: c.Sockets,
 	}
 	for name, m := range spec.Maps {
 		if n, ok := sizes[name]; ok {

@@ -78,6 +78,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
 			pw.metric("loctree_kernel_no_match_total", "counter", "Connections to a VIP refused because no endpoint matched (strict mode or no eligible endpoint).", float64(st[bpf.StatNoMatch]))
 			pw.metric("loctree_kernel_errors_total", "counter", "Connections to a VIP refused because the maps were inconsistent.", float64(st[bpf.StatError]))
+			pw.metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
 		}
 	}
 	return pw.n, pw.err

@@ -86,3 +86,36 @@ func connCounts(t *testing.T, in *Installer, svc bpf.Service) []uint64 {
 	}
 	return out
 }
+
+// TestSocketsFull: with more redirected sockets open than --max-sockets,
+// the extra ones are still redirected, counted in the stats, and do not
+// leave least_connections counts behind.
+func TestSocketsFull(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	top := mesh()
+	kerneltest.Backends(t, backendsOf(top))
+	tree, _ := shared.Build(top, shared.BuildOptions{Generation: 1})
+	in, _ := setupWith(t, tree, Config{Locality: shared.Locality{"region": "r1", "zone": "z1"}, Capacity: Capacity{Sockets: 4}})
+	lc, _ := tree.Service("lc")
+	svc := in.installed[frontendOf(lc.VIP)]
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 10 {
+		c, err := net.DialTimeout("tcp", lc.VIP.String(), 2*time.Second)
+		if err != nil {
+			t.Fatalf("connect beyond the socket table: %v", err)
+		}
+		conns = append(conns, c)
+	}
+	st, err := in.k.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts := connCounts(t, in, svc); st[bpf.StatSockFull] != 6 || counts[0]+counts[1] != 4 {
+		t.Fatalf("10 sockets, table of 4: %d not remembered (want 6), counts %v (want 4 in all)", st[bpf.StatSockFull], counts)
+	}
+}

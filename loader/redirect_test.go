@@ -69,15 +69,16 @@ func candidates(t *shared.Tree, s *shared.Service, src shared.Locality) []string
 // a private cgroup holding this test process.
 func setup(t *testing.T, tree *shared.Tree, loc shared.Locality) *Installer {
 	t.Helper()
-	in, _ := setupIn(t, tree, loc)
+	in, _ := setupWith(t, tree, Config{Locality: loc})
 	return in
 }
 
-// setupIn is setup that also returns the cgroup the programs are attached to.
-func setupIn(t *testing.T, tree *shared.Tree, loc shared.Locality) (*Installer, string) {
+// setupWith is setup with any config; it also returns the cgroup the
+// programs are attached to.
+func setupWith(t *testing.T, tree *shared.Tree, cfg Config) (*Installer, string) {
 	t.Helper()
 	cg := kerneltest.Cgroup(t)
-	in, err := Open(Config{Locality: loc})
+	in, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

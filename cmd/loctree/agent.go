@@ -78,6 +78,7 @@ func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {
 	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP")
 	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies)")
 	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies)")
+	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count)")
 }
 
 func newAgentUninstallCmd() *cobra.Command {
