@@ -163,3 +163,31 @@ func BenchmarkRankLoop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPick is the per-request cost: look a prepared source up and pick
+// one endpoint at random in the candidate range.
+func BenchmarkPick(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := meshTopology(n)
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		p := NewPicker(tree, PickerOptions{})
+		var srcs []*Source
+		for _, l := range benchSources(leaves) {
+			srcs = append(srcs, NewSource(l))
+		}
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+	}
+}
