@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -14,7 +15,7 @@ import (
 )
 
 // TestConnect6: an IPv6 VIP (on ::1, so nothing can leave the machine) is
-// redirected by connect6, and an IPv6 socket dialing an IPv4 VIP as
+// redirected by connect6 and, for UDP, sendmsg6/recvmsg6, and an IPv6 socket dialing an IPv4 VIP as
 // ::ffff:a.b.c.d reaches an IPv4 candidate, v4-mapped.
 func TestConnect6(t *testing.T) {
 	kerneltest.RequireRoot(t)
@@ -33,6 +34,22 @@ func TestConnect6(t *testing.T) {
 	for range 10 {
 		if got, err := kerneltest.Ask("[::1]:7777"); err != nil || got != "[::1]:20002" {
 			t.Fatalf("IPv6 VIP: %q, %v; want [::1]:20002", got, err)
+		}
+	}
+	pc, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	buf := make([]byte, 64)
+	for range 5 {
+		if _, err := pc.WriteTo([]byte("hi"), &net.UDPAddr{IP: net.IPv6loopback, Port: 7777}); err != nil {
+			t.Fatal(err)
+		}
+		pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil || string(buf[:n]) != "[::1]:20002" || from.String() != "[::1]:7777" {
+			t.Fatalf("UDP to the IPv6 VIP: %q from %v (%v); want [::1]:20002 from the VIP", buf[:n], from, err)
 		}
 	}
 	reviews, _ := tree.Service("reviews")
