@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -195,66 +192,4 @@ func (a *agent) reload() {
 	if err != nil {
 		a.log.Error("topology rejected; keeping the installed tree", "err", err)
 	}
-}
-
-// serve starts the HTTP endpoints; the returned func stops them.
-func (a *agent) serve() (func(), error) {
-	if a.cfg.Listen == "" || a.cfg.Once {
-		return func() {}, nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/tree", &a.trees)
-	mux.Handle("GET /metrics", a.metrics)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.ready.Load() {
-			http.Error(w, "first install not done", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
-	ln, err := net.Listen("tcp", a.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}, nil
-}
-
-// ParseLocality parses "scope=value,scope=value" (e.g.
-// "region=us-east1,zone=us-east1-b") into a locality.
-func ParseLocality(s string) (shared.Locality, error) {
-	loc := shared.Locality{}
-	if strings.TrimSpace(s) == "" {
-		return loc, nil
-	}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("locality %q: want scope=value pairs separated by commas, got %q", s, kv)
-		}
-		if _, dup := loc[k]; dup {
-			return nil, fmt.Errorf("locality %q: scope %q given twice", s, k)
-		}
-		loc[k] = v
-	}
-	return loc, nil
-}
-
-// ParseCgroupLocality parses "CGROUP_DIR:scope=value,..." (the agent's
-// --cgroup-locality flag).
-func ParseCgroupLocality(s string) (string, shared.Locality, error) {
-	dir, spec, ok := strings.Cut(s, ":")
-	if !ok || dir == "" {
-		return "", nil, fmt.Errorf("cgroup locality %q: want CGROUP_DIR:scope=value,...", s)
-	}
-	loc, err := ParseLocality(spec)
-	if err != nil {
-		return "", nil, err
-	}
-	return dir, loc, nil
 }
