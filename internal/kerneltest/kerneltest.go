@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,20 +41,36 @@ func Cgroup(tb testing.TB) string {
 	if err := os.Mkdir(child, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		tb.Fatalf("create cgroup: %v", err)
 	}
+	home := filepath.Join(root, ownCgroup(tb))
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), pid, 0); err != nil {
 		tb.Fatalf("move test process into %s: %v", child, err)
 	}
 	tb.Cleanup(func() {
 		defer cgroupMu.Unlock()
-		if err := os.WriteFile(filepath.Join(root, "cgroup.procs"), pid, 0); err != nil {
-			tb.Errorf("move test process back: %v", err)
+		if err := os.WriteFile(filepath.Join(home, "cgroup.procs"), pid, 0); err != nil {
+			tb.Errorf("move test process back to %s: %v", home, err)
 		}
 		if err := os.Remove(child); err != nil {
 			tb.Errorf("remove cgroup: %v", err)
 		}
 	})
 	return child
+}
+
+// ownCgroup is the process's cgroup v2 path ("0::/path" in /proc/self/cgroup).
+func ownCgroup(tb testing.TB) string {
+	tb.Helper()
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p
+		}
+	}
+	return "/"
 }
 
 // BPFFS mounts a private bpffs in a temporary directory.
