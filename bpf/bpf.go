@@ -4,8 +4,8 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat -type lt_locality loctree loctree.c
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type lt_test_args -type lt_test_hammer_out lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat -type lt_locality loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -Iinclude" -target bpfel -type lt_test_args -type lt_test_hammer_out lookuptest lookuptest.c
 
 import (
 	"fmt"

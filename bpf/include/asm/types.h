@@ -1,0 +1,2 @@
+/* Arch-independent shim: the BPF target needs no arch headers (make generate works on any host). */
+#include <asm-generic/types.h>
