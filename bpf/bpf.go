@@ -53,14 +53,15 @@ const (
 
 // Map names in the collection (and pin file names).
 const (
-	MapFrontends = loctreeMapLtFrontends
-	MapNodes     = loctreeMapLtNodes
-	MapEndpoints = loctreeMapLtEndpoints
-	MapConns     = loctreeMapLtConns
-	MapRR        = loctreeMapLtRr
-	MapSocks     = loctreeMapLtSocks
-	MapStats     = loctreeMapLtStats
-	MapCgroupSrc = loctreeMapLtCgroupSrc
+	MapFrontends    = loctreeMapLtFrontends
+	MapNodes        = loctreeMapLtNodes
+	MapEndpoints    = loctreeMapLtEndpoints
+	MapConns        = loctreeMapLtConns
+	MapRR           = loctreeMapLtRr
+	MapSocks        = loctreeMapLtSocks
+	MapStats        = loctreeMapLtStats
+	MapCgroupSrc    = loctreeMapLtCgroupSrc
+	MapCgroupLevels = loctreeMapLtCgroupLevels
 )
 
 // Spec returns the collection spec of the socket programs and their maps.

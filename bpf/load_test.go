@@ -35,7 +35,7 @@ func TestLoad(t *testing.T) {
 	var tobjs TestObjects
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		MapFrontends: objs.LtFrontends, MapNodes: objs.LtNodes, MapEndpoints: objs.LtEndpoints,
-		MapConns: objs.LtConns, MapRR: objs.LtRr, MapStats: objs.LtStats, MapCgroupSrc: objs.LtCgroupSrc,
+		MapConns: objs.LtConns, MapRR: objs.LtRr, MapStats: objs.LtStats, MapCgroupSrc: objs.LtCgroupSrc, MapCgroupLevels: objs.LtCgroupLevels,
 	}}
 	if err := tspec.LoadAndAssign(&tobjs, opts); err != nil {
 		t.Fatalf("load test program: %+v", err)

@@ -149,7 +149,7 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int re
 		return SK_PASS;
 	/* One copy of the published value: the walk never mixes two of them. */
 	__builtin_memcpy(&svc, found, sizeof(svc));
-	ret = lt_lookup(&svc, lt_source(&svc, bpf_get_current_cgroup_id(), labels), &r);
+	ret = lt_lookup(&svc, lt_source(&svc, lt_task_locality(), labels), &r);
 	if (ret == -1)
 		return lt_refuse(LT_STAT_NO_MATCH);
 	if (ret < 0 || lt_pick(&svc, &r, &idx) < 0)

@@ -27,6 +27,7 @@
 #define LT_DEF_NODES 262144
 #define LT_DEF_ENDPOINTS 262144
 #define LT_DEF_CGROUPS 1024
+#define LT_MAX_CGROUP_LEVEL 63 /* deepest cgroup level with its own locality */
 #define LT_DEF_SOCKETS 65536
 
 /* FNV-1a 64 of the empty string: the label of a missing scope value. */
@@ -117,7 +118,7 @@ struct lt_locality {
 	__u64 keys[LT_MAX_LEVELS];
 	__u64 values[LT_MAX_LEVELS];
 	__u32 count;
-	__u32 pad;
+	__u32 level; /* the cgroup's depth below the cgroup v2 root */
 };
 
 /* Per-socket state (lt_socks, by socket cookie) for getpeername, recvmsg and counts. */
@@ -172,6 +173,14 @@ struct {
 	__type(key, __u64);
 	__type(value, struct lt_locality);
 } lt_cgroup_src SEC(".maps");
+
+/* Bit l set: some cgroup at level l has an entry in lt_cgroup_src. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lt_cgroup_levels SEC(".maps");
 
 /* Open connections per endpoint map index (least_connections). */
 struct {
@@ -277,16 +286,62 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 	return 0;
 }
 
+struct lt_cgroup_search {
+	__u64 mask;  /* levels with entries */
+	__u64 found; /* cgroup id with its own locality, 0 if none */
+};
+
+/* lt_cgroup_level checks one level, deepest first (a bpf_loop callback, so
+ * the verifier checks it once instead of once per level and branch). */
+static long lt_cgroup_level(__u64 i, void *data)
+{
+	struct lt_cgroup_search *c = data;
+	int level = LT_MAX_CGROUP_LEVEL - (int)i;
+	__u64 id;
+
+	if (level < 0 || !(c->mask & (1ULL << level)))
+		return 0;
+	id = bpf_get_current_ancestor_cgroup_id(level);
+	if (id && bpf_map_lookup_elem(&lt_cgroup_src, &id)) {
+		c->found = id;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * lt_task_cgroup returns the id of the calling task's cgroup, or of its
+ * nearest ancestor, that has its own locality in lt_cgroup_src, or 0 (the
+ * node's applies). Only levels that hold entries are looked up; with no
+ * entry at all it costs one array read.
+ */
+static __always_inline __u64 lt_task_cgroup(void)
+{
+	__u32 zero = 0;
+	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero);
+	struct lt_cgroup_search c = {.mask = mask ? *mask : 0};
+
+	if (c.mask)
+		bpf_loop(LT_MAX_CGROUP_LEVEL + 1, lt_cgroup_level, &c, 0);
+	return c.found;
+}
+
+/* lt_task_locality is the locality of lt_task_cgroup, or NULL. */
+static __always_inline struct lt_locality *lt_task_locality(void)
+{
+	__u64 id = lt_task_cgroup();
+
+	return id ? bpf_map_lookup_elem(&lt_cgroup_src, &id) : NULL;
+}
+
 /*
  * lt_source returns the source labels for svc: the node's, precomputed in
- * svc->src, or, when the calling task's cgroup has its own locality, that
- * locality's values for svc's scopes (a missing scope is the empty value),
- * written to buf.
+ * svc->src, or, with a cgroup's own locality loc, that locality's values for
+ * svc's scopes (a missing scope is the empty value), written to buf.
  */
-static __always_inline const __u64 *lt_source(const struct lt_service *svc, __u64 cgroup, __u64 *buf)
+static __always_inline const __u64 *lt_source(const struct lt_service *svc, const struct lt_locality *loc,
+					      __u64 *buf)
 {
-	struct lt_locality *loc = bpf_map_lookup_elem(&lt_cgroup_src, &cgroup);
-
 	if (!loc)
 		return svc->src;
 	for (int d = 0; d < LT_MAX_LEVELS; d++) {

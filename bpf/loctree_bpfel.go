@@ -36,7 +36,7 @@ type loctreeLtLocality struct {
 	Keys   [8]uint64
 	Values [8]uint64
 	Count  uint32
-	Pad    uint32
+	Level  uint32
 }
 
 type loctreeLtNode struct {
@@ -96,6 +96,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	loctreeMapLtCgroupLevels  = "lt_cgroup_levels"
 	loctreeMapLtCgroupSrc     = "lt_cgroup_src"
 	loctreeMapLtConns         = "lt_conns"
 	loctreeMapLtEndpoints     = "lt_endpoints"
@@ -172,14 +173,15 @@ type loctreeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loctreeMapSpecs struct {
-	LtCgroupSrc *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
-	LtConns     *ebpf.MapSpec `ebpf:"lt_conns"`
-	LtEndpoints *ebpf.MapSpec `ebpf:"lt_endpoints"`
-	LtFrontends *ebpf.MapSpec `ebpf:"lt_frontends"`
-	LtNodes     *ebpf.MapSpec `ebpf:"lt_nodes"`
-	LtRr        *ebpf.MapSpec `ebpf:"lt_rr"`
-	LtSocks     *ebpf.MapSpec `ebpf:"lt_socks"`
-	LtStats     *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtCgroupLevels *ebpf.MapSpec `ebpf:"lt_cgroup_levels"`
+	LtCgroupSrc    *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
+	LtConns        *ebpf.MapSpec `ebpf:"lt_conns"`
+	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
+	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
+	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
+	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
+	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
 }
 
 // loctreeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -208,18 +210,20 @@ func (o *loctreeObjects) Close() error {
 //
 // It can be passed to loadLoctreeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loctreeMaps struct {
-	LtCgroupSrc *ebpf.Map `ebpf:"lt_cgroup_src"`
-	LtConns     *ebpf.Map `ebpf:"lt_conns"`
-	LtEndpoints *ebpf.Map `ebpf:"lt_endpoints"`
-	LtFrontends *ebpf.Map `ebpf:"lt_frontends"`
-	LtNodes     *ebpf.Map `ebpf:"lt_nodes"`
-	LtRr        *ebpf.Map `ebpf:"lt_rr"`
-	LtSocks     *ebpf.Map `ebpf:"lt_socks"`
-	LtStats     *ebpf.Map `ebpf:"lt_stats"`
+	LtCgroupLevels *ebpf.Map `ebpf:"lt_cgroup_levels"`
+	LtCgroupSrc    *ebpf.Map `ebpf:"lt_cgroup_src"`
+	LtConns        *ebpf.Map `ebpf:"lt_conns"`
+	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
+	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
+	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
+	LtRr           *ebpf.Map `ebpf:"lt_rr"`
+	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
+	LtStats        *ebpf.Map `ebpf:"lt_stats"`
 }
 
 func (m *loctreeMaps) Close() error {
 	return _LoctreeClose(
+		m.LtCgroupLevels,
 		m.LtCgroupSrc,
 		m.LtConns,
 		m.LtEndpoints,

@@ -59,7 +59,13 @@ int lt_test_lookup(struct lt_test_args *args)
 		out->status = 3;
 		return 0;
 	}
-	ret = lt_lookup(svc, args->use_cgroup ? lt_source(svc, args->cgroup, labels) : labels, &r);
+	if (args->use_cgroup) {
+		__u64 cg = args->cgroup;
+
+		ret = lt_lookup(svc, lt_source(svc, bpf_map_lookup_elem(&lt_cgroup_src, &cg), labels), &r);
+	} else {
+		ret = lt_lookup(svc, labels, &r);
+	}
 	if (ret == 0 && lt_pick(svc, &r, &pick) < 0)
 		ret = -2;
 	out->status = ret == 0 ? 0 : (ret == -1 ? 1 : 2);

@@ -36,7 +36,7 @@ type lookuptestLtLocality struct {
 	Keys   [8]uint64
 	Values [8]uint64
 	Count  uint32
-	Pad    uint32
+	Level  uint32
 }
 
 type lookuptestLtNode struct {
@@ -109,6 +109,7 @@ type lookuptestLtTestHammerOut struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	lookuptestMapLtCgroupLevels  = "lt_cgroup_levels"
 	lookuptestMapLtCgroupSrc     = "lt_cgroup_src"
 	lookuptestMapLtConns         = "lt_conns"
 	lookuptestMapLtEndpoints     = "lt_endpoints"
@@ -172,6 +173,7 @@ type lookuptestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestMapSpecs struct {
+	LtCgroupLevels  *ebpf.MapSpec `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc     *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
@@ -209,6 +211,7 @@ func (o *lookuptestObjects) Close() error {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestMaps struct {
+	LtCgroupLevels  *ebpf.Map `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc     *ebpf.Map `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
@@ -222,6 +225,7 @@ type lookuptestMaps struct {
 
 func (m *lookuptestMaps) Close() error {
 	return _LookuptestClose(
+		m.LtCgroupLevels,
 		m.LtCgroupSrc,
 		m.LtConns,
 		m.LtEndpoints,

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -88,22 +87,6 @@ func readopt(l link.Link, id uint64, prog *ebpf.Program) error {
 	return l.Update(prog)
 }
 
-// cgroupID is the id of a cgroup v2 directory (its inode number).
-func cgroupID(dir string) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	if st.Type != 0x63677270 { // CGROUP2_SUPER_MAGIC
-		return 0, fmt.Errorf("%s is not a cgroup v2 directory (mount one with `mount -t cgroup2 none DIR`)", dir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino, nil
-}
-
 // Uninstall detaches the programs and removes the pins in bpffsDir. Doing it
 // twice is fine. With a cgroup it then checks that no loctree program is
 // still attached there.
@@ -112,7 +95,7 @@ func Uninstall(cgroup, bpffsDir string) error {
 	for _, h := range hooks {
 		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))
 	}
-	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats, bpf.MapCgroupSrc} {
+	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels} {
 		if err := os.Remove(filepath.Join(bpffsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", name, err))
 		}

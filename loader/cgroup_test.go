@@ -10,9 +10,9 @@ import (
 	"github.com/loctree/loctree/shared"
 )
 
-// TestCgroupLocality: workloads in a cgroup with their own locality (below
-// the cgroup the programs are attached to) are balanced for that locality,
-// the rest for the node's.
+// TestCgroupLocality: workloads in a cgroup with their own locality, or
+// below one (a pod's containers), are balanced for the nearest such
+// locality; the rest for the node's.
 func TestCgroupLocality(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	top := mesh()
@@ -20,34 +20,58 @@ func TestCgroupLocality(t *testing.T) {
 	tree := mustBuild(t, top, 1)
 	node := shared.Locality{"region": "r1", "zone": "z1"}
 	in, cg := setupWith(t, tree, Config{Locality: node})
-	pod := filepath.Join(cg, "gateway")
-	if err := os.Mkdir(pod, 0o755); err != nil {
-		t.Fatal(err)
+	gw := filepath.Join(cg, "gateway")
+	container := filepath.Join(gw, "container")
+	pod := filepath.Join(gw, "pod")
+	for _, dir := range []string{gw, container, pod} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { // before the cgroup's own cleanup
 		kerneltest.MoveTo(t, cg)
+		os.Remove(container)
 		os.Remove(pod)
+		os.Remove(gw)
 	})
-	gw := shared.Locality{"region": "r2", "zone": "z3", "rack": "ignored"}
-	if err := in.SetCgroupLocality(pod, gw); err != nil {
-		t.Fatal(err)
-	}
-	reviews, _ := tree.Service("reviews")
-	askAll := func(src shared.Locality) {
-		t.Helper()
-		want := candidates(tree, reviews, src)
-		for range 10 {
-			got, err := kerneltest.Ask(reviews.VIP.String())
-			if err != nil || !slices.Contains(want, got) {
-				t.Fatalf("source %v: reached %q (%v), candidates %v", src, got, err, want)
-			}
+	gwLoc := shared.Locality{"region": "r2", "zone": "z3", "rack": "ignored"}
+	podLoc := shared.Locality{"region": "r1", "zone": "z2"}
+	for dir, loc := range map[string]shared.Locality{gw: gwLoc, pod: podLoc} {
+		if err := in.SetCgroupLocality(dir, loc); err != nil {
+			t.Fatal(err)
 		}
 	}
-	askAll(node)
-	kerneltest.MoveTo(t, pod)
-	askAll(gw)
-	if err := in.ClearCgroupLocality(pod); err != nil {
+	reviews, _ := tree.Service("reviews")
+	tests := []struct {
+		name string
+		dir  string
+		src  shared.Locality
+	}{
+		{"node", cg, node},
+		{"gateway", gw, gwLoc},
+		{"below the gateway", container, gwLoc},
+		{"nearest wins", pod, podLoc},
+	}
+	for _, tt := range tests {
+		kerneltest.MoveTo(t, tt.dir)
+		askAll(t, tree, reviews, tt.src)
+	}
+	if err := in.ClearCgroupLocality(gw); err != nil {
 		t.Fatal(err)
 	}
-	askAll(node)
+	kerneltest.MoveTo(t, container)
+	askAll(t, tree, reviews, node)
+}
+
+// askAll connects to s's VIP ten times and checks every connection lands
+// in the candidates for src.
+func askAll(t *testing.T, tree *shared.Tree, s *shared.Service, src shared.Locality) {
+	t.Helper()
+	want := candidates(tree, s, src)
+	for range 10 {
+		got, err := kerneltest.Ask(s.VIP.String())
+		if err != nil || !slices.Contains(want, got) {
+			t.Fatalf("source %v: reached %q (%v), candidates %v", src, got, err, want)
+		}
+	}
 }

@@ -28,7 +28,7 @@ func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 	kl := &kernelLookup{}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
-		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc,
+		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc, bpf.MapCgroupLevels: m.LtCgroupLevels,
 	}}
 	for name, m := range opts.MapReplacements {
 		spec.Maps[name].MaxEntries = m.MaxEntries()
@@ -109,7 +109,7 @@ func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, s
 func compareCgroup(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
 	t.Helper()
 	const fakeCgroup = 1 << 40
-	if err := in.setCgroupLocality(fakeCgroup, src); err != nil {
+	if err := in.setCgroupLocality(fakeCgroup, 0, src); err != nil {
 		t.Fatal(err)
 	}
 	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpf.NewTestCgroupArgs(frontendOf(s.VIP), fakeCgroup)))

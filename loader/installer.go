@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/loctree/loctree/bpf"
@@ -121,43 +118,4 @@ func (in *Installer) Close() error {
 	}
 	errs = append(errs, in.k.close())
 	return errors.Join(errs...)
-}
-
-// SetCgroupLocality gives the workloads of one cgroup v2 directory their
-// own source locality (a gateway, a pod placed elsewhere than the node
-// says); their connects walk the trees with it instead of the node's. Only
-// the task's own cgroup is matched, not its ancestors.
-func (in *Installer) SetCgroupLocality(dir string, loc shared.Locality) error {
-	id, err := cgroupID(dir)
-	if err != nil {
-		return err
-	}
-	return in.setCgroupLocality(id, loc)
-}
-
-func (in *Installer) setCgroupLocality(id uint64, loc shared.Locality) error {
-	if len(loc) > shared.MaxLevels {
-		return fmt.Errorf("cgroup locality has %d scopes, at most %d", len(loc), shared.MaxLevels)
-	}
-	var v bpf.Locality
-	for i, k := range slices.Sorted(maps.Keys(loc)) {
-		v.Keys[i], v.Values[i] = shared.Label(k), shared.Label(loc[k])
-	}
-	v.Count = uint32(len(loc))
-	if err := in.k.objs.LtCgroupSrc.Put(id, &v); err != nil {
-		return fmt.Errorf("set cgroup locality: %w", err)
-	}
-	return nil
-}
-
-// ClearCgroupLocality makes a cgroup use the node's locality again.
-func (in *Installer) ClearCgroupLocality(dir string) error {
-	id, err := cgroupID(dir)
-	if err != nil {
-		return err
-	}
-	if err := in.k.objs.LtCgroupSrc.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("clear cgroup locality: %w", err)
-	}
-	return nil
 }
