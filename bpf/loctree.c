@@ -133,7 +133,7 @@ static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct 
  * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
  * anything that is not a VIP and for a successful rewrite.
  */
-static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int remember)
+static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6)
 {
 	struct lt_frontend fe;
 	struct lt_service *found, svc;
@@ -158,8 +158,7 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int re
 	if (!ep || ep->family != fe.family)
 		return lt_refuse(LT_STAT_ERROR);
 	lt_set_addr(ctx, v6, fe.family == LT_FAMILY_V4, ep->addr, ep->port);
-	if (remember)
-		lt_remember(ctx, &fe, ep, idx, v6, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
+	lt_remember(ctx, &fe, ep, idx, v6, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }
@@ -167,25 +166,25 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int re
 SEC("cgroup/connect4")
 int lt_connect4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0, 1);
+	return lt_redirect(ctx, 0);
 }
 
 SEC("cgroup/connect6")
 int lt_connect6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1, 1);
+	return lt_redirect(ctx, 1);
 }
 
 SEC("cgroup/sendmsg4")
 int lt_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0, 1);
+	return lt_redirect(ctx, 0);
 }
 
 SEC("cgroup/sendmsg6")
 int lt_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1, 1);
+	return lt_redirect(ctx, 1);
 }
 
 /* lt_same_addr compares the socket address with a remembered one. The
