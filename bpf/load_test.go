@@ -1,18 +1,18 @@
 package bpf
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/internal/kerneltest"
 )
 
-// requireRoot skips when the test cannot load BPF programs; CI runs as root.
+// requireRoot skips when the test cannot load BPF programs; CI runs as root
+// and sets kerneltest.RequireEnv, which turns the skip into a failure.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs")
-	}
+	kerneltest.RequireRoot(t)
 }
 
 // TestLoad loads every program through the kernel's verifier.

@@ -19,11 +19,25 @@ import (
 	"time"
 )
 
+// RequireEnv names the environment variable that turns the skips of this
+// package into failures: CI sets it, so a missing kernel feature cannot
+// hide behind a skip.
+const RequireEnv = "LOCTREE_REQUIRE_KERNEL"
+
+// skip skips the test with reason, or fails it when RequireEnv is set.
+func skip(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv(RequireEnv) != "" {
+		tb.Fatalf("%s is set, so this test must not skip: "+format, append([]any{RequireEnv}, args...)...)
+	}
+	tb.Skipf(format, args...)
+}
+
 // RequireRoot skips a test that needs root; CI runs as root and does not skip.
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		tb.Skip("needs root: loads BPF programs and mounts cgroup2/bpffs")
+		skip(tb, "needs root: loads BPF programs and mounts cgroup2/bpffs")
 	}
 }
 
@@ -88,7 +102,7 @@ func mount(tb testing.TB, fstype, source string) string {
 	}
 	if err := syscall.Mount(source, dir, fstype, 0, ""); err != nil {
 		os.Remove(dir)
-		tb.Skipf("cannot mount %s (kernel or container lacks it): %v", fstype, err)
+		skip(tb, "cannot mount %s (kernel or container lacks it): %v", fstype, err)
 	}
 	tb.Cleanup(func() {
 		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
