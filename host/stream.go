@@ -1,0 +1,213 @@
+package host
+
+import (
+	"context"
+	"fmt"
+)
+
+// LocalResponse is a response the plugin sent with proxy_send_local_response.
+type LocalResponse struct {
+	Status  int
+	Details string
+	Body    []byte
+	Headers Headers
+	GRPC    int32 // -1 when not a gRPC status
+}
+
+// Stream is one HTTP request/response through the plugin on one VM. Its
+// methods run the callbacks in Envoy's order; call Close at the end.
+type Stream struct {
+	vm     *VM
+	id     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+	props  *Properties
+
+	reqHeaders, reqTrailers   Headers
+	respHeaders, respTrailers Headers
+	reqBody, respBody         []byte
+
+	pending *LocalResponse
+	local   *LocalResponse
+	resumed chan struct{}
+	closed  bool
+}
+
+// NewStream creates a stream context (proxy_on_context_create(id, root)).
+// props are the stream's own properties (xds.cluster_name, source.address,
+// ...); they shadow the host's.
+func (vm *VM) NewStream(props *Properties) (*Stream, error) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.broken != nil {
+		return nil, vm.broken
+	}
+	vm.nextID++
+	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
+	s.ctx, s.cancel = vm.callContext()
+	vm.streams[s.id] = s
+	vm.effective = s.id
+	if _, err := vm.call(s.ctx, vm.fn.contextCreate, uint64(s.id), uint64(vm.rootID)); err != nil {
+		s.finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID returns the stream's context id.
+func (s *Stream) ID() uint32 { return s.id }
+
+// LocalResponse returns the local response the plugin sent, or nil.
+func (s *Stream) LocalResponse() *LocalResponse {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.local
+}
+
+// RequestHeaders runs proxy_on_request_headers with h (taken over by the
+// stream; read it back with Headers).
+func (s *Stream) RequestHeaders(h Headers, endOfStream bool) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.reqHeaders = h.lowered()
+		return s.vm.call(s.ctx, s.vm.fn.requestHeaders, uint64(s.id), uint64(len(h)), b2u(endOfStream))
+	})
+}
+
+// RequestBody runs proxy_on_request_body with body.
+func (s *Stream) RequestBody(body []byte, endOfStream bool) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.reqBody = body
+		return s.vm.call(s.ctx, s.vm.fn.requestBody, uint64(s.id), uint64(len(body)), b2u(endOfStream))
+	})
+}
+
+// RequestTrailers runs proxy_on_request_trailers.
+func (s *Stream) RequestTrailers(t Headers) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.reqTrailers = t.lowered()
+		return s.vm.call(s.ctx, s.vm.fn.requestTrailers, uint64(s.id), uint64(len(t)))
+	})
+}
+
+// ResponseHeaders runs proxy_on_response_headers.
+func (s *Stream) ResponseHeaders(h Headers, endOfStream bool) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.respHeaders = h.lowered()
+		return s.vm.call(s.ctx, s.vm.fn.responseHeaders, uint64(s.id), uint64(len(h)), b2u(endOfStream))
+	})
+}
+
+// ResponseBody runs proxy_on_response_body.
+func (s *Stream) ResponseBody(body []byte, endOfStream bool) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.respBody = body
+		return s.vm.call(s.ctx, s.vm.fn.responseBody, uint64(s.id), uint64(len(body)), b2u(endOfStream))
+	})
+}
+
+// ResponseTrailers runs proxy_on_response_trailers.
+func (s *Stream) ResponseTrailers(t Headers) (Action, error) {
+	return s.phase(func() (uint64, error) {
+		s.respTrailers = t.lowered()
+		return s.vm.call(s.ctx, s.vm.fn.responseTrailers, uint64(s.id), uint64(len(t)))
+	})
+}
+
+func (s *Stream) phase(run func() (uint64, error)) (Action, error) {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed {
+		return ActionContinue, ErrStreamDone
+	}
+	vm.effective = s.id
+	r, err := run()
+	vm.afterCall()
+	if err != nil {
+		return ActionContinue, err
+	}
+	if s.local != nil {
+		return ActionPause, nil
+	}
+	return Action(uint32(r)), nil
+}
+
+// Wait blocks after a phase returned ActionPause until the plugin resumes
+// the stream (proxy_continue_stream) or sends a local response, or until
+// ctx ends.
+func (s *Stream) Wait(ctx context.Context) error {
+	select {
+	case <-s.resumed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for paused stream %d: %w", s.id, ctx.Err())
+	case <-s.ctx.Done():
+		return fmt.Errorf("wait for paused stream %d: %w", s.id, s.ctx.Err())
+	}
+}
+
+// Headers returns copies of the request and response headers as the plugin
+// left them.
+func (s *Stream) Headers() (request, response Headers) {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.reqHeaders.Clone(), s.respHeaders.Clone()
+}
+
+// Bodies returns the request and response bodies as the plugin left them.
+func (s *Stream) Bodies() (request, response []byte) {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.reqBody, s.respBody
+}
+
+// Close ends the stream: proxy_on_log, proxy_on_done, proxy_on_delete.
+func (s *Stream) Close() error {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	defer s.finish()
+	vm.effective = s.id
+	if _, err := vm.call(s.ctx, vm.fn.log, uint64(s.id)); err != nil {
+		return err
+	}
+	if _, err := vm.call(s.ctx, vm.fn.done, uint64(s.id)); err != nil {
+		return err
+	}
+	_, err := vm.call(s.ctx, vm.fn.delete, uint64(s.id))
+	return err
+}
+
+// finish forgets the stream. vm.mu is held.
+func (s *Stream) finish() {
+	s.closed = true
+	s.cancel()
+	delete(s.vm.streams, s.id)
+}
+
+// applyDeferred makes a local response sent during the last callback take
+// effect. vm.mu is held.
+func (s *Stream) applyDeferred() {
+	if s.pending == nil || s.local != nil {
+		return
+	}
+	s.local, s.pending = s.pending, nil
+	s.signal()
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.resumed <- struct{}{}:
+	default:
+	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
