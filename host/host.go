@@ -41,6 +41,8 @@ type Options struct {
 	Logger *slog.Logger
 	// OnLog, if set, sees every log line of every VM.
 	OnLog func(LogEntry)
+	// Cache, if set, keeps compiled code across hosts (tests, CLIs).
+	Cache wazero.CompilationCache
 }
 
 // LogEntry is one log line written by a module through proxy_log (or to
@@ -92,6 +94,9 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		h.client = &http.Client{}
 	}
 	cfg := wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(opts.CallTimeout > 0)
+	if opts.Cache != nil {
+		cfg = cfg.WithCompilationCache(opts.Cache)
+	}
 	h.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
 	if err := h.init(ctx, module); err != nil {
 		h.runtime.Close(ctx)
@@ -182,7 +187,7 @@ func slogLevel(l LogLevel) slog.Level {
 func (h *Host) instantiateImports(ctx context.Context) error {
 	b := h.runtime.NewHostModuleBuilder("env")
 	for _, f := range hostcalls() {
-		fn := f.fn
+		fn, params := f.fn, f.params
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 				vm, _ := ctx.Value(vmKey{}).(*VM)
@@ -191,6 +196,11 @@ func (h *Host) instantiateImports(ctx context.Context) error {
 					return
 				}
 				vm.allocCtx = ctx
+				for i, t := range params { // an i32 may arrive with garbage above bit 31
+					if t == api.ValueTypeI32 {
+						stack[i] = uint64(uint32(stack[i]))
+					}
+				}
 				stack[0] = uint64(fn(vm, stack))
 			}), f.params, []api.ValueType{api.ValueTypeI32}).
 			Export(f.name)

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/loctree/loctree/host"
+	"github.com/tetratelabs/wazero"
+)
+
+var wasmPath = flag.String("wasm", "", "use this prebuilt loctree.wasm instead of building one")
+
+var (
+	wasmOnce  sync.Once
+	wasmBytes []byte
+	wasmErr   error
+	wasmCache = wazero.NewCompilationCache()
+)
+
+// loctreeWasm builds the filter with the standard Go compiler as the
+// Makefile does (once per test binary) and returns the module.
+func loctreeWasm(t testing.TB) []byte {
+	t.Helper()
+	wasmOnce.Do(func() {
+		path := *wasmPath
+		if path == "" {
+			dir, err := os.MkdirTemp("", "loctree-wasm")
+			if err != nil {
+				wasmErr = err
+				return
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "loctree.wasm")
+			cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", path, ".")
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				wasmErr = fmt.Errorf("build loctree.wasm: %v\n%s", err, out)
+				return
+			}
+		}
+		wasmBytes, wasmErr = os.ReadFile(path)
+	})
+	if wasmErr != nil {
+		t.Fatal(wasmErr)
+	}
+	return wasmBytes
+}
+
+// newHost starts a host running the real filter.
+func newHost(t testing.TB, config string, opts host.Options) *host.Host {
+	t.Helper()
+	opts.PluginConfig, opts.Cache = []byte(config), wasmCache
+	h, err := host.New(context.Background(), loctreeWasm(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func properties(m map[string]string) *host.Properties {
+	p := host.NewProperties()
+	for path, v := range m {
+		p.SetString(host.SplitPath(path), v)
+	}
+	return p
+}
+
+// TestFilterWasm runs the same cases as TestFilterNative against the built
+// .wasm in the wazero host.
+func TestFilterWasm(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range filterCases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t, c.config, host.Options{Properties: properties(c.props)})
+			vm, err := h.NewVM(ctx)
+			started := err == nil
+			if err != nil && !errors.Is(err, host.ErrPluginStart) {
+				t.Fatal(err)
+			}
+			var (
+				value  string
+				has    bool
+				status int
+			)
+			if started {
+				defer vm.Close()
+				res, err := vm.Do(ctx, &host.Request{Headers: host.Headers(c.headers)}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				value, has = res.Request.Headers.Get(c.header())
+				if res.Local != nil {
+					status = res.Local.Status
+				}
+			}
+			var logs []string
+			for _, l := range h.Logs() {
+				logs = append(logs, l.Message)
+			}
+			if problem := c.check(started, value, has, status, logs); problem != "" {
+				t.Error(problem)
+			}
+		})
+	}
+}
