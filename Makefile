@@ -2,7 +2,7 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 10s
 
-.PHONY: build test check bench fuzz
+.PHONY: build test check bench fuzz wasm
 build:
 	$(GO) build $(PKGS)
 
@@ -13,6 +13,7 @@ check:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./filter/...
 	$(GO) mod tidy -diff
 
 bench:
@@ -24,3 +25,7 @@ fuzz:
 	    echo "fuzz $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The proxy-wasm filter, built with the standard Go compiler as a reactor.
+wasm:
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/loctree.wasm ./filter

@@ -89,10 +89,9 @@ func (p *pluginContext) OnTick() {
 }
 
 func (p *pluginContext) install(t *shared.Tree, etag string) {
-	old := p.cur.generation()
 	p.cur = newTreeState(t, p.loc)
 	p.cur.etag = etag
-	p.m.generation.Add(int64(t.Generation()) - int64(old))
+	abi.SetGauge(p.m.generation, int64(t.Generation()))
 }
 
 // pickUp installs the shared tree when its generation differs from ours.

@@ -35,3 +35,6 @@ var (
 	LogError                   = proxywasm.LogError
 	LogCritical                = proxywasm.LogCritical
 )
+
+// SetGauge sets a gauge to v (the SDK has no record call for gauges).
+func SetGauge(g Gauge, v int64) { g.Add(v - g.Value()) }

@@ -193,3 +193,6 @@ func LogError(msg string) { logAt(levelError, msg) }
 
 // LogCritical logs at critical level.
 func LogCritical(msg string) { logAt(levelCritical, msg) }
+
+// SetGauge sets a gauge to v (proxy_record_metric).
+func SetGauge(g Gauge, v int64) { proxyRecordMetric(uint32(g), uint64(v)) }

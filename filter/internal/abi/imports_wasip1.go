@@ -56,3 +56,6 @@ func proxyGetMetric(id uint32, retValue unsafe.Pointer) uint32
 
 //go:wasmimport env proxy_set_effective_context
 func proxySetEffectiveContext(id uint32) uint32
+
+//go:wasmimport env proxy_record_metric
+func proxyRecordMetric(id uint32, value uint64) uint32
