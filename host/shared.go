@@ -30,6 +30,14 @@ func (s *SharedData) Get(key string) ([]byte, uint32, bool) {
 	return slices.Clone(v.data), v.cas, ok
 }
 
+// CAS returns the key's current CAS token without copying the value.
+func (s *SharedData) CAS(key string) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	return v.cas, ok
+}
+
 // Set stores value under key. A non-zero cas must equal the key's current
 // token, else it returns StatusCASMismatch.
 func (s *SharedData) Set(key string, value []byte, cas uint32) Status {
