@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/shared"
@@ -168,3 +169,5 @@ func countLogs(h *host.Host, substr string) int {
 	}
 	return n
 }
+
+func timeDuration(ns int64) time.Duration { return time.Duration(ns) }

@@ -14,7 +14,11 @@ import (
 // hashKeyHeader carries the consistent-hash key of a request.
 const hashKeyHeader = "x-loctree-hash-key"
 
-var hashSeed = maphash.MakeSeed()
+var (
+	hashSeed          = maphash.MakeSeed()
+	clusterNamePath   = []string{"xds", "cluster_name"}
+	sourceAddressPath = []string{"source", "address"}
+)
 
 // httpContext is one request.
 type httpContext struct {
@@ -35,31 +39,33 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 			action = types.ActionContinue
 		}
 	}()
-	cfg := h.p.cfg
-	// A client-supplied value is never trusted or kept.
-	abi.RemoveHttpRequestHeader(cfg.Header)
-	st := h.p.cur
+	p := h.p
+	cfg := p.cfg
+	st := p.cur
 	if st == nil {
-		h.p.m.passthrough.Increment(1)
+		p.m.passthrough++
+		abi.RemoveHttpRequestHeader(cfg.Header) // a client-supplied value is never kept
 		if cfg.FailClosed {
 			return h.reject("loctree: no locality tree loaded yet (fail_closed)")
 		}
 		return types.ActionContinue
 	}
-	svc, ok := st.tree.Service(h.serviceName())
-	if !ok {
-		h.p.m.unknown.Increment(1)
+	svc := p.service(st, h.serviceName())
+	if svc == nil {
+		p.m.unknown++
+		abi.RemoveHttpRequestHeader(cfg.Header)
 		return types.ActionContinue
 	}
 	r := svc.LookupLabels(st.labels[svc.Index])
 	if r.Len() == 0 {
-		h.p.m.noCandidate.Increment(1)
+		p.m.noCandidate++
+		abi.RemoveHttpRequestHeader(cfg.Header)
 		if svc.Mode == shared.ModeStrict {
 			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
 		}
 		return types.ActionContinue
 	}
-	h.choose(st, svc, r)
+	h.choose(st, svc, r) // replaces any client-supplied value
 	return types.ActionContinue
 }
 
@@ -77,7 +83,7 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 		}
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
-	h.p.m.picks[r.Depth].Increment(1)
+	h.p.m.picks[r.Depth]++
 	st.inflight[ep]++
 	h.st, h.inflight, h.counted = st, ep, true
 }
@@ -89,8 +95,8 @@ func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
 	if v, err := abi.GetHttpRequestHeader(hashKeyHeader); err == nil && v != "" {
 		return maphash.String(hashSeed, v), true
 	}
-	if b, err := abi.GetProperty([]string{"source", "address"}); err == nil && len(b) > 0 {
-		return maphash.String(hashSeed, hostOf(string(b))), true
+	if a, err := abi.GetPropertyString(sourceAddressPath); err == nil && a != "" {
+		return maphash.String(hashSeed, hostOf(a)), true
 	}
 	return 0, false
 }
@@ -98,8 +104,8 @@ func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
 // serviceName is HOST of xds.cluster_name "outbound|PORT|SUBSET|HOST", else
 // :authority without its port.
 func (h *httpContext) serviceName() string {
-	if b, err := abi.GetProperty([]string{"xds", "cluster_name"}); err == nil && len(b) > 0 {
-		return clusterHost(string(b))
+	if c, err := abi.GetPropertyString(clusterNamePath); err == nil && c != "" {
+		return clusterHost(c)
 	}
 	a, _ := abi.GetHttpRequestHeader(":authority")
 	return hostOf(a)
@@ -124,10 +130,13 @@ func (h *httpContext) reject(reason string) types.Action {
 	return types.ActionPause
 }
 
-// OnHttpStreamDone releases the least-request in-flight count.
+// OnHttpStreamDone releases the least-request in-flight count and recycles
+// the context (the SDK calls nothing on it afterwards).
 func (h *httpContext) OnHttpStreamDone() {
 	if h.counted {
 		h.st.inflight[h.inflight]--
-		h.counted = false
 	}
+	p := h.p
+	*h = httpContext{}
+	p.free = append(p.free, h)
 }

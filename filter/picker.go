@@ -17,7 +17,7 @@ func (st *treeState) pick(svc *shared.Service, r shared.Range, key uint64, hasKe
 		st.rr[svc.Index]++
 		return r.Lo + uint32(st.rr[svc.Index]%uint64(n))
 	case shared.PolicyLeastRequest, shared.PolicyLeastConnections:
-		a, b := r.Lo+rand.Uint32N(n), r.Lo+rand.Uint32N(n)
+		a, b := r.Lo+st.randN(n), r.Lo+st.randN(n)
 		if st.inflight[b] < st.inflight[a] {
 			return b
 		}
@@ -27,7 +27,7 @@ func (st *treeState) pick(svc *shared.Service, r shared.Range, key uint64, hasKe
 			return r.Lo + uint32(jumpHash(key, int32(n)))
 		}
 	}
-	return r.Lo + rand.Uint32N(n)
+	return r.Lo + st.randN(n)
 }
 
 // pickWeighted draws an endpoint with probability weight/total using the
@@ -38,7 +38,7 @@ func (st *treeState) pickWeighted(r shared.Range) uint32 {
 	base := first.CumWeight - uint64(first.Weight)
 	total := t.Endpoint(r.Hi-1).CumWeight - base
 	if total == 0 {
-		return r.Lo + rand.Uint32N(uint32(r.Len()))
+		return r.Lo + st.randN(uint32(r.Len()))
 	}
 	x := base + rand.Uint64N(total)
 	lo, hi := r.Lo, r.Hi-1

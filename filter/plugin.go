@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loctree/loctree/filter/internal/abi"
@@ -38,6 +39,10 @@ type pluginContext struct {
 	owner    uint64 // this VM's id in the fetch lease
 	fetching bool
 	failing  bool // inside a failure streak (logged once)
+	free     []*httpContext
+	lastTree *treeState
+	lastName string
+	lastSvc  *shared.Service
 }
 
 // OnPluginStart parses the configuration; a bad one fails the plugin with
@@ -73,17 +78,52 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 	}
 	p.install(t, "")
 	p.publish(t.Bytes())
+	if err := abi.SetTickPeriodMilliSeconds(metricsFlushMS); err != nil {
+		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
 	return types.OnPluginStartStatusOK
 }
 
-// NewHttpContext creates a stream context.
-func (p *pluginContext) NewHttpContext(uint32) types.HttpContext { return &httpContext{p: p} }
+// metricsFlushMS is the tick period of an inline-topology plugin, which
+// ticks only to flush its counters.
+const metricsFlushMS = 1000
+
+// service finds the request's service, remembering the last answer (most
+// requests of a proxy go to the same few services).
+func (p *pluginContext) service(st *treeState, name string) *shared.Service {
+	if st == p.lastTree && name == p.lastName && p.lastSvc != nil {
+		return p.lastSvc
+	}
+	svc, ok := st.tree.Service(name)
+	if !ok {
+		return nil
+	}
+	p.lastTree, p.lastName, p.lastSvc = st, strings.Clone(name), svc
+	return svc
+}
+
+// NewHttpContext creates a stream context, reusing finished ones so that a
+// request allocates nothing in the VM.
+func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
+	if n := len(p.free); n > 0 {
+		h := p.free[n-1]
+		p.free = p.free[:n-1]
+		h.p = p
+		return h
+	}
+	return &httpContext{p: p}
+}
 
 // OnTick picks up a newer shared tree and, if this VM holds the fetch
 // lease, asks the agent for a new one.
 func (p *pluginContext) OnTick() {
+	p.m.flush()
+	if p.cfg.Tree == nil {
+		return
+	}
 	p.pickUp()
-	if p.cfg.Tree != nil && !p.fetching && p.acquireLease() {
+	if !p.fetching && p.acquireLease() {
 		p.fetch()
 	}
 }

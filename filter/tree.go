@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
 
 	"github.com/loctree/loctree/shared"
 )
@@ -14,6 +16,15 @@ type treeState struct {
 	rr       []uint64   // per service index: round-robin cursor
 	addrs    []string   // per absolute endpoint: "ip:port", filled lazily
 	etag     string     // the tree server's ETag for this tree
+	rng      uint64     // wyrand state
+}
+
+// randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
+// no call into the runtime's generator on the hot path).
+func (st *treeState) randN(n uint32) uint32 {
+	st.rng += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(st.rng, st.rng^0xe7037ed1a0b428db)
+	return uint32((uint64(uint32(hi^lo)) * uint64(n)) >> 32)
 }
 
 func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
@@ -24,6 +35,7 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		inflight: make([]int32, t.NumEndpoints()),
 		rr:       make([]uint64, len(svcs)),
 		addrs:    make([]string, t.NumEndpoints()),
+		rng:      rand.Uint64(),
 	}
 	for i := range svcs {
 		for _, scope := range svcs[i].Scopes {

@@ -367,17 +367,27 @@ func (vm *VM) property(path string) ([]byte, bool) {
 
 // requestProperty answers Envoy's request.* attributes from the headers.
 func (s *Stream) requestProperty(path string) ([]byte, bool) {
-	header := map[string]string{
-		"request\x00path": ":path", "request\x00host": ":authority", "request\x00method": ":method",
-		"request\x00scheme": ":scheme", "request\x00id": "x-request-id", "request\x00referer": "referer",
-		"request\x00useragent": "user-agent",
-	}[path]
-	if path == "request\x00url_path" {
+	var header string
+	switch path {
+	case "request\x00path":
+		header = ":path"
+	case "request\x00host":
+		header = ":authority"
+	case "request\x00method":
+		header = ":method"
+	case "request\x00scheme":
+		header = ":scheme"
+	case "request\x00id":
+		header = "x-request-id"
+	case "request\x00referer":
+		header = "referer"
+	case "request\x00useragent":
+		header = "user-agent"
+	case "request\x00url_path":
 		p, _ := s.reqHeaders.Get(":path")
 		p, _, _ = strings.Cut(p, "?")
 		return []byte(p), true
-	}
-	if header == "" {
+	default:
 		return nil, false
 	}
 	v, ok := s.reqHeaders.Get(header)

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"fmt"
+
+	"github.com/tetratelabs/wazero/api"
 )
 
 // LocalResponse is a response the plugin sent with proxy_send_local_response.
@@ -64,56 +66,74 @@ func (s *Stream) LocalResponse() *LocalResponse {
 	return s.local
 }
 
-// RequestHeaders runs proxy_on_request_headers with h (taken over by the
-// stream; read it back with Headers).
+// RequestHeaders runs proxy_on_request_headers with h (copied; read the
+// result back with Headers).
 func (s *Stream) RequestHeaders(h Headers, endOfStream bool) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.reqHeaders = h.lowered()
-		return s.vm.call(s.ctx, s.vm.fn.requestHeaders, uint64(s.id), uint64(len(h)), b2u(endOfStream))
-	})
+	return s.phase(phaseRequestHeaders, h, nil, endOfStream)
 }
 
 // RequestBody runs proxy_on_request_body with body.
 func (s *Stream) RequestBody(body []byte, endOfStream bool) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.reqBody = body
-		return s.vm.call(s.ctx, s.vm.fn.requestBody, uint64(s.id), uint64(len(body)), b2u(endOfStream))
-	})
+	return s.phase(phaseRequestBody, nil, body, endOfStream)
 }
 
 // RequestTrailers runs proxy_on_request_trailers.
 func (s *Stream) RequestTrailers(t Headers) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.reqTrailers = t.lowered()
-		return s.vm.call(s.ctx, s.vm.fn.requestTrailers, uint64(s.id), uint64(len(t)))
-	})
+	return s.phase(phaseRequestTrailers, t, nil, true)
 }
 
 // ResponseHeaders runs proxy_on_response_headers.
 func (s *Stream) ResponseHeaders(h Headers, endOfStream bool) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.respHeaders = h.lowered()
-		return s.vm.call(s.ctx, s.vm.fn.responseHeaders, uint64(s.id), uint64(len(h)), b2u(endOfStream))
-	})
+	return s.phase(phaseResponseHeaders, h, nil, endOfStream)
 }
 
 // ResponseBody runs proxy_on_response_body.
 func (s *Stream) ResponseBody(body []byte, endOfStream bool) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.respBody = body
-		return s.vm.call(s.ctx, s.vm.fn.responseBody, uint64(s.id), uint64(len(body)), b2u(endOfStream))
-	})
+	return s.phase(phaseResponseBody, nil, body, endOfStream)
 }
 
 // ResponseTrailers runs proxy_on_response_trailers.
 func (s *Stream) ResponseTrailers(t Headers) (Action, error) {
-	return s.phase(func() (uint64, error) {
-		s.respTrailers = t.lowered()
-		return s.vm.call(s.ctx, s.vm.fn.responseTrailers, uint64(s.id), uint64(len(t)))
-	})
+	return s.phase(phaseResponseTrailers, t, nil, true)
 }
 
-func (s *Stream) phase(run func() (uint64, error)) (Action, error) {
+type phaseKind int
+
+const (
+	phaseRequestHeaders phaseKind = iota
+	phaseRequestBody
+	phaseRequestTrailers
+	phaseResponseHeaders
+	phaseResponseBody
+	phaseResponseTrailers
+)
+
+// enterPhase stores the phase's data and returns its callback and size
+// argument. vm.mu is held.
+func (s *Stream) enterPhase(k phaseKind, h Headers, body []byte) (api.Function, int) {
+	fn := &s.vm.fn
+	switch k {
+	case phaseRequestHeaders:
+		s.reqHeaders = h.lowered()
+		return fn.requestHeaders, len(h)
+	case phaseRequestBody:
+		s.reqBody = body
+		return fn.requestBody, len(body)
+	case phaseRequestTrailers:
+		s.reqTrailers = h.lowered()
+		return fn.requestTrailers, len(h)
+	case phaseResponseHeaders:
+		s.respHeaders = h.lowered()
+		return fn.responseHeaders, len(h)
+	case phaseResponseBody:
+		s.respBody = body
+		return fn.responseBody, len(body)
+	}
+	s.respTrailers = h.lowered()
+	return fn.responseTrailers, len(h)
+}
+
+func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (Action, error) {
 	vm := s.vm
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
@@ -121,7 +141,14 @@ func (s *Stream) phase(run func() (uint64, error)) (Action, error) {
 		return ActionContinue, ErrStreamDone
 	}
 	vm.effective = s.id
-	r, err := run()
+	f, n := s.enterPhase(k, h, body)
+	var r uint64
+	var err error
+	if k == phaseRequestTrailers || k == phaseResponseTrailers {
+		r, err = vm.call(s.ctx, f, uint64(s.id), uint64(n))
+	} else {
+		r, err = vm.call(s.ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))
+	}
 	vm.afterCall()
 	if err != nil {
 		return ActionContinue, err

@@ -322,3 +322,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// MemorySize returns the size of the VM's linear memory in bytes.
+func (vm *VM) MemorySize() uint32 { return vm.mem.Size() }

@@ -38,3 +38,9 @@ var (
 
 // SetGauge sets a gauge to v (the SDK has no record call for gauges).
 func SetGauge(g Gauge, v int64) { g.Add(v - g.Value()) }
+
+// GetPropertyString is GetProperty as a string.
+func GetPropertyString(path []string) (string, error) {
+	b, err := proxywasm.GetProperty(path)
+	return string(b), err
+}

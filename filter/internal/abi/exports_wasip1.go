@@ -8,19 +8,57 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
-// state is the VM's context table, as the SDK keeps it.
+// state is the VM's context table. Streams live in a ring indexed by
+// context id (ids grow one by one), so a request costs no map operation
+// or allocation here; ids that collide with a live stream overflow into a
+// map.
 var state = struct {
 	vm       types.VMContext
 	plugins  map[uint32]types.PluginContext
-	streams  map[uint32]types.HttpContext
-	rootOf   map[uint32]uint32
+	streams  [streamRing]streamSlot
+	overflow map[uint32]types.HttpContext
 	callouts map[uint32]callout
 	active   uint32
 }{
 	plugins:  map[uint32]types.PluginContext{},
-	streams:  map[uint32]types.HttpContext{},
-	rootOf:   map[uint32]uint32{},
+	overflow: map[uint32]types.HttpContext{},
 	callouts: map[uint32]callout{},
+}
+
+const streamRing = 1024
+
+type streamSlot struct {
+	id uint32
+	h  types.HttpContext
+}
+
+func putStream(id uint32, h types.HttpContext) {
+	s := &state.streams[id%streamRing]
+	if s.h == nil {
+		s.id, s.h = id, h
+		return
+	}
+	state.overflow[id] = h
+}
+
+func getStream(id uint32) types.HttpContext {
+	if s := &state.streams[id%streamRing]; s.h != nil && s.id == id {
+		return s.h
+	}
+	if len(state.overflow) == 0 {
+		return nil
+	}
+	return state.overflow[id]
+}
+
+func deleteStream(id uint32) {
+	if s := &state.streams[id%streamRing]; s.h != nil && s.id == id {
+		s.h = nil
+		return
+	}
+	if len(state.overflow) > 0 {
+		delete(state.overflow, id)
+	}
 }
 
 type callout struct {
@@ -35,6 +73,20 @@ func SetVMContext(vm types.VMContext) { state.vm = vm }
 // asked for them has wrapped them in a Go slice.
 var allocs [][]byte
 
+// The scratch arena serves host-returned buffers that are consumed within
+// the current callback (header values, properties): no garbage per request.
+// It is reset whenever the host calls into the module.
+var (
+	arena     [16 << 10]byte
+	arenaOff  uint32
+	transient bool
+)
+
+// enter marks the start of a callback.
+func enter(id uint32) {
+	arenaOff, state.active = 0, id
+}
+
 //go:wasmexport proxy_abi_version_0_2_1
 func proxyABIVersion() {}
 
@@ -43,6 +95,11 @@ func proxyOnMemoryAllocate(size uint32) uint32 {
 	if size == 0 {
 		size = 1
 	}
+	if transient && uint64(arenaOff)+uint64(size) <= uint64(len(arena)) {
+		p := uint32(uintptr(unsafe.Pointer(&arena[arenaOff])))
+		arenaOff += (size + 7) &^ 7
+		return p
+	}
 	b := make([]byte, size)
 	allocs = append(allocs, b)
 	return uint32(uintptr(unsafe.Pointer(&b[0])))
@@ -50,35 +107,34 @@ func proxyOnMemoryAllocate(size uint32) uint32 {
 
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(id, parent uint32) {
-	state.active = id
+	enter(id)
 	if parent == 0 {
 		state.plugins[id] = state.vm.NewPluginContext(id)
 		return
 	}
 	if p := state.plugins[parent]; p != nil {
 		if h := p.NewHttpContext(id); h != nil {
-			state.streams[id] = h
-			state.rootOf[id] = parent
+			putStream(id, h)
 		}
 	}
 }
 
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(root, size uint32) uint32 {
-	state.active = root
+	enter(root)
 	return b2u(bool(state.vm.OnVMStart(int(size))))
 }
 
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(root, size uint32) uint32 {
-	state.active = root
+	enter(root)
 	p := state.plugins[root]
 	return b2u(p != nil && bool(p.OnPluginStart(int(size))))
 }
 
 //go:wasmexport proxy_on_tick
 func proxyOnTick(root uint32) {
-	state.active = root
+	enter(root)
 	if p := state.plugins[root]; p != nil {
 		p.OnTick()
 	}
@@ -86,7 +142,7 @@ func proxyOnTick(root uint32) {
 
 //go:wasmexport proxy_on_queue_ready
 func proxyOnQueueReady(root, queue uint32) {
-	state.active = root
+	enter(root)
 	if p := state.plugins[root]; p != nil {
 		p.OnQueueReady(queue)
 	}
@@ -99,14 +155,14 @@ func proxyOnHTTPCallResponse(root, id, numHeaders, bodySize, numTrailers uint32)
 		return
 	}
 	delete(state.callouts, id)
-	state.active = c.ctx
+	enter(c.ctx)
 	proxySetEffectiveContext(c.ctx)
 	c.cb(int(numHeaders), int(bodySize), int(numTrailers))
 }
 
 func stream(id uint32) types.HttpContext {
-	state.active = id
-	return state.streams[id]
+	enter(id)
+	return getStream(id)
 }
 
 //go:wasmexport proxy_on_request_headers
@@ -169,7 +225,7 @@ func proxyOnLog(id uint32) {
 
 //go:wasmexport proxy_on_done
 func proxyOnDone(id uint32) uint32 {
-	state.active = id
+	enter(id)
 	if p := state.plugins[id]; p != nil {
 		return b2u(p.OnPluginDone())
 	}
@@ -178,9 +234,11 @@ func proxyOnDone(id uint32) uint32 {
 
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(id uint32) {
-	delete(state.streams, id)
-	delete(state.rootOf, id)
-	delete(state.plugins, id)
+	enter(id)
+	deleteStream(id)
+	if _, ok := state.plugins[id]; ok {
+		delete(state.plugins, id)
+	}
 }
 
 func b2u(b bool) uint32 {

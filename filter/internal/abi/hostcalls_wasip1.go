@@ -26,49 +26,76 @@ func ptr(b []byte) unsafe.Pointer {
 
 func sptr(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
-// take wraps a host-returned buffer in a Go slice and releases the
-// allocation list (the slice now keeps the buffer alive).
-func take(p, size uint32) []byte {
-	defer func() { clear(allocs); allocs = allocs[:0] }()
-	if size == 0 || p == 0 {
-		return nil
+// Return slots of hostcalls. The module is single-threaded; globals keep
+// them off the heap.
+var retData, retSize, retU32 uint32
+var retU64 uint64
+
+var (
+	pData = unsafe.Pointer(&retData)
+	pSize = unsafe.Pointer(&retSize)
+	pU32  = unsafe.Pointer(&retU32)
+	pU64  = unsafe.Pointer(&retU64)
+)
+
+// take wraps the returned buffer in a Go slice and releases the allocation
+// list (the slice now keeps the buffer alive).
+func take(st uint32) ([]byte, error) {
+	transient = false
+	p, n := retData, retSize
+	retData, retSize = 0, 0
+	if len(allocs) > 0 {
+		clear(allocs)
+		allocs = allocs[:0]
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), size)
+	if err := Status(st).Err(); err != nil {
+		return nil, err
+	}
+	if n == 0 || p == 0 {
+		return nil, nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n), nil
 }
 
-// getBytes runs a hostcall that returns a buffer.
-func getBytes(call func(retData, retSize unsafe.Pointer) uint32) ([]byte, error) {
-	var p, n uint32
-	st := Status(call(unsafe.Pointer(&p), unsafe.Pointer(&n)))
-	b := take(p, n)
-	return b, st.Err()
+// pathBuf holds the NUL-joined property path of the current call.
+var pathBuf []byte
+
+func joinPath(path []string) []byte {
+	pathBuf = pathBuf[:0]
+	for i, s := range path {
+		if i > 0 {
+			pathBuf = append(pathBuf, 0)
+		}
+		pathBuf = append(pathBuf, s...)
+	}
+	return pathBuf
 }
 
 // GetPluginConfiguration returns the plugin configuration buffer.
 func GetPluginConfiguration() ([]byte, error) {
-	return getBytes(func(d, s unsafe.Pointer) uint32 {
-		return proxyGetBufferBytes(bufferPluginConfig, 0, 1<<31-1, d, s)
-	})
+	return take(proxyGetBufferBytes(bufferPluginConfig, 0, 1<<31-1, pData, pSize))
 }
 
-// GetProperty returns the property at path (segments joined by NUL).
+// GetProperty returns the property at path (segments joined by NUL). The
+// result is valid until the current callback returns; copy it to keep it.
 func GetProperty(path []string) ([]byte, error) {
-	var p []byte
-	for i, s := range path {
-		if i > 0 {
-			p = append(p, 0)
-		}
-		p = append(p, s...)
-	}
-	return getBytes(func(d, s unsafe.Pointer) uint32 { return proxyGetProperty(ptr(p), uint32(len(p)), d, s) })
+	p := joinPath(path)
+	transient = true
+	return take(proxyGetProperty(ptr(p), uint32(len(p)), pData, pSize))
 }
 
-// GetHttpRequestHeader returns the value of a request header.
+// GetPropertyString is GetProperty as a string, with the same lifetime.
+func GetPropertyString(path []string) (string, error) {
+	b, err := GetProperty(path)
+	return unsafe.String(unsafe.SliceData(b), len(b)), err
+}
+
+// GetHttpRequestHeader returns the value of a request header. The result
+// is valid until the current callback returns; copy it to keep it.
 func GetHttpRequestHeader(key string) (string, error) {
-	b, err := getBytes(func(d, s unsafe.Pointer) uint32 {
-		return proxyGetHeaderMapValue(mapRequestHeaders, sptr(key), uint32(len(key)), d, s)
-	})
-	return string(b), err
+	transient = true
+	b, err := take(proxyGetHeaderMapValue(mapRequestHeaders, sptr(key), uint32(len(key)), pData, pSize))
+	return unsafe.String(unsafe.SliceData(b), len(b)), err
 }
 
 // ReplaceHttpRequestHeader sets a request header, replacing every value.
@@ -93,19 +120,19 @@ func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatu
 func DispatchHttpCall(cluster string, headers [][2]string, body []byte, trailers [][2]string,
 	timeoutMillisecond uint32, cb func(numHeaders, bodySize, numTrailers int)) (uint32, error) {
 	h, t := EncodePairs(headers), EncodePairs(trailers)
-	var id uint32
 	st := Status(proxyHTTPCall(sptr(cluster), uint32(len(cluster)), ptr(h), uint32(len(h)), ptr(body), uint32(len(body)),
-		ptr(t), uint32(len(t)), timeoutMillisecond, unsafe.Pointer(&id)))
+		ptr(t), uint32(len(t)), timeoutMillisecond, pU32))
 	if err := st.Err(); err != nil {
 		return 0, err
 	}
+	id := retU32
 	state.callouts[id] = callout{ctx: state.active, cb: cb}
 	return id, nil
 }
 
 // GetHttpCallResponseHeaders returns the HTTP call response's headers.
 func GetHttpCallResponseHeaders() ([][2]string, error) {
-	b, err := getBytes(func(d, s unsafe.Pointer) uint32 { return proxyGetHeaderMapPairs(mapHTTPCallHeaders, d, s) })
+	b, err := take(proxyGetHeaderMapPairs(mapHTTPCallHeaders, pData, pSize))
 	if err != nil {
 		return nil, err
 	}
@@ -115,18 +142,14 @@ func GetHttpCallResponseHeaders() ([][2]string, error) {
 // GetHttpCallResponseBody returns up to maxSize bytes of the HTTP call
 // response's body from start.
 func GetHttpCallResponseBody(start, maxSize int) ([]byte, error) {
-	return getBytes(func(d, s unsafe.Pointer) uint32 {
-		return proxyGetBufferBytes(bufferHTTPCallBody, uint32(start), uint32(maxSize), d, s)
-	})
+	return take(proxyGetBufferBytes(bufferHTTPCallBody, uint32(start), uint32(maxSize), pData, pSize))
 }
 
 // GetSharedData returns the shared value of key and its CAS token.
 func GetSharedData(key string) ([]byte, uint32, error) {
-	var cas uint32
-	b, err := getBytes(func(d, s unsafe.Pointer) uint32 {
-		return proxyGetSharedData(sptr(key), uint32(len(key)), d, s, unsafe.Pointer(&cas))
-	})
-	return b, cas, err
+	retU32 = 0
+	b, err := take(proxyGetSharedData(sptr(key), uint32(len(key)), pData, pSize, pU32))
+	return b, retU32, err
 }
 
 // SetSharedData stores a shared value; a non-zero cas must be current.
@@ -144,11 +167,10 @@ type Counter uint32
 type Gauge uint32
 
 func define(typ uint32, name string) uint32 {
-	var id uint32
-	if st := Status(proxyDefineMetric(typ, sptr(name), uint32(len(name)), unsafe.Pointer(&id))); st != 0 {
+	if st := Status(proxyDefineMetric(typ, sptr(name), uint32(len(name)), pU32)); st != 0 {
 		panic(fmt.Sprintf("define metric %q: %v", name, st.Err()))
 	}
-	return id
+	return retU32
 }
 
 // DefineCounterMetric defines (or finds) a counter.
@@ -162,9 +184,8 @@ func (c Counter) Increment(offset uint64) { proxyIncrementMetric(uint32(c), int6
 
 // Value returns the counter's value.
 func (c Counter) Value() uint64 {
-	var v uint64
-	proxyGetMetric(uint32(c), unsafe.Pointer(&v))
-	return v
+	proxyGetMetric(uint32(c), pU64)
+	return retU64
 }
 
 // Add adds offset to the gauge.
@@ -172,9 +193,8 @@ func (g Gauge) Add(offset int64) { proxyIncrementMetric(uint32(g), offset) }
 
 // Value returns the gauge's value.
 func (g Gauge) Value() int64 {
-	var v uint64
-	proxyGetMetric(uint32(g), unsafe.Pointer(&v))
-	return int64(v)
+	proxyGetMetric(uint32(g), pU64)
+	return int64(retU64)
 }
 
 func logAt(level uint32, msg string) { proxyLog(level, sptr(msg), uint32(len(msg))) }
