@@ -1,7 +1,6 @@
 package shared
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
@@ -46,10 +45,12 @@ type builtService struct {
 
 type builtEndpoint struct {
 	addr    netip.AddrPort
+	hi, lo  uint64 // the address as 16 big-endian bytes, for sorting
 	weight  uint32
 	healthy bool
+	elig    bool
+	spec    int // index of the EndpointSpec, for its scope values
 	labels  [MaxLevels]uint64
-	values  [MaxLevels]string
 }
 
 type builtNode struct {
@@ -105,7 +106,7 @@ func prepareService(spec *ServiceSpec, labels map[uint64]string) (*builtService,
 	if err := s.prepareEndpoints(spec.Endpoints); err != nil {
 		return nil, err
 	}
-	if err := s.layoutNodes(labels); err != nil {
+	if err := s.layoutNodes(spec.Endpoints, labels); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -180,39 +181,48 @@ func parseAddr(s string) (netip.AddrPort, error) {
 }
 
 func (s *builtService) prepareEndpoints(specs []EndpointSpec) error {
-	seen := make(map[netip.AddrPort]bool, len(specs))
+	seen := make(map[netip.AddrPort]struct{}, len(specs))
 	var total uint64
-	s.eps = make([]builtEndpoint, len(specs))
+	eps := make([]builtEndpoint, len(specs))
 	for i := range specs {
-		e, err := s.prepareEndpoint(&specs[i])
-		if err != nil {
+		e := &eps[i]
+		if err := s.prepareEndpoint(e, &specs[i]); err != nil {
 			return err
 		}
-		if seen[e.addr] {
+		e.spec = i
+		if _, dup := seen[e.addr]; dup {
 			return invalid("service %q: duplicate endpoint %s", s.name, e.addr)
 		}
-		seen[e.addr] = true
+		seen[e.addr] = struct{}{}
 		total += uint64(e.weight)
-		s.eps[i] = e
+		if e.elig = s.eligible(e); e.elig {
+			s.nElig++
+		}
 	}
 	if len(specs) > 0 && total == 0 {
 		return invalid("service %q: every endpoint has weight 0", s.name)
 	}
-	slices.SortFunc(s.eps, func(a, b builtEndpoint) int { return s.compareEndpoints(&a, &b) })
-	for _, e := range s.eps {
-		if s.eligible(&e) {
-			s.nElig++
-		}
+	// Sort a permutation rather than the (large) records themselves.
+	order := make([]int32, len(eps))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return s.compareEndpoints(&eps[a], &eps[b]) })
+	s.eps = make([]builtEndpoint, len(eps))
+	for i, k := range order {
+		s.eps[i] = eps[k]
 	}
 	return nil
 }
 
-func (s *builtService) prepareEndpoint(spec *EndpointSpec) (builtEndpoint, error) {
-	e := builtEndpoint{weight: 1, healthy: true}
+func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec) error {
+	e.weight, e.healthy = 1, true
 	var err error
 	if e.addr, err = parseAddr(spec.Address); err != nil {
-		return e, invalid("service %q: endpoint: %v", s.name, err)
+		return invalid("service %q: endpoint: %v", s.name, err)
 	}
+	a16 := e.addr.Addr().As16()
+	e.hi, e.lo = binary.BigEndian.Uint64(a16[:8]), binary.BigEndian.Uint64(a16[8:])
 	if spec.Weight != nil {
 		e.weight = *spec.Weight
 	}
@@ -222,12 +232,11 @@ func (s *builtService) prepareEndpoint(spec *EndpointSpec) (builtEndpoint, error
 	for i, sc := range s.scopes {
 		v := spec.Locality[sc]
 		if len(v) > MaxString {
-			return e, invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
+			return invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
 		}
-		e.values[i] = v
 		e.labels[i] = Label(v)
 	}
-	return e, nil
+	return nil
 }
 
 func (s *builtService) eligible(e *builtEndpoint) bool {
@@ -237,21 +246,22 @@ func (s *builtService) eligible(e *builtEndpoint) bool {
 // compareEndpoints orders eligible endpoints first, then by scope labels, then
 // by address: the order that makes every tree node a contiguous range.
 func (s *builtService) compareEndpoints(a, b *builtEndpoint) int {
-	ea, eb := s.eligible(a), s.eligible(b)
-	if ea != eb {
-		if ea {
+	if a.elig != b.elig {
+		if a.elig {
 			return -1
 		}
 		return 1
 	}
-	for i := range s.scopes {
-		if c := cmp.Compare(a.labels[i], b.labels[i]); c != 0 {
-			return c
+	for i := range len(s.scopes) {
+		if a.labels[i] != b.labels[i] {
+			return cmp.Compare(a.labels[i], b.labels[i])
 		}
 	}
-	aa, ba := a.addr.Addr().As16(), b.addr.Addr().As16()
-	if c := bytes.Compare(aa[:], ba[:]); c != 0 {
-		return c
+	if a.hi != b.hi {
+		return cmp.Compare(a.hi, b.hi)
+	}
+	if a.lo != b.lo {
+		return cmp.Compare(a.lo, b.lo)
 	}
 	if c := cmp.Compare(a.addr.Addr().BitLen(), b.addr.Addr().BitLen()); c != 0 {
 		return c
@@ -261,7 +271,7 @@ func (s *builtService) compareEndpoints(a, b *builtEndpoint) int {
 
 // layoutNodes builds the breadth-first node array over the eligible endpoints.
 // labels maps every label of the tree to its value, to detect collisions.
-func (s *builtService) layoutNodes(labels map[uint64]string) error {
+func (s *builtService) layoutNodes(specs []EndpointSpec, labels map[uint64]string) error {
 	s.nodes = []builtNode{{lo: 0, hi: uint32(s.nElig)}}
 	if s.nElig == 0 {
 		return nil
@@ -269,7 +279,7 @@ func (s *builtService) layoutNodes(labels map[uint64]string) error {
 	levelStart, levelEnd := 0, 1
 	for depth := 0; depth < len(s.scopes); depth++ {
 		for n := levelStart; n < levelEnd; n++ {
-			if err := s.split(n, depth, labels); err != nil {
+			if err := s.split(n, depth, specs, labels); err != nil {
 				return err
 			}
 		}
@@ -279,7 +289,7 @@ func (s *builtService) layoutNodes(labels map[uint64]string) error {
 }
 
 // split appends the children of node n, one per run of equal labels at depth.
-func (s *builtService) split(n, depth int, labels map[uint64]string) error {
+func (s *builtService) split(n, depth int, specs []EndpointSpec, labels map[uint64]string) error {
 	lo, hi := s.nodes[n].lo, s.nodes[n].hi
 	first := uint32(len(s.nodes))
 	for i := lo; i < hi; {
@@ -288,11 +298,12 @@ func (s *builtService) split(n, depth int, labels map[uint64]string) error {
 			j++
 		}
 		e := &s.eps[i]
-		if prev, ok := labels[e.labels[depth]]; ok && prev != e.values[depth] {
-			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev, e.values[depth], e.labels[depth])
+		value := specs[e.spec].Locality[s.scopes[depth]]
+		if prev, ok := labels[e.labels[depth]]; ok && prev != value {
+			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev, value, e.labels[depth])
 		}
-		labels[e.labels[depth]] = e.values[depth]
-		s.nodes = append(s.nodes, builtNode{label: e.labels[depth], value: e.values[depth], lo: i, hi: j})
+		labels[e.labels[depth]] = value
+		s.nodes = append(s.nodes, builtNode{label: e.labels[depth], value: value, lo: i, hi: j})
 		i = j
 	}
 	s.nodes[n].firstChild = first

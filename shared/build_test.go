@@ -62,10 +62,11 @@ func TestBuildDetectsCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.prepareEndpoints([]EndpointSpec{{Address: "127.0.0.1:1", Locality: Locality{"zone": "zone-x"}}}); err != nil {
+	specs := []EndpointSpec{{Address: "127.0.0.1:1", Locality: Locality{"zone": "zone-x"}}}
+	if err := s.prepareEndpoints(specs); err != nil {
 		t.Fatal(err)
 	}
-	err = s.layoutNodes(labels)
+	err = s.layoutNodes(specs, labels)
 	if !errors.Is(err, ErrLabelCollision) || !strings.Contains(err.Error(), `"other" and "zone-x"`) {
 		t.Fatalf("error %v, want a collision naming both values", err)
 	}

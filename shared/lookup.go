@@ -60,3 +60,40 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 	}
 	return r
 }
+
+// Source is a source locality prepared for many lookups: every value is hashed
+// once, so a lookup only matches scope keys and walks the tree. Data planes
+// keep one Source per client locality (a proxy's own, a node's).
+type Source struct {
+	keys   []string
+	labels []uint64
+}
+
+// NewSource prepares a locality for LookupSource.
+func NewSource(loc Locality) *Source {
+	s := &Source{keys: make([]string, 0, len(loc)), labels: make([]uint64, 0, len(loc))}
+	for k, v := range loc {
+		s.keys = append(s.keys, k)
+		s.labels = append(s.labels, Label(v))
+	}
+	return s
+}
+
+// label returns the label of the source's value of scope key ("" if missing).
+func (src *Source) label(key string) uint64 {
+	for i, k := range src.keys {
+		if k == key {
+			return src.labels[i]
+		}
+	}
+	return emptyLabel
+}
+
+// LookupSource is Lookup with a prepared source. It does not allocate.
+func (s *Service) LookupSource(src *Source) Range {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = src.label(sc)
+	}
+	return s.LookupLabels(labels[:len(s.Scopes)])
+}

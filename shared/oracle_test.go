@@ -109,7 +109,7 @@ func randomSource(rng *rand.Rand, scopes []string) Locality {
 // ztunnel rule's candidate set.
 func TestLookupMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	const topologies, sources = 2500, 8
+	const topologies, sources = 10000, 4
 	for it := range topologies {
 		top := randomTopology(rng)
 		tree, err := Build(top, BuildOptions{Generation: uint64(it)})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,13 +63,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func runCLI(args ...string) (int, string, string) {
-	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
-
-func header(h [][2]string, key string) string {
+func headerValue(h [][2]string, key string) string {
 	for _, kv := range h {
 		if kv[0] == key {
 			return kv[1]
@@ -88,7 +81,7 @@ const cliTopology = `{"topology":{"services":[
 
 func TestWasmRunLoctree(t *testing.T) {
 	mod := buildModule(t, "filter")
-	code, stdout, stderr := runCLI("wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
 		"--property", "xds.node.locality.region=us-west", "--property", "xds.node.locality.zone=us-west-2a",
 		"--header", ":authority=reviews:9080", "--header", "x-gateway-destination-endpoint=10.9.9.9:1", "-o", "json")
 	if code != 0 {
@@ -98,11 +91,11 @@ func TestWasmRunLoctree(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	if out.Action != "continue" || header(out.RequestHeaders, "x-gateway-destination-endpoint") != "127.0.2.2:9080" || out.LocalResponse != nil {
+	if out.Action != "continue" || headerValue(out.RequestHeaders, "x-gateway-destination-endpoint") != "127.0.2.2:9080" || out.LocalResponse != nil {
 		t.Fatalf("unexpected output: %s", stdout)
 	}
 
-	code, stdout, _ = runCLI("wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+	code, stdout, _ = runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
 		"--property", "xds.node.locality.region=eu-central", "--header", ":authority=ratings")
 	if code != 0 || !strings.Contains(stdout, `"status": 503`) || !strings.Contains(stdout, "strict mode") {
 		t.Fatalf("strict miss: exit %d: %s", code, stdout)
@@ -111,7 +104,7 @@ func TestWasmRunLoctree(t *testing.T) {
 
 func TestWasmRunBadConfig(t *testing.T) {
 	mod := buildModule(t, "filter")
-	code, stdout, stderr := runCLI("wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`)
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`)
 	if code == 0 || !strings.Contains(stderr, "plugin start failed") {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
@@ -124,7 +117,7 @@ func TestWasmRunBadConfig(t *testing.T) {
 // export set (ABI 0.2.0, malloc), gRPC stubbed as UNIMPLEMENTED.
 func TestWasmRunOtherSDK(t *testing.T) {
 	mod := buildModule(t, "host/testdata/othersdk")
-	code, stdout, stderr := runCLI("wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--header", "x-a=1")
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--header", "x-a=1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -132,7 +125,7 @@ func TestWasmRunOtherSDK(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Action != "continue" || header(out.RequestHeaders, "x-a") != "1" || header(out.RequestHeaders, "x-grpc-status") != "12" {
+	if out.Action != "continue" || headerValue(out.RequestHeaders, "x-a") != "1" || headerValue(out.RequestHeaders, "x-grpc-status") != "12" {
 		t.Fatalf("unexpected output: %s", stdout)
 	}
 	if len(out.Logs) == 0 || out.Logs[len(out.Logs)-1].Message != "delete 2" {
@@ -142,7 +135,7 @@ func TestWasmRunOtherSDK(t *testing.T) {
 
 // backend is a real HTTP server on its own 127.0.x.y address that answers
 // with that address.
-func backend(t *testing.T, ip string) string {
+func echoBackend(t *testing.T, ip string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -185,7 +178,7 @@ func startServe(t *testing.T, args ...string) string {
 	return string(m)
 }
 
-func get(t *testing.T, url, authority string, hdr ...string) (int, string) {
+func httpGet(t *testing.T, url, authority string, hdr ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/x", nil)
 	req.Host = authority
@@ -206,8 +199,8 @@ func get(t *testing.T, url, authority string, hdr ...string) (int, string) {
 // localities; every request lands where the tree says.
 func TestWasmServe(t *testing.T) {
 	mod := buildModule(t, "filter")
-	east1, east2 := backend(t, "127.0.6.1"), backend(t, "127.0.6.2")
-	west, eu := backend(t, "127.0.6.3"), backend(t, "127.0.6.4")
+	east1, east2 := echoBackend(t, "127.0.6.1"), echoBackend(t, "127.0.6.2")
+	west, eu := echoBackend(t, "127.0.6.3"), echoBackend(t, "127.0.6.4")
 	top := &shared.Topology{Services: []shared.ServiceSpec{
 		{Name: "reviews", Endpoints: []shared.EndpointSpec{
 			{Address: east1, Locality: shared.Locality{"region": "us-east", "zone": "a"}},
@@ -232,16 +225,16 @@ func TestWasmServe(t *testing.T) {
 			want[tree.Endpoint(i).Addr.String()] = true
 		}
 		for range 30 {
-			status, body := get(t, url, "reviews:9080", "x-gateway-destination-endpoint", "127.0.0.1:1")
+			status, body := httpGet(t, url, "reviews:9080", "x-gateway-destination-endpoint", "127.0.0.1:1")
 			if status != 200 || !want[body] {
 				t.Fatalf("from %v: status %d landed on %q, want one of %v", src, status, body, want)
 			}
 		}
-		status, body := get(t, url, "ratings")
+		status, body := httpGet(t, url, "ratings")
 		if strictOK := src["region"] == "us-west" && src["zone"] == "b"; !strictOK && status != 503 {
 			t.Fatalf("strict miss from %v: %d %q", src, status, body)
 		}
-		if status, _ := get(t, url, "unknown.example"); status != 502 {
+		if status, _ := httpGet(t, url, "unknown.example"); status != 502 {
 			t.Fatalf("unknown service: status %d, want 502 (nothing to forward to)", status)
 		}
 	}

@@ -87,3 +87,20 @@ func TestNodeLocality(t *testing.T) {
 		t.Fatalf("unknown node error %v should list the known nodes", err)
 	}
 }
+
+// FuzzParse feeds arbitrary documents to the parser and the builder: both
+// must return an error or a topology, never panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:80\n    locality: {zone: z}\n"))
+	f.Add([]byte(`{"services":[{"name":"a","endpoints":[{"address":"[::1]:80","weight":2}]}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		top, err := Parse(doc, "fuzz.yaml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		_, _ = shared.Build(top, shared.BuildOptions{})
+	})
+}

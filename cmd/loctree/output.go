@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// addFormatFlag registers -o/--output with the given formats, the first the default.
+func addFormatFlag(cmd *cobra.Command, p *string, formats ...string) {
+	cmd.Flags().StringVarP(p, "output", "o", formats[0], fmt.Sprintf("output format: %v", formats))
+}
+
+func checkFormat(got string, formats ...string) error {
+	for _, f := range formats {
+		if f == got {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown output format %q (want one of %v)", got, formats)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// readTree reads and decodes an encoded tree file.
+func readTree(path string) (*shared.Tree, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tree: %w", err)
+	}
+	t, err := shared.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/shared"
+)
+
+func newTreeInspectCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "inspect TREE",
+		Short: "Draw an encoded tree, per service, with endpoint counts",
+		Long: `Inspect decodes a tree blob (checking every invariant of docs/FORMAT.md) and
+draws each service's tree: one line per node with its scope value and the
+number of endpoints below it; leaves list their endpoints.
+
+Examples:
+  loctree tree build -o tree.bin && loctree tree inspect tree.bin
+  loctree tree inspect tree.bin -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "table", "json"); err != nil {
+				return err
+			}
+			t, err := readTree(args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return writeJSON(cmd.OutOrStdout(), inspectJSON(t))
+			}
+			drawTree(cmd.OutOrStdout(), args[0], t)
+			return nil
+		},
+	}
+	addFormatFlag(cmd, &format, "table", "json")
+	return cmd
+}
+
+// jsonTree is the -o json shape of inspect.
+type jsonTree struct {
+	Generation uint64        `json:"generation"`
+	Bytes      int           `json:"bytes"`
+	Services   []jsonService `json:"services"`
+}
+
+type jsonService struct {
+	Name       string   `json:"name"`
+	Hosts      []string `json:"hosts"`
+	VIP        string   `json:"vip,omitempty"`
+	Scopes     []string `json:"scopes"`
+	Mode       string   `json:"mode"`
+	Policy     string   `json:"policy"`
+	Health     string   `json:"health"`
+	Endpoints  int      `json:"endpoints"`
+	Eligible   int      `json:"eligible"`
+	Ineligible []string `json:"ineligible"`
+	Tree       jsonNode `json:"tree"`
+}
+
+type jsonNode struct {
+	Value     string     `json:"value"`
+	Endpoints int        `json:"endpoints"`
+	Children  []jsonNode `json:"children,omitempty"`
+	Addresses []string   `json:"addresses,omitempty"`
+}
+
+func inspectJSON(t *shared.Tree) jsonTree {
+	out := jsonTree{Generation: t.Generation(), Bytes: len(t.Bytes()), Services: []jsonService{}}
+	for i := range t.Services() {
+		s := &t.Services()[i]
+		js := jsonService{
+			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
+			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
+			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{},
+			Tree: nodeJSON(s, s.Root),
+		}
+		if s.VIP.IsValid() {
+			js.VIP = s.VIP.String()
+		}
+		for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
+			js.Ineligible = append(js.Ineligible, t.Endpoint(k).Addr.String())
+		}
+		out.Services = append(out.Services, js)
+	}
+	return out
+}
+
+func nodeJSON(s *shared.Service, i uint32) jsonNode {
+	t := s.Tree()
+	n := t.Node(i)
+	jn := jsonNode{Value: s.NodeValue(i), Endpoints: int(n.Hi - n.Lo)}
+	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+		jn.Children = append(jn.Children, nodeJSON(s, k))
+	}
+	if n.ChildCount == 0 {
+		jn.Addresses = endpointAddrs(t, n.Lo, n.Hi)
+	}
+	return jn
+}
+
+func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
+	out := []string{}
+	for k := lo; k < hi; k++ {
+		out = append(out, t.Endpoint(k).Addr.String())
+	}
+	return out
+}
+
+func drawTree(w io.Writer, name string, t *shared.Tree) {
+	fmt.Fprintf(w, "%s: generation %d, %d services, %d endpoints, %d nodes, %d bytes\n",
+		name, t.Generation(), len(t.Services()), t.NumEndpoints(), t.NumNodes(), len(t.Bytes()))
+	for i := range t.Services() {
+		s := &t.Services()[i]
+		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", s.Name, s.Mode, s.Policy, strings.Join(s.Scopes, "/"))
+		if s.VIP.IsValid() {
+			fmt.Fprintf(w, "  vip %s", s.VIP)
+		}
+		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts), s.EpTotal, s.EpEligible, s.Health)
+		root := t.Node(s.Root)
+		drawChildren(w, s, root, "  ")
+		if s.EpTotal > s.EpEligible {
+			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(endpointAddrs(t, s.EpFirst+s.EpEligible, s.EpFirst+s.EpTotal), " "))
+		}
+	}
+}
+
+func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) {
+	t := s.Tree()
+	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+		branch, next := "├─ ", "│  "
+		if k == n.FirstChild+n.ChildCount-1 {
+			branch, next = "└─ ", "   "
+		}
+		c := t.Node(k)
+		v := s.NodeValue(k)
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(w, "%s%s%s (%d)", indent, branch, v, c.Hi-c.Lo)
+		if c.ChildCount == 0 {
+			fmt.Fprintf(w, "  %s", strings.Join(endpointAddrs(t, c.Lo, c.Hi), " "))
+		}
+		fmt.Fprintln(w)
+		drawChildren(w, s, c, indent+next)
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/shared"
+)
+
+// exitNoCandidate is the exit status of `tree pick` when no endpoint qualifies.
+const exitNoCandidate = 3
+
+type treePickOptions struct {
+	file    string
+	service string
+	from    string
+	node    string
+	count   int
+	seed    uint64
+	key     string
+	format  string
+}
+
+func newTreePickCmd() *cobra.Command {
+	var o treePickOptions
+	cmd := &cobra.Command{
+		Use:   "pick [-f TOPOLOGY] --service NAME --from scope=value[,scope=value...]",
+		Short: "Show where traffic from a source locality goes",
+		Long: `Pick looks a source locality up in a service's tree, prints the candidate
+endpoints (the eligible endpoints that share the longest prefix of the
+service's scopes with the source; in strict mode only full matches), and
+picks --count times with the service's policy.
+
+--service matches the service name or any of its hosts. A scope missing
+from --from is the empty string. --node takes the source locality from a
+named node of the topology instead.
+
+Exit status: 0 with candidates, 3 when there is none (strict mode without a
+full match, or no eligible endpoint), 1 on bad input.
+
+Examples:
+  loctree tree pick --service reviews --from region=us-east,zone=us-east-1a,subzone=rack-1
+  loctree tree pick --service reviews --node node-g --count 1000 --seed 7
+  loctree tree pick -f mesh.yaml --service payments --from region=eu-central -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTreePick(cmd, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "file", "f", "", "topology file (default: the embedded examples/mesh.yaml)")
+	f.StringVar(&o.service, "service", "", "service name or host (required)")
+	f.StringVar(&o.from, "from", "", "source locality: scope=value[,scope=value...]")
+	f.StringVar(&o.node, "node", "", "use the locality of this node of the topology as the source")
+	f.IntVar(&o.count, "count", 1, "number of picks")
+	f.Uint64Var(&o.seed, "seed", 0, "random seed for reproducible picks (0: random)")
+	f.StringVar(&o.key, "key", "", "request key for consistent_hash (a header value, a client IP, ...)")
+	addFormatFlag(cmd, &o.format, "table", "json")
+	_ = cmd.MarkFlagRequired("service")
+	cmd.MarkFlagsMutuallyExclusive("from", "node")
+	return cmd
+}
+
+// pickResult is the -o json shape of pick.
+type pickResult struct {
+	Service    string         `json:"service"`
+	Mode       string         `json:"mode"`
+	Scopes     []string       `json:"scopes"`
+	Matched    int            `json:"matched"`
+	Candidates []string       `json:"candidates"`
+	Picks      map[string]int `json:"picks"`
+	Error      string         `json:"error,omitempty"`
+}
+
+func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
+	if err := checkFormat(o.format, "table", "json"); err != nil {
+		return err
+	}
+	if o.count < 0 || o.count > 100_000_000 {
+		return fmt.Errorf("--count %d: want 0 to 100000000", o.count)
+	}
+	top, name, err := topology.LoadOrDefault(o.file)
+	if err != nil {
+		return err
+	}
+	t, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	svc, ok := t.Service(o.service)
+	if !ok {
+		return fmt.Errorf("%w %q in %s (services: %s)", shared.ErrUnknownService, o.service, name, serviceNames(t))
+	}
+	src, err := sourceLocality(top, svc, o)
+	if err != nil {
+		return err
+	}
+	res := pick(t, svc, src, o)
+	if o.format == "json" {
+		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+			return err
+		}
+	} else {
+		drawPick(cmd.OutOrStdout(), svc, src, res)
+	}
+	if res.Error != "" {
+		return &exitError{code: exitNoCandidate, err: fmt.Errorf("%s", res.Error)}
+	}
+	return nil
+}
+
+func serviceNames(t *shared.Tree) string {
+	var names []string
+	for _, s := range t.Services() {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// sourceLocality reads --from (or --node) and rejects scopes the service does
+// not route on, so that a typo is not silently read as an empty value.
+func sourceLocality(top *shared.Topology, svc *shared.Service, o *treePickOptions) (shared.Locality, error) {
+	if o.node != "" {
+		return topology.NodeLocality(top, o.node)
+	}
+	src, err := parseLocality(o.from)
+	if err != nil {
+		return nil, fmt.Errorf("bad --from: %w", err)
+	}
+	for k := range src {
+		if !slices.Contains(svc.Scopes, k) {
+			return nil, fmt.Errorf("bad --from: %q is not a scope of %s (its scopes: %s)", k, svc.Name, strings.Join(svc.Scopes, ", "))
+		}
+	}
+	return src, nil
+}
+
+// parseLocality parses "scope=value[,scope=value...]"; "" is the empty locality.
+func parseLocality(s string) (shared.Locality, error) {
+	loc := shared.Locality{}
+	if s == "" {
+		return loc, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: want scope=value[,scope=value...]", kv)
+		}
+		if _, dup := loc[k]; dup {
+			return nil, fmt.Errorf("scope %q given twice", k)
+		}
+		loc[k] = strings.TrimSpace(v)
+	}
+	return loc, nil
+}
+
+func pick(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions) *pickResult {
+	r := svc.Lookup(src)
+	res := &pickResult{
+		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth,
+		Candidates: endpointAddrs(t, r.Lo, r.Hi), Picks: map[string]int{},
+	}
+	if r.Len() == 0 {
+		res.Error = noCandidateReason(svc, r)
+		return res
+	}
+	p := shared.NewPicker(t, shared.PickerOptions{Seed: o.seed})
+	key := shared.HashKey(o.key)
+	for range o.count {
+		ep, _ := p.Pick(svc, r, key)
+		res.Picks[t.Endpoint(ep).Addr.String()]++
+	}
+	return res
+}
+
+func noCandidateReason(svc *shared.Service, r shared.Range) string {
+	if svc.EpEligible == 0 {
+		return fmt.Sprintf("%s: %v: the service has no eligible endpoint", svc.Name, shared.ErrNoCandidate)
+	}
+	return fmt.Sprintf("%s: %v: strict mode and the source matches only %d of %d scopes (%s)",
+		svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+}
+
+func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, res *pickResult) {
+	var from []string
+	for _, sc := range svc.Scopes {
+		from = append(from, fmt.Sprintf("%s=%q", sc, src[sc]))
+	}
+	fmt.Fprintf(w, "%s (%s, %s) from %s\n", svc.Name, svc.Mode, svc.Policy, strings.Join(from, " "))
+	fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
+	if res.Error != "" {
+		return
+	}
+	total := 0
+	for _, n := range res.Picks {
+		total += n
+	}
+	t := svc.Tree()
+	r := svc.Lookup(src)
+	for i := r.Lo; i < r.Hi; i++ {
+		addr := t.Endpoint(i).Addr.String()
+		n := res.Picks[addr]
+		fmt.Fprintf(w, "  %-22s %-36s %s %d", addr, strings.Join(svc.EndpointValues(i), "/"), bar(n, total, 30), n)
+		if total > 0 {
+			fmt.Fprintf(w, " (%.1f%%)", 100*float64(n)/float64(total))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func bar(n, total, width int) string {
+	if total == 0 {
+		return strings.Repeat("·", width)
+	}
+	full := n * width / total
+	return strings.Repeat("█", full) + strings.Repeat("·", width-full)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

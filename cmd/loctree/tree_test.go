@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// runCLI runs the loctree command line in-process.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPickJSON(t *testing.T) {
+	code, out, errs := runCLI(t, "tree", "pick", "--service", "reviews", "--from", "region=us-east,zone=us-east-1a,subzone=rack-1", "--count", "2000", "--seed", "3", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	if dec.More() {
+		t.Fatal("more than one JSON object")
+	}
+	if res["service"] != "reviews.default.svc.cluster.local" || res["mode"] != "failover" || res["matched"] != 3.0 {
+		t.Fatalf("result %v", res)
+	}
+	cands := res["candidates"].([]any)
+	picks := res["picks"].(map[string]any)
+	total := 0.0
+	for addr, n := range picks {
+		found := false
+		for _, c := range cands {
+			found = found || c == addr
+		}
+		if !found {
+			t.Fatalf("picked %s outside the candidates %v", addr, cands)
+		}
+		total += n.(float64)
+	}
+	if len(cands) != 2 || total != 2000 || len(picks) != 2 {
+		t.Fatalf("candidates %v picks %v", cands, picks)
+	}
+}
+
+func TestPickStrictNoCandidate(t *testing.T) {
+	code, out, errs := runCLI(t, "tree", "pick", "--service", "payments", "--from", "region=eu-central,zone=eu-central-1a", "-o", "json")
+	if code != exitNoCandidate {
+		t.Fatalf("exit %d, want %d", code, exitNoCandidate)
+	}
+	var res pickResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Candidates == nil || len(res.Candidates) != 0 || res.Error == "" || res.Matched != 1 || !strings.Contains(out, `"candidates": []`) {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(errs, "strict") || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("stderr %q, want one line naming strict mode", errs)
+	}
+}
+
+func TestPickConsistentKey(t *testing.T) {
+	code, out, _ := runCLI(t, "tree", "pick", "--service", "payments", "--from", "region=us-east,zone=us-east-1a", "--key", "user-42", "--count", "50", "-o", "json")
+	var res pickResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if len(res.Candidates) != 3 || len(res.Picks) != 1 {
+		t.Fatalf("consistent hash with one key spread over %v", res.Picks)
+	}
+}
+
+func TestPickTable(t *testing.T) {
+	code, out, _ := runCLI(t, "tree", "pick", "--service", "reviews", "--node", "node-d", "--count", "10")
+	if code != 0 || !strings.Contains(out, "matched 2 of 3 scopes: 1 candidate") || !strings.Contains(out, "127.0.2.5:9080") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestBadInputsFailWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	badYAML := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badYAML, []byte("services:\n- name: a\n  endpoints:\n  - adress: 127.0.0.1:80\n"), 0o600)
+	badTree := filepath.Join(dir, "bad.bin")
+	os.WriteFile(badTree, []byte("LTRE not a tree"), 0o600)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tree", "pick", "-f", filepath.Join(dir, "missing.yaml"), "--service", "a"}, "missing.yaml"},
+		{[]string{"tree", "pick", "-f", badYAML, "--service", "a"}, "line 4: field adress not found"},
+		{[]string{"tree", "pick", "--service", "nope"}, `unknown service "nope"`},
+		{[]string{"tree", "pick", "--service", "reviews", "--from", "region"}, "bad --from"},
+		{[]string{"tree", "pick", "--service", "reviews", "--from", "zone=a,zone=b"}, `scope "zone" given twice`},
+		{[]string{"tree", "pick", "--service", "reviews", "--from", "regoin=x"}, `"regoin" is not a scope`},
+		{[]string{"tree", "pick", "--service", "reviews", "--node", "node-zz"}, `unknown node "node-zz"`},
+		{[]string{"tree", "pick", "--service", "reviews", "-o", "xml"}, `unknown output format "xml"`},
+		{[]string{"tree", "pick"}, `"service" not set`},
+		{[]string{"tree", "inspect", badTree}, "corrupt tree"},
+		{[]string{"tree", "build"}, `"output" not set`},
+	}
+	for _, c := range cases {
+		code, _, errs := runCLI(t, c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line with %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+func TestBuildInspectJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tree.bin")
+	if code, _, errs := runCLI(t, "tree", "build", "-o", path, "--generation", "9"); code != 0 {
+		t.Fatal(errs)
+	}
+	b, _ := os.ReadFile(path)
+	tree, err := shared.Decode(b)
+	if err != nil || tree.Generation() != 9 {
+		t.Fatalf("built tree: %v", err)
+	}
+	code, out, errs := runCLI(t, "tree", "inspect", path, "-o", "json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var got jsonTree
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Generation != 9 || len(got.Services) != len(tree.Services()) {
+		t.Fatalf("inspect: %+v", got)
+	}
+	for _, s := range got.Services {
+		if sum := sumLeaves(s.Tree); sum != s.Eligible || s.Tree.Endpoints != s.Eligible || s.Endpoints != s.Eligible+len(s.Ineligible) {
+			t.Errorf("%s: leaves hold %d endpoints, root %d, eligible %d", s.Name, sum, s.Tree.Endpoints, s.Eligible)
+		}
+	}
+	code, out, _ = runCLI(t, "tree", "inspect", path)
+	if code != 0 || !strings.Contains(out, "└─ ") || !strings.Contains(out, "not eligible: 127.0.2.4:9080") {
+		t.Fatalf("table inspect:\n%s", out)
+	}
+}
+
+func sumLeaves(n jsonNode) int {
+	if len(n.Children) == 0 {
+		return len(n.Addresses)
+	}
+	s := 0
+	for _, c := range n.Children {
+		s += sumLeaves(c)
+	}
+	return s
+}
+
+func FuzzParseLocality(f *testing.F) {
+	f.Add("region=us-east,zone=us-east-1a")
+	f.Add("=x,,a=")
+	f.Fuzz(func(t *testing.T, s string) {
+		loc, err := parseLocality(s)
+		if err != nil {
+			return
+		}
+		for k := range loc {
+			if k == "" || strings.ContainsAny(k, ",=") {
+				t.Fatalf("%q parsed into key %q", s, k)
+			}
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package shared
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+var benchSizes = []int{100, 1000, 10000, 100000}
+
+// meshTopology spreads n endpoints over a realistic mesh: 6 regions, 3 zones
+// per region, 4 subzones per zone (72 leaves), with one service.
+func meshTopology(n int) (*Topology, []Locality) {
+	rng := rand.New(rand.NewPCG(uint64(n), 1))
+	var leaves []Locality
+	for r := range 6 {
+		for z := range 3 {
+			for s := range 4 {
+				leaves = append(leaves, Locality{
+					"region":  fmt.Sprintf("region-%d", r),
+					"zone":    fmt.Sprintf("region-%d-zone-%c", r, 'a'+z),
+					"subzone": fmt.Sprintf("rack-%d", s),
+				})
+			}
+		}
+	}
+	spec := ServiceSpec{Name: "reviews.default.svc.cluster.local", Endpoints: make([]EndpointSpec, n)}
+	for i := range n {
+		spec.Endpoints[i] = EndpointSpec{
+			Address:  fmt.Sprintf("127.%d.%d.%d:9080", 1+i>>16, (i>>8)&255, i&255),
+			Locality: leaves[rng.IntN(len(leaves))],
+		}
+	}
+	return &Topology{Services: []ServiceSpec{spec}}, leaves
+}
+
+// benchSources are the sources a benchmark cycles through: every leaf, plus
+// localities that match only a region or nothing.
+func benchSources(leaves []Locality) []Locality {
+	src := append([]Locality{}, leaves...)
+	src = append(src, Locality{"region": "region-1", "zone": "elsewhere"}, Locality{"region": "mars"})
+	rand.New(rand.NewPCG(7, 7)).Shuffle(len(src), func(i, j int) { src[i], src[j] = src[j], src[i] })
+	return src
+}
+
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := meshTopology(n)
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		srcs := benchSources(leaves)
+		prepared := make([]*Source, len(srcs))
+		for i, l := range srcs {
+			prepared[i] = NewSource(l)
+		}
+		b.Run(fmt.Sprintf("src=map/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := svc.Lookup(srcs[i%len(srcs)])
+				if r.Len() == 0 {
+					b.Fatal("no candidate")
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("src=prepared/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := svc.LookupSource(prepared[i%len(prepared)])
+				if r.Len() == 0 {
+					b.Fatal("no candidate")
+				}
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	for _, n := range benchSizes {
+		top, _ := meshTopology(n)
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var tree *Tree
+			for b.Loop() {
+				var err error
+				if tree, err = Build(top, BuildOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(tree.Bytes()))/float64(n), "bytes/endpoint")
+		})
+	}
+}
+
+// ztEndpoint and rankLoop reproduce istio/ztunnel's ProxyState::load_balance
+// per connection: rank every endpoint by its matching scope prefix, keep the
+// endpoints of maximal rank in a new slice, pick one at random. It is the
+// baseline the tree is measured against.
+type ztEndpoint struct {
+	addr                  string
+	region, zone, subzone string
+	healthy               bool
+}
+
+func rankLoop(eps []ztEndpoint, src *ztEndpoint, rng *rand.Rand) string {
+	best := -1
+	var cands []*ztEndpoint
+	for i := range eps {
+		e := &eps[i]
+		if !e.healthy {
+			continue
+		}
+		rank := 0
+		switch {
+		case e.region != src.region:
+		case e.zone != src.zone:
+			rank = 1
+		case e.subzone != src.subzone:
+			rank = 2
+		default:
+			rank = 3
+		}
+		if rank > best {
+			best, cands = rank, cands[:0]
+		}
+		if rank == best {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[rng.IntN(len(cands))].addr
+}
+
+func BenchmarkRankLoop(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := meshTopology(n)
+		eps := make([]ztEndpoint, n)
+		for i, e := range top.Services[0].Endpoints {
+			eps[i] = ztEndpoint{e.Address, e.Locality["region"], e.Locality["zone"], e.Locality["subzone"], true}
+		}
+		var srcs []ztEndpoint
+		for _, l := range benchSources(leaves) {
+			srcs = append(srcs, ztEndpoint{region: l["region"], zone: l["zone"], subzone: l["subzone"]})
+		}
+		rng := rand.New(rand.NewPCG(1, 1))
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if rankLoop(eps, &srcs[i%len(srcs)], rng) == "" {
+					b.Fatal("no candidate")
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkPick is the per-request cost: look a prepared source up and pick
+// one endpoint at random in the candidate range.
+func BenchmarkPick(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := meshTopology(n)
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		p := NewPicker(tree, PickerOptions{})
+		var srcs []*Source
+		for _, l := range benchSources(leaves) {
+			srcs = append(srcs, NewSource(l))
+		}
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+	}
+}

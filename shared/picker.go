@@ -1,0 +1,327 @@
+package shared
+
+import (
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
+)
+
+// PickerOptions are the settings of a Picker.
+type PickerOptions struct {
+	// Seed selects the random source. 0 uses math/rand/v2's global source
+	// (fast, per-thread, not reproducible). Any other value gives a
+	// deterministic sequence: the same seed and the same calls in the same
+	// order give the same picks. Both are safe for concurrent use.
+	Seed uint64
+}
+
+// Picker picks one endpoint inside a candidate range by the service's policy.
+// It keeps the state that policies need across picks: a round-robin counter per
+// tree node and an in-flight count per endpoint. A Picker belongs to one tree;
+// it is safe for concurrent use.
+type Picker struct {
+	tree *Tree
+	src  *source
+	rr   []atomic.Uint64 // by absolute node index
+	pool pool            // by absolute endpoint index
+}
+
+// NewPicker returns a picker over the endpoints of t.
+func NewPicker(t *Tree, opts PickerOptions) *Picker {
+	n := t.NumEndpoints()
+	p := &Picker{
+		tree: t,
+		src:  newSource(opts.Seed),
+		rr:   make([]atomic.Uint64, t.NumNodes()),
+		pool: pool{
+			recs:   t.eps,
+			hashes: make([]uint64, n),
+			sameTo: make([]uint32, n),
+			counts: make([]atomic.Int64, n),
+		},
+	}
+	for i := range p.pool.hashes {
+		p.pool.hashes[i] = addrRecordHash(t.eps[i*EndpointRecordSize:][:EndpointRecordSize])
+	}
+	for _, s := range t.services {
+		p.pool.indexWeights(s.EpFirst, s.EpFirst+s.EpTotal)
+	}
+	return p
+}
+
+// Tree is the tree the picker was made for.
+func (p *Picker) Tree() *Tree { return p.tree }
+
+// Pick returns the absolute index of one endpoint in [r.Lo, r.Hi), chosen by
+// s.Policy:
+//
+//   - random: uniform.
+//   - weighted: proportional to the endpoint weights (uniform if the range's
+//     weights are all 0); O(log range) by the records' cumulative weights.
+//   - round_robin: exact rotation per tree node (r.Node).
+//   - least_request: the less loaded of two distinct random endpoints (P2C on
+//     the in-flight counts kept by Inc and Done).
+//   - least_connections: the fewest in flight, ties broken uniformly; O(range).
+//   - consistent_hash: weighted rendezvous (highest random weight) hashing of
+//     key (see HashKey) against the endpoint addresses, so removing one of K
+//     endpoints moves only the keys that were on it, about 1/K. O(range): one
+//     hash per candidate; with unequal weights also a logarithm for the
+//     candidates that can still win (O(log range) of them on average).
+//
+// key is used by consistent_hash only. Pick returns false when the range is
+// empty or s and r do not belong to the picker's tree. It allocates nothing.
+func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
+	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
+		return 0, false
+	}
+	return p.pool.pick(s.Policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
+}
+
+// Inc counts one more request or connection in flight to endpoint ep (an
+// absolute index); least_request and least_connections read the counts.
+// Out-of-range indices are ignored.
+func (p *Picker) Inc(ep uint32) {
+	if int(ep) < len(p.pool.counts) {
+		p.pool.counts[ep].Add(1)
+	}
+}
+
+// Done ends one request or connection counted by Inc. Counts never go below 0.
+func (p *Picker) Done(ep uint32) {
+	if int(ep) < len(p.pool.counts) {
+		decrement(&p.pool.counts[ep])
+	}
+}
+
+// InFlight is the current count of endpoint ep.
+func (p *Picker) InFlight(ep uint32) int64 {
+	if int(ep) < len(p.pool.counts) {
+		return p.pool.counts[ep].Load()
+	}
+	return 0
+}
+
+func decrement(c *atomic.Int64) {
+	for {
+		v := c.Load()
+		if v <= 0 || c.CompareAndSwap(v, v-1) {
+			return
+		}
+	}
+}
+
+// addrRecordHash hashes the address of an endpoint record (address bytes,
+// port and family; not the flags, so a health change under allow_all keeps
+// the keys in place), so consistent_hash picks survive rebuilds of the tree.
+func addrRecordHash(b []byte) uint64 {
+	portFamily := uint64(le.Uint16(b[ePort:])) | uint64(b[eFamily])<<16
+	return mix64(mix64(le.Uint64(b[eAddr:])^portFamily) ^ le.Uint64(b[eAddr+8:]))
+}
+
+func newSource(seed uint64) *source {
+	s := &source{seeded: seed != 0}
+	s.state.Store(seed)
+	return s
+}
+
+func (s *source) next() uint64 {
+	if !s.seeded {
+		return rand.Uint64()
+	}
+	return mix64(s.state.Add(0x9e3779b97f4a7c15))
+}
+
+// below64 is uniform in [0, n) (Lemire's multiply-shift; the bias is below
+// n/2^64, far under anything a test or a load balancer can see).
+func (s *source) below64(n uint64) uint64 {
+	hi, _ := bits.Mul64(s.next(), n)
+	return hi
+}
+
+func (s *source) below(n uint32) uint32 { return uint32(s.below64(uint64(n))) }
+
+// unitOpen maps a hash to a float64 uniform in the open interval (0, 1).
+func unitOpen(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
+
+// source is a random source safe for concurrent use: math/rand/v2's global
+// source, or a seeded splitmix64 sequence advanced atomically.
+type source struct {
+	seeded bool
+	state  atomic.Uint64
+}
+
+// mix64 is the splitmix64 finalizer: a bijective, well-mixing 64-bit hash.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// HashKey turns a request attribute (a header value, a source IP, a cookie)
+// into the key of a consistent_hash pick. It is stable across processes and
+// releases: FNV-1a 64 of the bytes, then the splitmix64 finalizer.
+func HashKey(s string) uint64 { return mix64(Label(s)) }
+
+// pool is what the policies read about endpoints, by index: their records
+// (for weight and cum_weight), address hashes and in-flight counts. The
+// Picker's pool reads the tree's records; a Balancer builds its own.
+type pool struct {
+	recs   []byte          // EndpointRecordSize bytes an endpoint
+	hashes []uint64        // address hashes, for consistent_hash
+	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts []atomic.Int64  // in-flight counts, or nil when shared is used
+	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
+}
+
+func (p *pool) weight(i uint32) uint32 {
+	return le.Uint32(p.recs[int(i)*EndpointRecordSize+eWeight:])
+}
+
+// cumWeight is the sum of the weights of the set (service) up to and including i.
+func (p *pool) cumWeight(i uint32) uint64 {
+	return le.Uint64(p.recs[int(i)*EndpointRecordSize+eCumWeight:])
+}
+
+func (p *pool) load(i uint32) int64 {
+	if p.shared != nil {
+		return p.shared[i].Load()
+	}
+	return p.counts[i].Load()
+}
+
+// indexWeights fills sameTo for the endpoints [lo, hi) of one set.
+func (p *pool) indexWeights(lo, hi uint32) {
+	for i := int64(hi) - 1; i >= int64(lo); i-- {
+		j := uint32(i) + 1
+		if j < hi && p.weight(j) == p.weight(uint32(i)) {
+			p.sameTo[i] = p.sameTo[j]
+		} else {
+			p.sameTo[i] = j
+		}
+	}
+}
+
+// pick applies a policy to the candidates [lo, hi); lo < hi.
+func (p *pool) pick(pol Policy, lo, hi uint32, key uint64, src *source, rr *atomic.Uint64) uint32 {
+	n := hi - lo
+	switch pol {
+	case PolicyWeighted:
+		return p.pickWeighted(lo, hi, src)
+	case PolicyRoundRobin:
+		return lo + uint32((rr.Add(1)-1)%uint64(n))
+	case PolicyLeastRequest:
+		return p.pickTwo(lo, n, src)
+	case PolicyLeastConnections:
+		return p.pickLeast(lo, hi, src)
+	case PolicyConsistentHash:
+		if p.sameTo[lo] >= hi {
+			return p.pickHashEqual(lo, hi, key)
+		}
+		return p.pickHashWeighted(lo, hi, key)
+	}
+	return lo + src.below(n)
+}
+
+// pickWeighted draws x in [0, W) and finds the endpoint whose slice of the
+// cumulative weights holds it: the first i with cum[i] - base > x.
+func (p *pool) pickWeighted(lo, hi uint32, src *source) uint32 {
+	base := p.cumWeight(lo) - uint64(p.weight(lo))
+	total := p.cumWeight(hi-1) - base
+	if total == 0 {
+		return lo + src.below(hi-lo)
+	}
+	target := base + src.below64(total)
+	a, b := lo, hi-1 // the answer is in [a, b]; cum[hi-1] > target always
+	for a < b {
+		mid := a + (b-a)/2
+		if p.cumWeight(mid) > target {
+			b = mid
+		} else {
+			a = mid + 1
+		}
+	}
+	return a
+}
+
+// pickTwo is the power of two random choices: two distinct candidates, the
+// one with fewer in flight wins (the first on a tie; both are random).
+func (p *pool) pickTwo(lo, n uint32, src *source) uint32 {
+	if n == 1 {
+		return lo
+	}
+	a := src.below(n)
+	b := (a + 1 + src.below(n-1)) % n
+	if p.load(lo+b) < p.load(lo+a) {
+		return lo + b
+	}
+	return lo + a
+}
+
+// pickLeast scans for the fewest in flight, then picks uniformly among the
+// candidates that have it. If the counts change between the two passes, it
+// falls back to the first minimum seen.
+func (p *pool) pickLeast(lo, hi uint32, src *source) uint32 {
+	best, first, ties := int64(math.MaxInt64), lo, uint32(0)
+	for i := lo; i < hi; i++ {
+		switch v := p.load(i); {
+		case v < best:
+			best, first, ties = v, i, 1
+		case v == best:
+			ties++
+		}
+	}
+	if ties == 1 {
+		return first
+	}
+	k := src.below(ties)
+	for i := first; i < hi; i++ {
+		if p.load(i) <= best {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return first
+}
+
+// pickHashEqual is rendezvous hashing for candidates of equal weight: every
+// candidate scores hash(key, address) and the highest score wins.
+func (p *pool) pickHashEqual(lo, hi uint32, key uint64) uint32 {
+	best, bestH := lo, uint64(0)
+	for i, h := range p.hashes[lo:hi] {
+		if s := mix64(key ^ h); s >= bestH {
+			best, bestH = lo+uint32(i), s
+		}
+	}
+	return best
+}
+
+// pickHashWeighted is weighted rendezvous hashing: the score ln(u)/weight (u
+// uniform in (0,1) from the same hash) gives each candidate a share of keys
+// proportional to its weight. With equal weights it orders candidates as the
+// raw hashes do, so both paths agree. Weight-0 candidates never win; the
+// weights are not all equal here, so some weight is non-zero. Since
+// ln(u) <= u-1, a candidate whose (u-1)/weight does not beat the best score so
+// far cannot win, and its logarithm is skipped: only O(log range) logarithms
+// are computed on average.
+func (p *pool) pickHashWeighted(lo, hi uint32, key uint64) uint32 {
+	best, bestS := lo, math.Inf(-1)
+	for i := lo; i < hi; i++ {
+		w := p.weight(i)
+		if w == 0 {
+			continue
+		}
+		u := unitOpen(mix64(key ^ p.hashes[i]))
+		if (u-1)/float64(w) <= bestS {
+			continue
+		}
+		if s := math.Log(u) / float64(w); s > bestS {
+			best, bestS = i, s
+		}
+	}
+	return best
+}
