@@ -84,7 +84,7 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[r.Depth]++
-	st.inflight[ep]++
+	st.picker.Inc(ep)
 	h.st, h.inflight, h.counted = st, ep, true
 }
 
@@ -134,7 +134,7 @@ func (h *httpContext) reject(reason string) types.Action {
 // the context (the SDK calls nothing on it afterwards).
 func (h *httpContext) OnHttpStreamDone() {
 	if h.counted {
-		h.st.inflight[h.inflight]--
+		h.st.picker.Done(h.inflight)
 	}
 	p := h.p
 	*h = httpContext{}

@@ -12,8 +12,7 @@ import (
 type treeState struct {
 	tree     *shared.Tree
 	labels   [][]uint64 // per service index: the proxy's label per scope
-	inflight []int32    // per absolute endpoint: requests in flight (this VM)
-	rr       []uint64   // per service index: round-robin cursor
+	picker   *shared.Picker // this VM's policy state (round robin, in-flight counts)
 	addrs    []string   // per absolute endpoint: "ip:port", filled lazily
 	etag     string     // the tree server's ETag for this tree
 	rng      uint64     // wyrand state
@@ -32,8 +31,7 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	st := &treeState{
 		tree:     t,
 		labels:   make([][]uint64, len(svcs)),
-		inflight: make([]int32, t.NumEndpoints()),
-		rr:       make([]uint64, len(svcs)),
+		picker:   shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
 		addrs:    make([]string, t.NumEndpoints()),
 		rng:      rand.Uint64(),
 	}
