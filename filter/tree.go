@@ -10,12 +10,12 @@ import (
 
 // treeState is one installed tree plus this VM's per-tree picking state.
 type treeState struct {
-	tree     *shared.Tree
-	labels   [][]uint64 // per service index: the proxy's label per scope
-	picker   *shared.Picker // this VM's policy state (round robin, in-flight counts)
-	addrs    []string   // per absolute endpoint: "ip:port", filled lazily
-	etag     string     // the tree server's ETag for this tree
-	rng      uint64     // wyrand state
+	tree   *shared.Tree
+	labels [][]uint64     // per service index: the proxy's label per scope
+	picker *shared.Picker // this VM's policy state (round robin, in-flight counts)
+	addrs  []string       // per absolute endpoint: "ip:port", filled lazily
+	etag   string         // the tree server's ETag for this tree
+	rng    uint64         // wyrand state
 }
 
 // randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
@@ -29,11 +29,11 @@ func (st *treeState) randN(n uint32) uint32 {
 func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	svcs := t.Services()
 	st := &treeState{
-		tree:     t,
-		labels:   make([][]uint64, len(svcs)),
-		picker:   shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
-		addrs:    make([]string, t.NumEndpoints()),
-		rng:      rand.Uint64(),
+		tree:   t,
+		labels: make([][]uint64, len(svcs)),
+		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
+		addrs:  make([]string, t.NumEndpoints()),
+		rng:    rand.Uint64(),
 	}
 	for i := range svcs {
 		for _, scope := range svcs[i].Scopes {
