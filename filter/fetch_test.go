@@ -158,6 +158,14 @@ func TestTreeFetch(t *testing.T) {
 	if countLogs(h, "tree fetch recovered") != 1 || countLogs(h, "installed tree generation 3") != 1 {
 		t.Fatalf("recovery not logged: %v", h.Logs())
 	}
+	// Per-request counters reach the host on the next tick of each VM.
+	pool.Tick()
+	pool.WaitHTTPCalls()
+	for name, want := range map[string]uint64{"loctree_picks_depth_3_total": 18, "loctree_no_tree_total": 3} {
+		if got, _ := h.Metrics().Value(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
 }
 
 func countLogs(h *host.Host, substr string) int {
