@@ -14,6 +14,7 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./filter/...
+	$(MAKE) wasm
 	$(GO) mod tidy -diff
 
 bench:
