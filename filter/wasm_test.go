@@ -112,3 +112,26 @@ func TestFilterWasm(t *testing.T) {
 		})
 	}
 }
+
+// TestBadConfigHostSurvives: a bad plugin configuration fails plugin start
+// (a pool cannot start) with one clear critical line; the host process and
+// other plugins keep working.
+func TestBadConfigHostSurvives(t *testing.T) {
+	ctx := context.Background()
+	bad := newHost(t, `{"tree":{"cluster":""}}`, host.Options{})
+	if _, err := bad.NewPool(ctx, 2); !errors.Is(err, host.ErrPluginStart) {
+		t.Fatalf("pool with a bad configuration: %v", err)
+	}
+	if n := countLogs(bad, "loctree: plugin start failed: invalid loctree plugin configuration: tree.cluster: required"); n != 1 {
+		t.Fatalf("%d clear log lines, want 1: %v", n, bad.Logs())
+	}
+	good := newHost(t, inline(`,"locality":{"region":"us-west","zone":"us-west-2a"}`), host.Options{})
+	vm, err := good.NewVM(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	if got := pickOn(t, vm, "ratings"); got != "127.0.3.2:9080" {
+		t.Fatalf("good plugin after a bad one picked %q", got)
+	}
+}

@@ -130,11 +130,12 @@ func TestOtherSDKModule(t *testing.T) {
 			t.Errorf("header %s = %q, want %q (headers %v)", k, v, want, got)
 		}
 	}
+	vm.Close()
 	var order []string
 	for _, l := range h.Logs() {
 		order = append(order, strings.TrimSpace(l.Message))
 	}
-	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2"
+	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2,done 1,delete 1"
 	if strings.Join(order, ",") != want {
 		t.Fatalf("callback order\n got %s\nwant %s", strings.Join(order, ","), want)
 	}

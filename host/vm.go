@@ -228,8 +228,10 @@ func (vm *VM) Err() error {
 	return vm.broken
 }
 
-// Close stops the VM's timer and releases the instance. In-flight HTTP
-// call responses are dropped.
+// Close ends the plugin as Envoy does at shutdown (proxy_on_done, then
+// proxy_on_delete on the root context, if the VM is healthy), stops the
+// VM's timer and releases the instance. In-flight HTTP call responses are
+// dropped.
 func (vm *VM) Close() error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
@@ -237,6 +239,14 @@ func (vm *VM) Close() error {
 		return nil
 	}
 	vm.closed = true
+	if vm.broken == nil {
+		ctx, cancel := vm.callContext()
+		vm.effective = vm.rootID
+		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
+			vm.call(ctx, vm.fn.delete, uint64(vm.rootID))
+		}
+		cancel()
+	}
 	if vm.broken == nil {
 		vm.broken = fmt.Errorf("vm %d: closed: %w", vm.id, ErrVMBroken)
 	}
