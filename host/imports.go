@@ -115,7 +115,17 @@ func hcSetEffective(vm *VM, st []uint64) Status {
 	return StatusOK
 }
 
-func hcDone(*VM, []uint64) Status { return StatusNotFound }
+// hcDone finishes a stream whose proxy_on_done returned false:
+// proxy_on_delete follows when the current callback returns.
+func hcDone(vm *VM, _ []uint64) Status {
+	s := vm.streams[vm.effective]
+	if s == nil || !s.awaitDone {
+		return StatusNotFound
+	}
+	s.awaitDone = false
+	vm.deletes = append(vm.deletes, s)
+	return StatusOK
+}
 
 func hcGetConfiguration(vm *VM, st []uint64) Status {
 	return vm.returnBytes(vm.h.opts.PluginConfig, st[0], st[1])

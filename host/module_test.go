@@ -201,3 +201,31 @@ func TestRejectsModuleWithoutABIMarker(t *testing.T) {
 		t.Fatalf("err %v, want ErrABIVersion", err)
 	}
 }
+
+// TestDeferredDone: proxy_on_done answering false delays proxy_on_delete
+// until the plugin calls proxy_done.
+func TestDeferredDone(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{ManualTicks: true})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	if _, err := vm.Do(context.Background(), &Request{Headers: Headers{{"x-defer", "1"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	last := func() string { l := h.Logs(); return strings.TrimSpace(l[len(l)-1].Message) }
+	if got := last(); got != "done 2" {
+		t.Fatalf("last callback %q, want done 2 (delete must wait)", got)
+	}
+	if err := vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	var tail []string
+	for _, l := range h.Logs()[len(h.Logs())-2:] {
+		tail = append(tail, strings.TrimSpace(l.Message))
+	}
+	if strings.Join(tail, ",") != "proxy_done 0,delete 2" {
+		t.Fatalf("after proxy_done: %v", tail)
+	}
+}

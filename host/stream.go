@@ -33,6 +33,9 @@ type Stream struct {
 	local   *LocalResponse
 	resumed chan struct{}
 	closed  bool
+	// awaitDone: proxy_on_done returned false; proxy_on_delete waits for
+	// the plugin's proxy_done.
+	awaitDone bool
 }
 
 // NewStream creates a stream context (proxy_on_context_create(id, root)).
@@ -193,18 +196,25 @@ func (s *Stream) Close() error {
 	vm := s.vm
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	if s.closed {
+	if s.closed || s.awaitDone {
+		return nil
+	}
+	vm.effective = s.id
+	if _, err := vm.call(s.ctx, vm.fn.log, uint64(s.id)); err != nil {
+		s.finish()
+		return err
+	}
+	done, err := vm.call(s.ctx, vm.fn.done, uint64(s.id))
+	if err != nil {
+		s.finish()
+		return err
+	}
+	if vm.fn.done != nil && uint32(done) == 0 {
+		s.awaitDone = true // the plugin calls proxy_done later
 		return nil
 	}
 	defer s.finish()
-	vm.effective = s.id
-	if _, err := vm.call(s.ctx, vm.fn.log, uint64(s.id)); err != nil {
-		return err
-	}
-	if _, err := vm.call(s.ctx, vm.fn.done, uint64(s.id)); err != nil {
-		return err
-	}
-	_, err := vm.call(s.ctx, vm.fn.delete, uint64(s.id))
+	_, err = vm.call(s.ctx, vm.fn.delete, uint64(s.id))
 	return err
 }
 

@@ -41,6 +41,7 @@ type VM struct {
 	nextCall uint32
 	callResp *callResponse
 	deferred []*Stream
+	deletes  []*Stream
 	allocFn  api.Function
 	allocCtx context.Context
 }
@@ -317,6 +318,13 @@ func (vm *VM) afterCall() {
 		s.applyDeferred()
 	}
 	vm.deferred = vm.deferred[:0]
+	for len(vm.deletes) > 0 {
+		s := vm.deletes[0]
+		vm.deletes = vm.deletes[1:]
+		vm.effective = s.id
+		vm.call(s.ctx, vm.fn.delete, uint64(s.id))
+		s.finish()
+	}
 }
 
 // logWriter turns stdout/stderr writes into log lines, as Envoy does.

@@ -33,7 +33,17 @@ func proxySetSharedData(key unsafe.Pointer, keySize uint32, value unsafe.Pointer
 //go:wasmimport env proxy_send_local_response
 func proxySendLocalResponse(status uint32, d unsafe.Pointer, ds uint32, b unsafe.Pointer, bs uint32, h unsafe.Pointer, hs uint32, grpc int32) uint32
 
+//go:wasmimport env proxy_set_effective_context
+func proxySetEffectiveContext(id uint32) uint32
+
+//go:wasmimport env proxy_done
+func proxyDone() uint32
+
 var keep [][]byte
+
+// deferID is a stream whose proxy_on_done answered false; the next tick
+// finishes it with proxy_done.
+var deferID uint32
 
 //go:wasmexport proxy_abi_version_0_2_0
 func abiVersion() {}
@@ -80,6 +90,8 @@ func onRequestHeaders(id, n, eos uint32) uint32 {
 		case "x-loop":
 			for {
 			}
+		case "x-defer":
+			deferID = id
 		case "x-deny":
 			body := "denied"
 			proxySendLocalResponse(403, nil, 0, unsafe.Pointer(unsafe.StringData(body)), uint32(len(body)), nil, 0, -1)
@@ -103,7 +115,22 @@ func onRequestHeaders(id, n, eos uint32) uint32 {
 func onLog(id uint32) { logf("log", u(id)) }
 
 //go:wasmexport proxy_on_done
-func onDone(id uint32) uint32 { logf("done", u(id)); return 1 }
+func onDone(id uint32) uint32 {
+	logf("done", u(id))
+	if id == deferID {
+		return 0
+	}
+	return 1
+}
+
+//go:wasmexport proxy_on_tick
+func onTick(root uint32) {
+	if deferID != 0 {
+		proxySetEffectiveContext(deferID)
+		logf("proxy_done", u(proxyDone()))
+		deferID = 0
+	}
+}
 
 //go:wasmexport proxy_on_delete
 func onDelete(id uint32) { logf("delete", u(id)) }
