@@ -43,7 +43,7 @@ func BenchmarkFilterRequest(b *testing.B) {
 			timeout int64
 		}{{"timeout", 0}, {"notimeout", -1}} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, limit.name), func(b *testing.B) {
-				h := newHost(b, benchConfig(n), host.Options{CallTimeout: timeDuration(limit.timeout)})
+				h := fetchedHost(b, n, host.Options{CallTimeout: timeDuration(limit.timeout)})
 				vm, err := h.NewVM(context.Background())
 				if err != nil {
 					b.Fatal(err)
@@ -61,6 +61,21 @@ func BenchmarkFilterRequest(b *testing.B) {
 			})
 		}
 	}
+}
+
+// fetchedHost is a host whose VMs start from an n-endpoint tree that
+// another VM published in shared data (the agent-fed production setup).
+func fetchedHost(b *testing.B, n int, opts host.Options) *host.Host {
+	tree, err := shared.Build(benchTopology(n), shared.BuildOptions{Generation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loc, _ := json.Marshal(benchSource)
+	opts.ManualTicks = true
+	h := newHost(b, fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), opts)
+	h.Shared().Set(keyTree, tree.Bytes(), 0)
+	h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+	return h
 }
 
 // BenchmarkNativeLookup is the same lookup and pick in native Go (the

@@ -33,6 +33,10 @@ type Options struct {
 	// call response callback. 0 means 5s; negative disables the limit (and
 	// the per-call cost of enforcing it).
 	CallTimeout time.Duration
+	// StartTimeout bounds a VM's start (initialisation, on_vm_start,
+	// on_configure), which may parse and build a large configuration.
+	// 0 means 60s; negative disables it (when CallTimeout does too).
+	StartTimeout time.Duration
 	// ManualTicks disables the tick timer; call VM.Tick instead (tests).
 	ManualTicks bool
 	// HTTPClient sends proxy_http_call requests; nil means a default client.
@@ -79,6 +83,9 @@ const maxKeptLogs = 4096
 func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = 5 * time.Second
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = time.Minute
 	}
 	h := &Host{
 		opts: opts, log: opts.Logger, shared: newSharedData(), queues: newQueues(),

@@ -141,7 +141,10 @@ func (vm *VM) start() error {
 	}
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	ctx, cancel := vm.callContext()
+	ctx, cancel := vm.ctx, context.CancelFunc(func() {})
+	if vm.h.opts.CallTimeout > 0 && vm.h.opts.StartTimeout > 0 {
+		ctx, cancel = context.WithTimeout(vm.ctx, vm.h.opts.StartTimeout)
+	}
 	defer cancel()
 	if err := vm.initialize(ctx); err != nil {
 		return err
