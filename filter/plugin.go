@@ -63,7 +63,12 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		return p.startInline()
 	}
 	p.pickUp() // another VM may have fetched already
-	if err := abi.SetTickPeriodMilliSeconds(uint32(cfg.Tree.RefreshMS)); err != nil {
+	// Tick fast until the first tree is in, then every refresh_ms.
+	period := min(firstTreeTickMS, cfg.Tree.RefreshMS)
+	if p.cur != nil {
+		period = cfg.Tree.RefreshMS
+	}
+	if err := abi.SetTickPeriodMilliSeconds(uint32(period)); err != nil {
 		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
 		return types.OnPluginStartStatusFailed
 	}
@@ -84,6 +89,10 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 	}
 	return types.OnPluginStartStatusOK
 }
+
+// firstTreeTickMS is the tick period of an agent-fed plugin until its
+// first tree is installed.
+const firstTreeTickMS = 200
 
 // metricsFlushMS is the tick period of an inline-topology plugin, which
 // ticks only to flush its counters.
@@ -129,6 +138,9 @@ func (p *pluginContext) OnTick() {
 }
 
 func (p *pluginContext) install(t *shared.Tree, etag string) {
+	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
+		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
+	}
 	p.cur = newTreeState(t, p.loc)
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +239,50 @@ func TestWasmServe(t *testing.T) {
 		if status, _ := httpGet(t, url, "unknown.example"); status != 502 {
 			t.Fatalf("unknown service: status %d, want 502 (nothing to forward to)", status)
 		}
+	}
+}
+
+// TestWasmServeFetchesTree: the filter in `wasm serve` fetches the tree
+// from an agent over real HTTP on its own timer, then routes by it.
+func TestWasmServeFetchesTree(t *testing.T) {
+	mod := buildModule(t, "filter")
+	near, far := echoBackend(t, "127.0.7.1"), echoBackend(t, "127.0.7.2")
+	tree, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{{Name: "reviews", Endpoints: []shared.EndpointSpec{
+		{Address: near, Locality: shared.Locality{"region": "us-east"}},
+		{Address: far, Locality: shared.Locality{"region": "us-west"}}}}}}, shared.BuildOptions{Generation: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int64
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("ETag", `"7"`)
+		if r.Header.Get("If-None-Match") == `"7"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Write(tree.Bytes())
+	}))
+	defer agent.Close()
+	url := startServe(t, "--module", mod, "--workers", "2", "--upstream", "agent="+strings.TrimPrefix(agent.URL, "http://"),
+		"--plugin-config", `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east"}}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := httpGet(t, url, "reviews")
+		if status == 200 && body == near {
+			break
+		}
+		if status != 502 || time.Now().After(deadline) {
+			t.Fatalf("before/after the first fetch: status %d body %q", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 20 {
+		if status, body := httpGet(t, url, "reviews"); status != 200 || body != near {
+			t.Fatalf("status %d landed on %q, want %s", status, body, near)
+		}
+	}
+	if fetches.Load() == 0 {
+		t.Fatal("the agent was never asked")
 	}
 }

@@ -5,6 +5,7 @@
 package wasmproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -91,7 +92,7 @@ func (p *Proxy) forward(ctx context.Context, req *host.Request) (*host.Response,
 	}
 	method, _ := req.Headers.Get(":method")
 	path, _ := req.Headers.Get(":path")
-	out, err := http.NewRequestWithContext(ctx, method, "http://"+ap.String()+path, strings.NewReader(string(req.Body)))
+	out, err := http.NewRequestWithContext(ctx, method, "http://"+ap.String()+path, bytes.NewReader(req.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
 	}
