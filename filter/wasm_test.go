@@ -135,3 +135,39 @@ func TestBadConfigHostSurvives(t *testing.T) {
 		t.Fatalf("good plugin after a bad one picked %q", got)
 	}
 }
+
+// TestLeastRequestInFlight: least_request counts open streams in the VM and
+// releases them when the stream ends.
+func TestLeastRequestInFlight(t *testing.T) {
+	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
+	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
+	  "locality":{"region":"r"}}`
+	h := newHost(t, cfg, host.Options{})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	open := func() (*host.Stream, string) {
+		t.Helper()
+		s, err := vm.NewStream(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
+			t.Fatal(err)
+		}
+		hs, _ := s.Headers()
+		v, _ := hs.Get(defaultHeader)
+		return s, v
+	}
+	a, busy := open() // stays open: one in flight
+	for range 20 {
+		b, other := open()
+		if other == busy {
+			t.Fatalf("second stream sent to the busy endpoint %s", busy)
+		}
+		b.Close() // released: the next stream must again avoid the busy one
+	}
+	a.Close()
+}
