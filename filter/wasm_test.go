@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/host"
 	"github.com/tetratelabs/wazero"
@@ -170,4 +171,23 @@ func TestLeastRequestInFlight(t *testing.T) {
 		b.Close() // released: the next stream must again avoid the busy one
 	}
 	a.Close()
+}
+
+// TestSlowUpstreamKeepsVM: the time limit bounds each callback, not the
+// stream, so a slow upstream does not break the VM.
+func TestSlowUpstreamKeepsVM(t *testing.T) {
+	h := newHost(t, inline(`,"locality":{"region":"us-east"}`), host.Options{CallTimeout: 300 * time.Millisecond})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	slow := func(ctx context.Context, r *host.Request) (*host.Response, error) {
+		time.Sleep(600 * time.Millisecond)
+		return &host.Response{Headers: host.Headers{{":status", "200"}}, Body: []byte("ok")}, nil
+	}
+	res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(req("reviews"))}, slow)
+	if err != nil || res.Response == nil || string(res.Response.Body) != "ok" || vm.Err() != nil {
+		t.Fatalf("slow upstream: %v %+v %v", err, res, vm.Err())
+	}
 }

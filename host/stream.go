@@ -19,11 +19,9 @@ type LocalResponse struct {
 // Stream is one HTTP request/response through the plugin on one VM. Its
 // methods run the callbacks in Envoy's order; call Close at the end.
 type Stream struct {
-	vm     *VM
-	id     uint32
-	ctx    context.Context
-	cancel context.CancelFunc
-	props  *Properties
+	vm    *VM
+	id    uint32
+	props *Properties
 
 	reqHeaders, reqTrailers   Headers
 	respHeaders, respTrailers Headers
@@ -49,10 +47,11 @@ func (vm *VM) NewStream(props *Properties) (*Stream, error) {
 	}
 	vm.nextID++
 	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
-	s.ctx, s.cancel = vm.callContext()
 	vm.streams[s.id] = s
 	vm.effective = s.id
-	if _, err := vm.call(s.ctx, vm.fn.contextCreate, uint64(s.id), uint64(vm.rootID)); err != nil {
+	ctx, cancel := vm.callContext()
+	defer cancel()
+	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(s.id), uint64(vm.rootID)); err != nil {
 		s.finish()
 		return nil, err
 	}
@@ -145,12 +144,14 @@ func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (A
 	}
 	vm.effective = s.id
 	f, n := s.enterPhase(k, h, body)
+	ctx, cancel := vm.callContext() // each callback gets the full time limit
+	defer cancel()
 	var r uint64
 	var err error
 	if k == phaseRequestTrailers || k == phaseResponseTrailers {
-		r, err = vm.call(s.ctx, f, uint64(s.id), uint64(n))
+		r, err = vm.call(ctx, f, uint64(s.id), uint64(n))
 	} else {
-		r, err = vm.call(s.ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))
+		r, err = vm.call(ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))
 	}
 	vm.afterCall()
 	if err != nil {
@@ -171,8 +172,6 @@ func (s *Stream) Wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for paused stream %d: %w", s.id, ctx.Err())
-	case <-s.ctx.Done():
-		return fmt.Errorf("wait for paused stream %d: %w", s.id, s.ctx.Err())
 	}
 }
 
@@ -200,11 +199,13 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	vm.effective = s.id
-	if _, err := vm.call(s.ctx, vm.fn.log, uint64(s.id)); err != nil {
+	ctx, cancel := vm.callContext()
+	defer cancel()
+	if _, err := vm.call(ctx, vm.fn.log, uint64(s.id)); err != nil {
 		s.finish()
 		return err
 	}
-	done, err := vm.call(s.ctx, vm.fn.done, uint64(s.id))
+	done, err := vm.call(ctx, vm.fn.done, uint64(s.id))
 	if err != nil {
 		s.finish()
 		return err
@@ -214,14 +215,13 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	defer s.finish()
-	_, err = vm.call(s.ctx, vm.fn.delete, uint64(s.id))
+	_, err = vm.call(ctx, vm.fn.delete, uint64(s.id))
 	return err
 }
 
 // finish forgets the stream. vm.mu is held.
 func (s *Stream) finish() {
 	s.closed = true
-	s.cancel()
 	delete(s.vm.streams, s.id)
 }
 

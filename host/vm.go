@@ -325,7 +325,9 @@ func (vm *VM) afterCall() {
 		s := vm.deletes[0]
 		vm.deletes = vm.deletes[1:]
 		vm.effective = s.id
-		vm.call(s.ctx, vm.fn.delete, uint64(s.id))
+		ctx, cancel := vm.callContext()
+		vm.call(ctx, vm.fn.delete, uint64(s.id))
+		cancel()
 		s.finish()
 	}
 }
