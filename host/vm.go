@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -23,7 +24,13 @@ type VM struct {
 	mem    api.Memory
 	ctx    context.Context // carries the VM for hostcalls
 	cancel context.CancelFunc
-	fn     callbacks
+	// runCtx is ctx for callbacks after start when a time limit is set;
+	// the watchdog cancels it. busySince is the start of the running
+	// callback (unix ns), 0 when idle.
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	busySince atomic.Int64
+	fn        callbacks
 
 	mu        sync.Mutex
 	rootID    uint32
@@ -81,6 +88,10 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 		return nil, fmt.Errorf("instantiate vm %d: %w", id, err)
 	}
 	vm.mod, vm.mem = mod, mod.Memory()
+	if h.opts.CallTimeout > 0 {
+		vm.runCtx, vm.runCancel = context.WithCancel(vm.ctx)
+		go vm.watch(h.opts.CallTimeout)
+	}
 	if err := vm.start(); err != nil {
 		vm.Close()
 		return nil, err
@@ -187,12 +198,33 @@ func (vm *VM) initialize(ctx context.Context) error {
 	return nil
 }
 
-// callContext bounds one unit of work (a tick, a stream, a call response).
+// callContext is the context of callbacks after start. With a time limit
+// it is the VM's run context, which the watchdog cancels when one callback
+// overruns: no timer per callback.
 func (vm *VM) callContext() (context.Context, context.CancelFunc) {
-	if vm.h.opts.CallTimeout < 0 {
-		return vm.ctx, func() {}
+	if vm.runCtx != nil {
+		return vm.runCtx, func() {}
 	}
-	return context.WithTimeout(vm.ctx, vm.h.opts.CallTimeout)
+	return vm.ctx, func() {}
+}
+
+// watch cancels the run context (wazero then closes the module, the
+// running callback fails with ErrTrap and the VM is replaced) when a
+// callback runs longer than CallTimeout. It checks every quarter limit.
+func (vm *VM) watch(limit time.Duration) {
+	t := time.NewTicker(max(limit/4, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-vm.ctx.Done():
+			return
+		case <-t.C:
+			if since := vm.busySince.Load(); since != 0 && time.Since(time.Unix(0, since)) > limit {
+				vm.runCancel()
+				return
+			}
+		}
+	}
 }
 
 // call invokes a module export; a nil f is an absent optional callback.
@@ -206,6 +238,10 @@ func (vm *VM) call(ctx context.Context, f api.Function, args ...uint64) (uint64,
 	}
 	n := copy(vm.stack[:], args)
 	clear(vm.stack[n:])
+	if ctx == vm.runCtx {
+		vm.busySince.Store(time.Now().UnixNano())
+		defer vm.busySince.Store(0)
+	}
 	if err := f.CallWithStack(ctx, vm.stack[:]); err != nil {
 		vm.broken = fmt.Errorf("%w: vm %d: %s: %w", ErrTrap, vm.id, f.Definition().Name(), err)
 		vm.h.log.Error("wasm VM broken; it will be replaced", "vm", vm.id, "err", firstLine(err.Error()))
