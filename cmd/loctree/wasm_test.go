@@ -130,8 +130,12 @@ func TestWasmRunOtherSDK(t *testing.T) {
 	if out.Action != "continue" || headerValue(out.RequestHeaders, "x-a") != "1" || headerValue(out.RequestHeaders, "x-grpc-status") != "12" {
 		t.Fatalf("unexpected output: %s", stdout)
 	}
-	if len(out.Logs) == 0 || out.Logs[len(out.Logs)-1].Message != "delete 2" {
-		t.Fatalf("logs %v", out.Logs)
+	var order []string
+	for _, l := range out.Logs {
+		order = append(order, strings.TrimSpace(l.Message))
+	}
+	if got := strings.Join(order, ","); !strings.HasSuffix(got, "log 2,done 2,delete 2,done 1,delete 1") {
+		t.Fatalf("callback order %s", got)
 	}
 }
 
