@@ -191,3 +191,27 @@ func TestSlowUpstreamKeepsVM(t *testing.T) {
 		t.Fatalf("slow upstream: %v %+v %v", err, res, vm.Err())
 	}
 }
+
+// TestHostCloseStopsVMs: closing the host ends every VM's timer and
+// watchdog goroutines.
+func TestHostCloseStopsVMs(t *testing.T) {
+	before := runtime.NumGoroutine()
+	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.NewPool(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if runtime.NumGoroutine() < before+6 {
+		t.Fatalf("expected tick and watchdog goroutines, have %d (before %d)", runtime.NumGoroutine(), before)
+	}
+	h.Close(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after Close, %d before", n, before)
+	}
+}

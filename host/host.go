@@ -73,6 +73,9 @@ type Host struct {
 
 	logMu sync.Mutex
 	logs  []LogEntry
+
+	vmMu sync.Mutex
+	vms  map[*VM]struct{} // open VMs, closed with the host
 }
 
 const maxKeptLogs = 4096
@@ -161,8 +164,32 @@ func (h *Host) Logs() []LogEntry {
 	return append([]LogEntry(nil), h.logs...)
 }
 
-// Close releases the runtime and every VM.
-func (h *Host) Close(ctx context.Context) error { return h.runtime.Close(ctx) }
+// Close closes every open VM (ending their plugins), then the runtime.
+func (h *Host) Close(ctx context.Context) error {
+	h.vmMu.Lock()
+	vms := make([]*VM, 0, len(h.vms))
+	for vm := range h.vms {
+		vms = append(vms, vm)
+	}
+	h.vmMu.Unlock()
+	for _, vm := range vms {
+		vm.Close()
+	}
+	return h.runtime.Close(ctx)
+}
+
+func (h *Host) track(vm *VM, open bool) {
+	h.vmMu.Lock()
+	defer h.vmMu.Unlock()
+	if h.vms == nil {
+		h.vms = map[*VM]struct{}{}
+	}
+	if open {
+		h.vms[vm] = struct{}{}
+	} else {
+		delete(h.vms, vm)
+	}
+}
 
 func (h *Host) emit(e LogEntry) {
 	h.logMu.Lock()

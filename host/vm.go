@@ -88,6 +88,7 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 		return nil, fmt.Errorf("instantiate vm %d: %w", id, err)
 	}
 	vm.mod, vm.mem = mod, mod.Memory()
+	h.track(vm, true)
 	if h.opts.CallTimeout > 0 {
 		vm.runCtx, vm.runCancel = context.WithCancel(vm.ctx)
 		go vm.watch(h.opts.CallTimeout)
@@ -292,6 +293,7 @@ func (vm *VM) Close() error {
 	}
 	vm.stopTicks()
 	vm.cancel()
+	vm.h.track(vm, false)
 	return vm.mod.Close(context.Background())
 }
 
