@@ -1,7 +1,5 @@
 package host
 
-import "encoding/binary"
-
 // read returns a view of size bytes of module memory at ptr. The view is
 // valid until the module runs again; copy what must outlive the hostcall.
 func (vm *VM) read(ptr, size uint64) ([]byte, bool) {
@@ -50,5 +48,3 @@ func (vm *VM) returnBytes(data []byte, retPtr, retSize uint64) Status {
 	}
 	return StatusOK
 }
-
-func le32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
