@@ -40,7 +40,7 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.vmConfig, "vm-config", "", "VM configuration: text, or @FILE")
 	f.StringArrayVar(&o.properties, "property", nil, `property PATH=VALUE ("." separates segments, "\." is a literal dot); repeatable`)
 	f.StringArrayVar(&o.upstreams, "upstream", nil, "proxy_http_call upstream NAME=HOST:PORT; repeatable")
-	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of the plugin's work per request")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of one plugin callback (negative: none)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
 	cmd.MarkFlagRequired("module")
 }
@@ -140,9 +140,12 @@ plugin left them, its local response and its logs. Any proxy-wasm module (ABI
 
 Examples:
   loctree wasm run --module bin/loctree.wasm \
-    --plugin-config @examples/wasm-plugin.json \
-    --property xds.node.locality.region=us-east \
-    --header :authority=reviews:9080`,
+    --plugin-config '{"topology":{"services":[{"name":"reviews","endpoints":[
+      {"address":"127.0.2.1:9080","locality":{"region":"us-east"}},
+      {"address":"127.0.2.2:9080","locality":{"region":"us-west"}}]}]}}' \
+    --property xds.node.locality.region=us-west \
+    --header :authority=reviews:9080
+  loctree wasm run --module other-sdk-filter.wasm --header x-user=alice -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" {
