@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,7 +196,16 @@ func TestSlowUpstreamKeepsVM(t *testing.T) {
 // TestHostCloseStopsVMs: closing the host ends every VM's timer and
 // watchdog goroutines.
 func TestHostCloseStopsVMs(t *testing.T) {
-	before := runtime.NumGoroutine()
+	settle := func(want int) int { // VMs of earlier tests may still be winding down
+		deadline := time.Now().Add(5 * time.Second)
+		for vmGoroutines() != want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return vmGoroutines()
+	}
+	if n := settle(0); n != 0 {
+		t.Fatalf("%d VM goroutines before the test", n)
+	}
 	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache})
 	if err != nil {
 		t.Fatal(err)
@@ -203,15 +213,23 @@ func TestHostCloseStopsVMs(t *testing.T) {
 	if _, err := h.NewPool(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}
-	if runtime.NumGoroutine() < before+6 {
-		t.Fatalf("expected tick and watchdog goroutines, have %d (before %d)", runtime.NumGoroutine(), before)
+	if n := vmGoroutines(); n != 6 {
+		t.Fatalf("%d tick and watchdog goroutines for 3 VMs, want 6", n)
 	}
 	h.Close(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	if n := settle(0); n != 0 {
+		t.Fatalf("%d VM goroutines left after Close", n)
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines after Close, %d before", n, before)
+}
+
+// vmGoroutines counts goroutines running a VM's tick loop or watchdog.
+func vmGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "host.(*VM).watch") || strings.Contains(g, "host.(*VM).setTick") {
+			n++
+		}
 	}
+	return n
 }
