@@ -2,7 +2,7 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 10s
 
-.PHONY: build test check bench fuzz
+.PHONY: build test check bench fuzz wasm
 build:
 	$(GO) build $(PKGS)
 
@@ -13,6 +13,8 @@ check:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./filter/...
+	$(MAKE) wasm
 	$(GO) mod tidy -diff
 
 bench:
@@ -42,3 +44,7 @@ test-kernel:
 	echo "$$out" | grep -E '^(--- |ok|FAIL|panic)'; \
 	if echo "$$out" | grep -q -- '--- SKIP'; then echo "kernel tests skipped: CI runs as root and must not skip them"; exit 1; fi; \
 	exit $$status
+
+# The proxy-wasm filter, built with the standard Go compiler as a reactor.
+wasm:
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/loctree.wasm ./filter

@@ -54,5 +54,7 @@ Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 	}
 	root.AddCommand(newTreeCmd())
 	root.AddCommand(newAgentCmd())
+
+	root.AddCommand(newWasmCmd())
 	return root
 }

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/wasmproxy"
+)
+
+// wasmOptions are the flags shared by `wasm run` and `wasm serve`.
+type wasmOptions struct {
+	module       string
+	pluginConfig string
+	vmConfig     string
+	properties   []string
+	upstreams    []string
+	timeout      time.Duration
+	cacheDir     string
+}
+
+func (o *wasmOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.module, "module", "", "proxy-wasm module (.wasm) to run (required)")
+	f.StringVar(&o.pluginConfig, "plugin-config", "", "plugin configuration: JSON text, or @FILE")
+	f.StringVar(&o.vmConfig, "vm-config", "", "VM configuration: text, or @FILE")
+	f.StringArrayVar(&o.properties, "property", nil, `property PATH=VALUE ("." separates segments, "\." is a literal dot); repeatable`)
+	f.StringArrayVar(&o.upstreams, "upstream", nil, "proxy_http_call upstream NAME=HOST:PORT; repeatable")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of one plugin callback (negative: none)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
+	cmd.MarkFlagRequired("module")
+}
+
+// newHost compiles the module with the options' configuration.
+func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(host.LogEntry)) (*host.Host, error) {
+	module, err := os.ReadFile(o.module)
+	if err != nil {
+		return nil, fmt.Errorf("read module: %w", err)
+	}
+	plugin, err := textOrFile(o.pluginConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--plugin-config: %w", err)
+	}
+	vmConfig, err := textOrFile(o.vmConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--vm-config: %w", err)
+	}
+	props := host.NewProperties()
+	for _, p := range o.properties {
+		path, value, ok := strings.Cut(p, "=")
+		if !ok || path == "" {
+			return nil, fmt.Errorf("--property %q: want PATH=VALUE", p)
+		}
+		props.SetString(host.SplitPath(path), value)
+	}
+	ups := map[string]string{}
+	for _, u := range o.upstreams {
+		name, addr, ok := strings.Cut(u, "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("--upstream %q: want NAME=HOST:PORT", u)
+		}
+		ups[name] = addr
+	}
+	opts := host.Options{
+		PluginConfig: plugin, VMConfig: vmConfig, Properties: props, Upstreams: ups, CallTimeout: o.timeout,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnLog:  onLog, PluginName: "loctree", RootID: "loctree",
+	}
+	if o.cacheDir != "" {
+		if opts.Cache, err = wazero.NewCompilationCacheWithDir(o.cacheDir); err != nil {
+			return nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+	}
+	return host.New(ctx, module, opts)
+}
+
+func textOrFile(s string) ([]byte, error) {
+	if name, ok := strings.CutPrefix(s, "@"); ok {
+		return os.ReadFile(name)
+	}
+	return []byte(s), nil
+}
+
+func newWasmCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "wasm",
+		Short: "Run proxy-wasm modules (the loctree filter or any other) in the wazero host",
+	}
+	cmd.AddCommand(newWasmRunCmd(), newWasmServeCmd())
+	return cmd
+}
+
+// runOutput is the JSON answer of `wasm run`.
+type runOutput struct {
+	Action         string       `json:"action"`
+	RequestHeaders [][2]string  `json:"request_headers"`
+	LocalResponse  *localOutput `json:"local_response"`
+	Logs           []logOutput  `json:"logs"`
+}
+
+type localOutput struct {
+	Status  int         `json:"status"`
+	Body    string      `json:"body"`
+	Headers [][2]string `json:"headers"`
+}
+
+type logOutput struct {
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+func newWasmRunCmd() *cobra.Command {
+	var (
+		o       wasmOptions
+		headers []string
+		output  string
+	)
+	cmd := &cobra.Command{
+		Use:   "run --module FILE [flags]",
+		Short: "Drive one request through a proxy-wasm module and print what it did",
+		Long: `Run starts one VM as Envoy does (_initialize, root context, on_vm_start,
+on_configure), sends one request's headers (end of stream), ends the stream
+(on_log, on_done, on_delete) and prints the action, the request headers as the
+plugin left them, its local response and its logs. Any proxy-wasm module (ABI
+0.2.0 or 0.2.1) runs, not only loctree's.
+
+Examples:
+  loctree wasm run --module bin/loctree.wasm \
+    --plugin-config '{"topology":{"services":[{"name":"reviews","endpoints":[
+      {"address":"127.0.2.1:9080","locality":{"region":"us-east"}},
+      {"address":"127.0.2.2:9080","locality":{"region":"us-west"}}]}]}}' \
+    --property xds.node.locality.region=us-west \
+    --header :authority=reviews:9080
+  loctree wasm run --module other-sdk-filter.wasm --header x-user=alice -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "json" {
+				return fmt.Errorf("unknown output format %q (want json)", output)
+			}
+			out, err := runOnce(cmd.Context(), &o, headers, cmd.ErrOrStderr())
+			if out != nil {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if werr := enc.Encode(out); werr != nil {
+					return werr
+				}
+			}
+			return err
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (pseudo-headers too: :authority=...); repeatable")
+	cmd.Flags().StringVarP(&output, "output", "o", "json", "output format: json")
+	return cmd
+}
+
+// runOnce drives one request. On a plugin start failure it still returns
+// the logs, with the error.
+func runOnce(ctx context.Context, o *wasmOptions, headers []string, stderr io.Writer) (*runOutput, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out := &runOutput{RequestHeaders: [][2]string{}, Logs: []logOutput{}}
+	h, err := o.newHost(ctx, stderr, func(e host.LogEntry) {
+		out.Logs = append(out.Logs, logOutput{Level: e.Level.String(), Message: e.Message})
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close(ctx)
+	req, err := parseHeaders(headers)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := h.NewVM(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer vm.Close()
+	return out, drive(vm, req, out)
+}
+
+func drive(vm *host.VM, req host.Headers, out *runOutput) error {
+	s, err := vm.NewStream(nil)
+	if err != nil {
+		return err
+	}
+	action, err := s.RequestHeaders(req, true)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	out.Action = action.String()
+	reqHeaders, _ := s.Headers()
+	out.RequestHeaders = append(out.RequestHeaders, reqHeaders...)
+	if l := s.LocalResponse(); l != nil {
+		out.LocalResponse = &localOutput{Status: l.Status, Body: string(l.Body), Headers: append([][2]string{}, l.Headers...)}
+	}
+	return nil
+}
+
+// parseHeaders reads NAME=VALUE flags and adds the pseudo-headers Envoy
+// always has (:method GET, :path /, :scheme http) when missing.
+func parseHeaders(flags []string) (host.Headers, error) {
+	var h host.Headers
+	for _, f := range flags {
+		i := strings.Index(f[min(1, len(f)):], "=") + min(1, len(f)) // a name may start with ':'
+		if i <= 0 {
+			return nil, fmt.Errorf("--header %q: want NAME=VALUE", f)
+		}
+		h.Add(f[:i], f[i+1:])
+	}
+	var out host.Headers
+	for _, kv := range (host.Headers{{":method", "GET"}, {":path", "/"}, {":scheme", "http"}}) {
+		if _, ok := h.Get(kv[0]); !ok {
+			out = append(out, kv)
+		}
+	}
+	return append(out, h...), nil
+}
+
+func newWasmServeCmd() *cobra.Command {
+	var (
+		o       wasmOptions
+		listen  string
+		header  string
+		workers int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --module FILE --listen 127.0.0.1:PORT [flags]",
+		Short: "Reverse proxy that runs the filter on each request and forwards where it says",
+		Long: `Serve runs one VM per worker, passes each request through the filter and
+forwards it to the endpoint the filter wrote into --header, only if that
+address is an endpoint of the tree the loctree filter published; anything else
+gets 502. The filter's local responses (e.g. strict-mode 503) are sent as is.
+
+Examples:
+  loctree wasm serve --module bin/loctree.wasm --listen 127.0.0.1:15001 \
+    --plugin-config '{"tree":{"cluster":"agent"}}' --upstream agent=127.0.0.1:15099`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, &o, listen, header, workers, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:15001", "address to listen on")
+	cmd.Flags().StringVar(&header, "header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into")
+	cmd.Flags().IntVar(&workers, "workers", 2, "VMs (Envoy worker threads)")
+	return cmd
+}
+
+func contextOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+func serve(ctx context.Context, o *wasmOptions, listen, header string, workers int, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	h, err := o.newHost(ctx, stderr, nil)
+	if err != nil {
+		return err
+	}
+	defer h.Close(context.Background())
+	pool, err := h.NewPool(ctx, workers)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
+	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(header), Allowed: allow.Allowed, Log: log}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "loctree wasm serve: listening on http://%s (%d workers, ABI %s)\n", ln.Addr(), workers, h.ABIVersion())
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

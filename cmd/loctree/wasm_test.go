@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/shared"
+)
+
+var (
+	modMu  sync.Mutex
+	modDir string
+	mods   = map[string]string{}
+)
+
+// buildModule builds a Go proxy-wasm module (package path relative to the
+// repository root) once per test binary and returns the .wasm path.
+func buildModule(t *testing.T, pkg string) string {
+	t.Helper()
+	modMu.Lock()
+	defer modMu.Unlock()
+	if p, ok := mods[pkg]; ok {
+		return p
+	}
+	if modDir == "" {
+		d, err := os.MkdirTemp("", "loctree-cmd-wasm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		modDir = d
+	}
+	out := filepath.Join(modDir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "../../"+pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	mods[pkg] = out
+	return out
+}
+
+// cacheDir is a compilation cache shared by the CLI runs of this test binary.
+func cacheDir() string { return filepath.Join(modDir, "cache") }
+
+// removeModules deletes the modules built by buildModule (called by TestMain).
+func removeModules() {
+	if modDir != "" {
+		os.RemoveAll(modDir)
+	}
+}
+
+func headerValue(h [][2]string, key string) string {
+	for _, kv := range h {
+		if kv[0] == key {
+			return kv[1]
+		}
+	}
+	return ""
+}
+
+const cliTopology = `{"topology":{"services":[
+ {"name":"reviews","endpoints":[
+  {"address":"127.0.2.1:9080","locality":{"region":"us-east","zone":"us-east-1a"}},
+  {"address":"127.0.2.2:9080","locality":{"region":"us-west","zone":"us-west-2a"}}]},
+ {"name":"ratings","mode":"strict","endpoints":[
+  {"address":"127.0.3.1:9080","locality":{"region":"us-east","zone":"us-east-1a"}}]}]}}`
+
+func TestWasmRunLoctree(t *testing.T) {
+	mod := buildModule(t, "filter")
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+		"--property", "xds.node.locality.region=us-west", "--property", "xds.node.locality.zone=us-west-2a",
+		"--header", ":authority=reviews:9080", "--header", "x-gateway-destination-endpoint=10.9.9.9:1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out runOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if out.Action != "continue" || headerValue(out.RequestHeaders, "x-gateway-destination-endpoint") != "127.0.2.2:9080" || out.LocalResponse != nil {
+		t.Fatalf("unexpected output: %s", stdout)
+	}
+
+	code, stdout, _ = runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+		"--property", "xds.node.locality.region=eu-central", "--header", ":authority=ratings")
+	if code != 0 || !strings.Contains(stdout, `"status": 503`) || !strings.Contains(stdout, "strict mode") {
+		t.Fatalf("strict miss: exit %d: %s", code, stdout)
+	}
+}
+
+func TestWasmRunBadConfig(t *testing.T) {
+	mod := buildModule(t, "filter")
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`)
+	if code == 0 || !strings.Contains(stderr, "plugin start failed") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if !strings.Contains(stdout, `"level": "critical"`) || !strings.Contains(stdout, "tree.cluster: required") {
+		t.Fatalf("the plugin's log line is missing: %s", stdout)
+	}
+}
+
+// TestWasmRunOtherSDK runs a module that loctree did not build: another
+// export set (ABI 0.2.0, malloc), gRPC stubbed as UNIMPLEMENTED.
+func TestWasmRunOtherSDK(t *testing.T) {
+	mod := buildModule(t, "host/testdata/othersdk")
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--header", "x-a=1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out runOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Action != "continue" || headerValue(out.RequestHeaders, "x-a") != "1" || headerValue(out.RequestHeaders, "x-grpc-status") != "12" {
+		t.Fatalf("unexpected output: %s", stdout)
+	}
+	var order []string
+	for _, l := range out.Logs {
+		order = append(order, strings.TrimSpace(l.Message))
+	}
+	if got := strings.Join(order, ","); !strings.HasSuffix(got, "log 2,done 2,delete 2,done 1,delete 1") {
+		t.Fatalf("callback order %s", got)
+	}
+}
+
+// backend is a real HTTP server on its own 127.0.x.y address that answers
+// with that address.
+func echoBackend(t *testing.T, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, addr)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return addr
+}
+
+// startServe runs `loctree wasm serve` in-process until the test ends and
+// returns its URL.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	cmd := newRootCmd()
+	cmd.SetArgs(append([]string{"wasm", "serve", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir()}, args...))
+	cmd.SetOut(pw)
+	cmd.SetErr(io.Discard)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx); pw.Close() }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	line := make([]byte, 256)
+	n, err := pr.Read(line)
+	go io.Copy(io.Discard, pr)
+	m := regexp.MustCompile(`http://\S+`).Find(line[:n])
+	if err != nil || m == nil {
+		t.Fatalf("serve did not start: %v %q", err, line[:n])
+	}
+	return string(m)
+}
+
+func httpGet(t *testing.T, url, authority string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/x", nil)
+	req.Host = authority
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestWasmServe: real backends on 127.0.x.y, two proxies in two
+// localities; every request lands where the tree says.
+func TestWasmServe(t *testing.T) {
+	mod := buildModule(t, "filter")
+	east1, east2 := echoBackend(t, "127.0.6.1"), echoBackend(t, "127.0.6.2")
+	west, eu := echoBackend(t, "127.0.6.3"), echoBackend(t, "127.0.6.4")
+	top := &shared.Topology{Services: []shared.ServiceSpec{
+		{Name: "reviews", Endpoints: []shared.EndpointSpec{
+			{Address: east1, Locality: shared.Locality{"region": "us-east", "zone": "a"}},
+			{Address: east2, Locality: shared.Locality{"region": "us-east", "zone": "a"}},
+			{Address: west, Locality: shared.Locality{"region": "us-west", "zone": "b"}},
+			{Address: eu, Locality: shared.Locality{"region": "eu", "zone": "c"}}}},
+		{Name: "ratings", Mode: "strict", Endpoints: []shared.EndpointSpec{
+			{Address: west, Locality: shared.Locality{"region": "us-west", "zone": "b"}}}},
+	}}
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topJSON, _ := json.Marshal(top)
+	for _, src := range []shared.Locality{{"region": "us-east", "zone": "a"}, {"region": "us-west", "zone": "x"}, {"region": "ap"}} {
+		loc, _ := json.Marshal(src)
+		url := startServe(t, "--module", mod, "--workers", "2", "--plugin-config", fmt.Sprintf(`{"topology":%s,"locality":%s}`, topJSON, loc))
+		svc, _ := tree.Service("reviews")
+		r := svc.Lookup(src)
+		want := map[string]bool{}
+		for i := r.Lo; i < r.Hi; i++ {
+			want[tree.Endpoint(i).Addr.String()] = true
+		}
+		for range 30 {
+			status, body := httpGet(t, url, "reviews:9080", "x-gateway-destination-endpoint", "127.0.0.1:1")
+			if status != 200 || !want[body] {
+				t.Fatalf("from %v: status %d landed on %q, want one of %v", src, status, body, want)
+			}
+		}
+		status, body := httpGet(t, url, "ratings")
+		if strictOK := src["region"] == "us-west" && src["zone"] == "b"; !strictOK && status != 503 {
+			t.Fatalf("strict miss from %v: %d %q", src, status, body)
+		}
+		if status, _ := httpGet(t, url, "unknown.example"); status != 502 {
+			t.Fatalf("unknown service: status %d, want 502 (nothing to forward to)", status)
+		}
+	}
+}
+
+// TestWasmServeFetchesTree: the filter in `wasm serve` fetches the tree
+// from an agent over real HTTP on its own timer, then routes by it.
+func TestWasmServeFetchesTree(t *testing.T) {
+	mod := buildModule(t, "filter")
+	near, far := echoBackend(t, "127.0.7.1"), echoBackend(t, "127.0.7.2")
+	tree, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{{Name: "reviews", Endpoints: []shared.EndpointSpec{
+		{Address: near, Locality: shared.Locality{"region": "us-east"}},
+		{Address: far, Locality: shared.Locality{"region": "us-west"}}}}}}, shared.BuildOptions{Generation: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int64
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("ETag", `"7"`)
+		if r.Header.Get("If-None-Match") == `"7"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Write(tree.Bytes())
+	}))
+	defer agent.Close()
+	url := startServe(t, "--module", mod, "--workers", "2", "--upstream", "agent="+strings.TrimPrefix(agent.URL, "http://"),
+		"--plugin-config", `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east"}}`)
+	// Every worker's VM has the tree once one fetched it and the others
+	// ticked (200 ms until a first tree): wait for a run of good answers.
+	deadline, good := time.Now().Add(15*time.Second), 0
+	for good < 10 {
+		status, body := httpGet(t, url, "reviews")
+		switch {
+		case status == 200 && body == near:
+			good++
+		case status == 502 && time.Now().Before(deadline): // no tree yet in this worker
+			good = 0
+			time.Sleep(50 * time.Millisecond)
+		default:
+			t.Fatalf("status %d landed on %q, want %s", status, body, near)
+		}
+	}
+	if fetches.Load() == 0 {
+		t.Fatal("the agent was never asked")
+	}
+}

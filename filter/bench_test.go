@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/shared"
+)
+
+// benchTopology is one service with n endpoints over 3 regions × 10 zones
+// × 5 subzones.
+func benchTopology(n int) *shared.Topology {
+	svc := shared.ServiceSpec{Name: "reviews.default.svc.cluster.local", Hosts: []string{"reviews"}}
+	for i := range n {
+		svc.Endpoints = append(svc.Endpoints, shared.EndpointSpec{
+			Address: fmt.Sprintf("127.%d.%d.%d:9080", 1+i/65536, i/256%256, i%256),
+			Locality: shared.Locality{"region": fmt.Sprintf("r%d", i%3), "zone": fmt.Sprintf("z%d", i/3%10),
+				"subzone": fmt.Sprintf("s%d", i/30%5)},
+		})
+	}
+	return &shared.Topology{Services: []shared.ServiceSpec{svc}}
+}
+
+var benchSource = shared.Locality{"region": "r1", "zone": "z4", "subzone": "s2"}
+
+func benchConfig(n int) string {
+	top, _ := json.Marshal(benchTopology(n))
+	loc, _ := json.Marshal(benchSource)
+	return fmt.Sprintf(`{"topology":%s,"locality":%s}`, top, loc)
+}
+
+// BenchmarkFilterRequest is the filter's work per request in the wazero
+// host (compiled engine): stream create, request headers (lookup, pick,
+// header write), on_log, on_done, on_delete.
+func BenchmarkFilterRequest(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		for _, limit := range []struct {
+			name    string
+			timeout int64
+		}{{"timeout", 0}, {"notimeout", -1}} {
+			b.Run(fmt.Sprintf("endpoints=%d/%s", n, limit.name), func(b *testing.B) {
+				h := fetchedHost(b, n, host.Options{CallTimeout: timeDuration(limit.timeout)})
+				vm, err := h.NewVM(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer vm.Close()
+				req := &host.Request{Headers: host.Headers(req("reviews:9080"))}
+				ctx := context.Background()
+				b.ResetTimer()
+				for b.Loop() {
+					res, err := vm.Do(ctx, req, nil)
+					if err != nil || len(res.Request.Headers) != 5 {
+						b.Fatal(err, res.Request.Headers)
+					}
+				}
+			})
+		}
+	}
+}
+
+// fetchedHost is a host whose VMs start from an n-endpoint tree that
+// another VM published in shared data (the agent-fed production setup).
+func fetchedHost(b *testing.B, n int, opts host.Options) *host.Host {
+	tree, err := shared.Build(benchTopology(n), shared.BuildOptions{Generation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loc, _ := json.Marshal(benchSource)
+	opts.ManualTicks = true
+	h := newHost(b, fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), opts)
+	h.Shared().Set(keyTree, tree.Bytes(), 0)
+	h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+	return h
+}
+
+// BenchmarkNativeLookup is the same lookup and pick in native Go (the
+// denominator of the host/native ratio).
+func BenchmarkNativeLookup(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			tree, err := shared.Build(benchTopology(n), shared.BuildOptions{Generation: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := newTreeState(tree, newSourceLocality(benchSource))
+			b.ResetTimer()
+			for b.Loop() {
+				svc, _ := tree.Service("reviews")
+				r := svc.LookupLabels(st.labels[svc.Index])
+				if st.addr(st.pick(svc, r, 0, false)) == "" {
+					b.Fatal("no pick")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkVMStart is one VM's instantiation and start (Go runtime
+// initialisation, root context, plugin configuration, tree install) with a
+// 10,000-endpoint tree, inline (JSON parsed and built in the VM) or fetched
+// (the blob another VM published in shared data, decoded); it reports the
+// VM's linear memory.
+func BenchmarkVMStart(b *testing.B) {
+	tree, err := shared.Build(benchTopology(10000), shared.BuildOptions{Generation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loc, _ := json.Marshal(benchSource)
+	for _, c := range []struct{ name, config string }{
+		{"inline", benchConfig(10000)},
+		{"fetched", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := newHost(b, c.config, host.Options{CallTimeout: -1, ManualTicks: true})
+			h.Shared().Set(keyTree, tree.Bytes(), 0)
+			h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+			var mem uint32
+			for b.Loop() {
+				vm, err := h.NewVM(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(req("reviews"))}, nil); err != nil || len(res.Request.Headers) != 5 {
+					b.Fatalf("no pick after start: %v %v", err, res)
+				}
+				mem = vm.MemorySize()
+				vm.Close()
+			}
+			b.ReportMetric(float64(mem)/(1<<20), "MiB-linear-memory/VM")
+			b.ReportMetric(float64(len(loctreeWasm(b)))/(1<<20), "MiB-wasm")
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A case is one request through the filter. The same table runs natively
+// (the SDK's proxytest) and against the built .wasm in the wazero host.
+type filterCase struct {
+	name       string
+	config     string            // plugin configuration
+	props      map[string]string // dotted property path → string value
+	headers    [][2]string       // request headers
+	wantStart  bool              // plugin start succeeds
+	wantHeader []string          // acceptable header values; nil: header absent
+	wantStatus int               // local response status; 0: none
+	wantLog    string            // substring of some log line
+}
+
+// header is the header the case's configuration writes.
+func (c *filterCase) header() string {
+	if strings.Contains(c.config, `"header":"x-session"`) {
+		return "x-session"
+	}
+	return defaultHeader
+}
+
+const topo = `{"services":[
+ {"name":"reviews.default.svc.cluster.local","hosts":["reviews"],"endpoints":[
+  {"address":"127.0.2.1:9080","locality":{"region":"us-east","zone":"us-east-1a","subzone":"rack-1"}},
+  {"address":"127.0.2.2:9080","locality":{"region":"us-east","zone":"us-east-1a","subzone":"rack-2"}},
+  {"address":"127.0.2.3:9080","locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}},
+  {"address":"127.0.2.4:9080","locality":{"region":"us-west","zone":"us-west-2a","subzone":"rack-1"}},
+  {"address":"127.0.2.5:9080","locality":{"region":"us-west","zone":"us-west-2a","subzone":"rack-1"}}]},
+ {"name":"ratings","mode":"strict","scopes":["region","zone"],"endpoints":[
+  {"address":"127.0.3.1:9080","locality":{"region":"us-east","zone":"us-east-1a"}},
+  {"address":"127.0.3.2:9080","locality":{"region":"us-west","zone":"us-west-2a"}}]}]}`
+
+func inline(extra string) string {
+	return `{"topology":` + topo + extra + `}`
+}
+
+func req(authority string, extra ...[2]string) [][2]string {
+	return append([][2]string{{":method", "GET"}, {":path", "/"}, {":authority", authority}, {":scheme", "http"}}, extra...)
+}
+
+var filterCases = []filterCase{
+	{name: "inline topology, full match", config: inline(`,"locality":{"region":"us-west","zone":"us-west-2a","subzone":"rack-1"}`),
+		headers: req("reviews:9080"), wantStart: true, wantHeader: []string{"127.0.2.4:9080", "127.0.2.5:9080"}},
+	{name: "spoofed header replaced", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}`),
+		headers: req("reviews", [2]string{"x-gateway-destination-endpoint", "10.6.6.6:22"}), wantStart: true,
+		wantHeader: []string{"127.0.2.3:9080"}},
+	{name: "failover to region", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1c"}`),
+		headers: req("reviews"), wantStart: true, wantHeader: []string{"127.0.2.1:9080", "127.0.2.2:9080", "127.0.2.3:9080"}},
+	{name: "cluster name wins over authority", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}`),
+		props:   map[string]string{"xds.cluster_name": "outbound|9080||reviews.default.svc.cluster.local"},
+		headers: req("other.example:80"), wantStart: true, wantHeader: []string{"127.0.2.3:9080"}},
+	{name: "unknown service untouched, spoof removed", config: inline(`,"locality":{"region":"us-east"}`),
+		headers: req("nope:80", [2]string{"x-gateway-destination-endpoint", "10.6.6.6:22"}), wantStart: true},
+	{name: "strict match", config: inline(`,"locality":{"region":"us-west","zone":"us-west-2a"}`),
+		headers: req("ratings"), wantStart: true, wantHeader: []string{"127.0.3.2:9080"}},
+	{name: "strict no candidate is 503", config: inline(`,"locality":{"region":"us-west","zone":"us-west-2b"}`),
+		headers: req("ratings"), wantStart: true, wantStatus: 503},
+	{name: "fallbacks", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1a"},"fallbacks":1`),
+		headers: req("reviews"), wantStart: true,
+		wantHeader: []string{"127.0.2.1:9080,127.0.2.2:9080", "127.0.2.2:9080,127.0.2.1:9080"}},
+	{name: "base64 header format", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"},"header":"x-session","header_format":"base64"`),
+		headers: req("reviews"), wantStart: true, wantHeader: []string{"MTI3LjAuMi4zOjkwODA="}},
+	{name: "locality from xds.node.locality", config: inline(``),
+		props:   map[string]string{"xds.node.locality.region": "us-west", "xds.node.locality.zone": "us-west-2a", "xds.node.locality.sub_zone": "rack-1"},
+		headers: req("reviews"), wantStart: true, wantHeader: []string{"127.0.2.4:9080", "127.0.2.5:9080"}},
+	{name: "locality from node LABELS", config: inline(``),
+		props: map[string]string{
+			`xds.node.metadata.LABELS.topology\.kubernetes\.io/region`: "us-east",
+			`xds.node.metadata.LABELS.topology\.kubernetes\.io/zone`:   "us-east-1a",
+			`xds.node.metadata.LABELS.topology\.istio\.io/subzone`:     "rack-2"},
+		headers: req("reviews"), wantStart: true, wantHeader: []string{"127.0.2.2:9080"}},
+	{name: "no tree yet passes through", config: `{"tree":{"cluster":"outbound|15099||loctree-agent"}}`,
+		headers: req("reviews", [2]string{"x-gateway-destination-endpoint", "10.6.6.6:22"}), wantStart: true},
+	{name: "no tree yet, fail closed", config: `{"tree":{"cluster":"agent"},"fail_closed":true}`,
+		headers: req("reviews"), wantStart: true, wantStatus: 503},
+	{name: "bad config: unknown field", config: `{"topology":` + topo + `,"colour":"red"}`, wantLog: `unknown field "colour"`},
+	{name: "bad config: no tree source", config: `{}`, wantLog: "exactly one tree source"},
+	{name: "bad config: both tree sources", config: `{"topology":` + topo + `,"tree":{"cluster":"a"}}`, wantLog: "exactly one tree source"},
+	{name: "bad config: header format", config: inline(`,"header_format":"hex"`), wantLog: `header_format "hex"`},
+	{name: "bad config: not JSON", config: `{topology`, wantLog: "invalid loctree plugin configuration"},
+	{name: "bad config: invalid topology", config: `{"topology":{"services":[{"name":"x","endpoints":[{"address":"nope"}]}]}}`,
+		wantLog: "inline topology"},
+}
+
+// check compares an outcome with the case and returns a problem or "".
+func (c *filterCase) check(started bool, header string, hasHeader bool, status int, logs []string) string {
+	if started != c.wantStart {
+		return "plugin start: got " + yesNo(started) + ", logs: " + strings.Join(logs, " | ")
+	}
+	if c.wantLog != "" && !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, c.wantLog) }) {
+		return "no log line contains " + c.wantLog + ": " + strings.Join(logs, " | ")
+	}
+	if !started {
+		return ""
+	}
+	if status != c.wantStatus {
+		return "local response status " + itoa(status) + ", want " + itoa(c.wantStatus)
+	}
+	if c.wantHeader == nil && hasHeader {
+		return "header present: " + header
+	}
+	if c.wantHeader != nil && !slices.Contains(c.wantHeader, header) {
+		return "header " + header + " not in " + strings.Join(c.wantHeader, " or ")
+	}
+	return ""
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "ok"
+	}
+	return "failed"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

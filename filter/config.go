@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// Config is the plugin configuration (JSON). Every field is optional except
+// that exactly one tree source, topology or tree, must be given.
+type Config struct {
+	// Topology is an inline topology (the topology file's schema).
+	Topology *shared.Topology `json:"topology,omitempty"`
+	// Tree fetches the encoded tree from the agent's tree server.
+	Tree *TreeSource `json:"tree,omitempty"`
+	// Locality overrides the proxy's locality (scope key → value).
+	Locality map[string]string `json:"locality,omitempty"`
+	// Header receives the chosen endpoint(s); default
+	// x-gateway-destination-endpoint.
+	Header string `json:"header,omitempty"`
+	// HeaderFormat is "plain" (ip:port[,ip:port...]) or "base64"
+	// (base64 of ip:port, for Envoy's stateful-session header).
+	HeaderFormat string `json:"header_format,omitempty"`
+	// Fallbacks is how many further distinct candidates follow the pick.
+	Fallbacks int `json:"fallbacks,omitempty"`
+	// FailClosed answers 503 while no tree is known (default: pass through).
+	FailClosed bool `json:"fail_closed,omitempty"`
+}
+
+// TreeSource says where the agent's tree server is.
+type TreeSource struct {
+	Cluster   string `json:"cluster"`
+	Authority string `json:"authority,omitempty"`
+	Path      string `json:"path,omitempty"`
+	RefreshMS int    `json:"refresh_ms,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
+}
+
+const (
+	defaultHeader    = "x-gateway-destination-endpoint"
+	defaultPath      = "/v1/tree"
+	defaultRefreshMS = 5000
+	defaultTimeoutMS = 2000
+	maxFallbacks     = 16
+)
+
+var errConfig = errors.New("invalid loctree plugin configuration")
+
+// parseConfig decodes and validates the plugin configuration, filling in
+// defaults. Errors say which field is wrong.
+func parseConfig(data []byte) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) validate() error {
+	switch {
+	case (c.Topology == nil) == (c.Tree == nil):
+		return errors.New(`give exactly one tree source: "topology" (inline) or "tree" (agent)`)
+	case c.Fallbacks < 0 || c.Fallbacks > maxFallbacks:
+		return fmt.Errorf("fallbacks %d: must be 0..%d", c.Fallbacks, maxFallbacks)
+	}
+	switch c.HeaderFormat {
+	case "", "plain", "base64":
+	default:
+		return fmt.Errorf(`header_format %q: must be "plain" or "base64"`, c.HeaderFormat)
+	}
+	if c.Header == "" {
+		c.Header = defaultHeader
+	}
+	c.Header = strings.ToLower(c.Header)
+	if c.Tree != nil {
+		return c.Tree.validate()
+	}
+	return nil
+}
+
+func (t *TreeSource) validate() error {
+	if t.Cluster == "" {
+		return errors.New(`tree.cluster: required (the Envoy cluster of the loctree agent)`)
+	}
+	if t.RefreshMS < 0 || t.TimeoutMS < 0 {
+		return errors.New("tree.refresh_ms and tree.timeout_ms must not be negative")
+	}
+	if t.Path == "" {
+		t.Path = defaultPath
+	}
+	if !strings.HasPrefix(t.Path, "/") {
+		return fmt.Errorf("tree.path %q: must start with /", t.Path)
+	}
+	if t.Authority == "" {
+		t.Authority = clusterHost(t.Cluster)
+	}
+	if t.RefreshMS == 0 {
+		t.RefreshMS = defaultRefreshMS
+	}
+	if t.TimeoutMS == 0 {
+		t.TimeoutMS = defaultTimeoutMS
+	}
+	return nil
+}
+
+// clusterHost returns HOST of an Istio cluster name "outbound|PORT|SUBSET|HOST",
+// or the name itself.
+func clusterHost(cluster string) string {
+	if i := strings.LastIndexByte(cluster, '|'); i >= 0 {
+		return cluster[i+1:]
+	}
+	return cluster
+}

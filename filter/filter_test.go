@@ -1,0 +1,82 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/host"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// TestFilterNative drives the filter natively through the SDK's emulator.
+func TestFilterNative(t *testing.T) {
+	for _, c := range filterCases {
+		t.Run(c.name, func(t *testing.T) {
+			opt := proxytest.NewEmulatorOption().WithVMContext(&vmContext{}).WithPluginConfiguration([]byte(c.config))
+			for path, v := range c.props {
+				opt = opt.WithProperty(host.SplitPath(path), []byte(v))
+			}
+			emu, reset := proxytest.NewHostEmulator(opt)
+			defer reset()
+			started := emu.StartPlugin() == types.OnPluginStartStatusOK
+			var (
+				value  string
+				has    bool
+				status int
+			)
+			if started {
+				id := emu.InitializeHttpContext()
+				emu.CallOnRequestHeaders(id, c.headers, true)
+				for _, kv := range emu.GetCurrentRequestHeaders(id) {
+					if kv[0] == c.header() {
+						value, has = kv[1], true
+					}
+				}
+				if lr := emu.GetSentLocalResponse(id); lr != nil {
+					status = int(lr.StatusCode)
+				}
+				emu.CompleteHttpContext(id)
+			}
+			logs := append(emu.GetCriticalLogs(), emu.GetErrorLogs()...)
+			if problem := c.check(started, value, has, status, logs); problem != "" {
+				t.Error(problem)
+			}
+		})
+	}
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := parseConfig([]byte(`{"tree":{"cluster":"outbound|15099||loctree-agent.loctree-system.svc.cluster.local"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Header != defaultHeader || c.Tree.Path != "/v1/tree" || c.Tree.RefreshMS != 5000 || c.Tree.TimeoutMS != 2000 ||
+		c.Tree.Authority != "loctree-agent.loctree-system.svc.cluster.local" {
+		t.Fatalf("defaults not applied: %+v %+v", c, c.Tree)
+	}
+	if _, err := parseConfig([]byte(`{"topology":{"services":[]},"fallbacks":17}`)); err == nil || !strings.Contains(err.Error(), "fallbacks 17") {
+		t.Fatalf("fallbacks 17 accepted: %v", err)
+	}
+}
+
+func TestHostOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"reviews:9080": "reviews", "reviews": "reviews", "[::1]:80": "::1", "::1": "::1", "a.b.c": "a.b.c",
+	} {
+		if got := hostOf(in); got != want {
+			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(inline(`,"fallbacks":2`)))
+	f.Add([]byte(`{"tree":{"cluster":"a","path":"/x"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseConfig(b)
+		if err == nil && (c.Header == "" || (c.Topology == nil) == (c.Tree == nil)) {
+			t.Fatalf("accepted an invalid configuration: %+v", c)
+		}
+	})
+}

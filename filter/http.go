@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"hash/maphash"
+	"strings"
+
+	"github.com/loctree/loctree/filter/internal/abi"
+	"github.com/loctree/loctree/shared"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// hashKeyHeader carries the consistent-hash key of a request.
+const hashKeyHeader = "x-loctree-hash-key"
+
+var (
+	hashSeed          = maphash.MakeSeed()
+	clusterNamePath   = []string{"xds", "cluster_name"}
+	sourceAddressPath = []string{"source", "address"}
+)
+
+// httpContext is one request.
+type httpContext struct {
+	types.DefaultHttpContext
+	p        *pluginContext
+	st       *treeState // the tree the pick came from
+	inflight uint32
+	counted  bool
+}
+
+// OnHttpRequestHeaders picks the endpoint and writes the header. A panic
+// is logged and the request passes through: a filter fault never fails
+// the proxy.
+func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
+	defer func() {
+		if r := recover(); r != nil {
+			abi.LogError(fmt.Sprintf("loctree: internal error, request passed through: %v", r))
+			action = types.ActionContinue
+		}
+	}()
+	p := h.p
+	cfg := p.cfg
+	st := p.cur
+	if st == nil {
+		p.m.passthrough++
+		abi.RemoveHttpRequestHeader(cfg.Header) // a client-supplied value is never kept
+		if cfg.FailClosed {
+			return h.reject("loctree: no locality tree loaded yet (fail_closed)")
+		}
+		return types.ActionContinue
+	}
+	svc := p.service(st, h.serviceName())
+	if svc == nil {
+		p.m.unknown++
+		abi.RemoveHttpRequestHeader(cfg.Header)
+		return types.ActionContinue
+	}
+	r := svc.LookupLabels(st.labels[svc.Index])
+	if r.Len() == 0 {
+		p.m.noCandidate++
+		abi.RemoveHttpRequestHeader(cfg.Header)
+		if svc.Mode == shared.ModeStrict {
+			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
+		}
+		return types.ActionContinue
+	}
+	h.choose(st, svc, r) // replaces any client-supplied value
+	return types.ActionContinue
+}
+
+func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range) {
+	key, hasKey := h.hashKey(svc)
+	ep := st.pick(svc, r, key, hasKey)
+	cfg := h.p.cfg
+	var value string
+	if cfg.HeaderFormat == "base64" {
+		value = base64.StdEncoding.EncodeToString([]byte(st.addr(ep)))
+	} else {
+		value = st.addr(ep)
+		for _, f := range fallbacks(r, ep, cfg.Fallbacks) {
+			value += "," + st.addr(f)
+		}
+	}
+	abi.ReplaceHttpRequestHeader(cfg.Header, value)
+	h.p.m.picks[r.Depth]++
+	st.picker.Inc(ep)
+	h.st, h.inflight, h.counted = st, ep, true
+}
+
+func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
+	if svc.Policy != shared.PolicyConsistentHash {
+		return 0, false
+	}
+	if v, err := abi.GetHttpRequestHeader(hashKeyHeader); err == nil && v != "" {
+		return maphash.String(hashSeed, v), true
+	}
+	if a, err := abi.GetPropertyString(sourceAddressPath); err == nil && a != "" {
+		return maphash.String(hashSeed, hostOf(a)), true
+	}
+	return 0, false
+}
+
+// serviceName is HOST of xds.cluster_name "outbound|PORT|SUBSET|HOST", else
+// :authority without its port.
+func (h *httpContext) serviceName() string {
+	if c, err := abi.GetPropertyString(clusterNamePath); err == nil && c != "" {
+		return clusterHost(c)
+	}
+	a, _ := abi.GetHttpRequestHeader(":authority")
+	return hostOf(a)
+}
+
+// hostOf strips the port from "host:port" or "[v6]:port".
+func hostOf(a string) string {
+	if strings.HasPrefix(a, "[") {
+		if i := strings.IndexByte(a, ']'); i > 0 {
+			return a[1:i]
+		}
+	}
+	if strings.Count(a, ":") == 1 {
+		return a[:strings.IndexByte(a, ':')]
+	}
+	return a
+}
+
+func (h *httpContext) reject(reason string) types.Action {
+	abi.SendHttpResponse(503, [][2]string{{"content-type", "text/plain"}, {"x-loctree-reason", "no-candidate"}},
+		[]byte(reason+"\n"), -1)
+	return types.ActionPause
+}
+
+// OnHttpStreamDone releases the least-request in-flight count and recycles
+// the context (the SDK calls nothing on it afterwards).
+func (h *httpContext) OnHttpStreamDone() {
+	if h.counted {
+		h.st.picker.Done(h.inflight)
+	}
+	p := h.p
+	*h = httpContext{}
+	p.free = append(p.free, h)
+}

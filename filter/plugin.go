@@ -1,0 +1,294 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loctree/loctree/filter/internal/abi"
+	"github.com/loctree/loctree/shared"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// Shared data keys, common to every VM of the plugin.
+const (
+	keyTree  = "loctree/tree"        // the encoded tree (latest generation)
+	keyGen   = "loctree/generation"  // its generation, 8 bytes little-endian
+	keyLease = "loctree/fetch-lease" // owner (8 bytes) and expiry (unix ns, 8 bytes)
+)
+
+type vmContext struct{ types.DefaultVMContext }
+
+// NewPluginContext creates the root context of this VM.
+func (*vmContext) NewPluginContext(uint32) types.PluginContext {
+	return &pluginContext{owner: rand.Uint64() | 1}
+}
+
+// pluginContext is the root context: configuration, the current tree and
+// the fetch loop.
+type pluginContext struct {
+	types.DefaultPluginContext
+	cfg      *Config
+	loc      *sourceLocality
+	cur      *treeState
+	m        *metrics
+	owner    uint64 // this VM's id in the fetch lease
+	fetching bool
+	failing  bool // inside a failure streak (logged once)
+	free     []*httpContext
+	lastTree *treeState
+	lastName string
+	lastSvc  *shared.Service
+}
+
+// OnPluginStart parses the configuration; a bad one fails the plugin with
+// one clear log line, as Envoy expects.
+func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
+	data, err := abi.GetPluginConfiguration()
+	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
+		abi.LogCritical("loctree: plugin start failed: read plugin configuration: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	cfg, err := parseConfig(data)
+	if err != nil {
+		abi.LogCritical("loctree: plugin start failed: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	p.cfg, p.loc, p.m = cfg, newSourceLocality(cfg.Locality), defineMetrics()
+	if cfg.Topology != nil {
+		return p.startInline()
+	}
+	p.pickUp() // another VM may have fetched already
+	// Tick fast until the first tree is in, then every refresh_ms.
+	period := min(firstTreeTickMS, cfg.Tree.RefreshMS)
+	if p.cur != nil {
+		period = cfg.Tree.RefreshMS
+	}
+	if err := abi.SetTickPeriodMilliSeconds(uint32(period)); err != nil {
+		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	return types.OnPluginStartStatusOK
+}
+
+func (p *pluginContext) startInline() types.OnPluginStartStatus {
+	t, err := shared.Build(p.cfg.Topology, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		abi.LogCritical("loctree: plugin start failed: inline topology: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	p.install(t, "")
+	p.publish(t.Bytes())
+	if err := abi.SetTickPeriodMilliSeconds(metricsFlushMS); err != nil {
+		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	return types.OnPluginStartStatusOK
+}
+
+// firstTreeTickMS is the tick period of an agent-fed plugin until its
+// first tree is installed.
+const firstTreeTickMS = 200
+
+// metricsFlushMS is the tick period of an inline-topology plugin, which
+// ticks only to flush its counters.
+const metricsFlushMS = 1000
+
+// service finds the request's service, remembering the last answer (most
+// requests of a proxy go to the same few services).
+func (p *pluginContext) service(st *treeState, name string) *shared.Service {
+	if st == p.lastTree && name == p.lastName && p.lastSvc != nil {
+		return p.lastSvc
+	}
+	svc, ok := st.tree.Service(name)
+	if !ok {
+		return nil
+	}
+	p.lastTree, p.lastName, p.lastSvc = st, strings.Clone(name), svc
+	return svc
+}
+
+// NewHttpContext creates a stream context, reusing finished ones so that a
+// request allocates nothing in the VM.
+func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
+	if n := len(p.free); n > 0 {
+		h := p.free[n-1]
+		p.free = p.free[:n-1]
+		h.p = p
+		return h
+	}
+	return &httpContext{p: p}
+}
+
+// OnTick picks up a newer shared tree and, if this VM holds the fetch
+// lease, asks the agent for a new one.
+func (p *pluginContext) OnTick() {
+	p.m.flush()
+	if p.cfg.Tree == nil {
+		return
+	}
+	p.pickUp()
+	if !p.fetching && p.acquireLease() {
+		p.fetch()
+	}
+}
+
+func (p *pluginContext) install(t *shared.Tree, etag string) {
+	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
+		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
+	}
+	p.cur = newTreeState(t, p.loc)
+	p.cur.etag = etag
+	abi.SetGauge(p.m.generation, int64(t.Generation()))
+}
+
+// pickUp installs the shared tree when its generation differs from ours.
+func (p *pluginContext) pickUp() {
+	g, _, err := abi.GetSharedData(keyGen)
+	if err != nil || len(g) != 8 || binary.LittleEndian.Uint64(g) == p.cur.generation() {
+		return
+	}
+	blob, _, err := abi.GetSharedData(keyTree)
+	if err != nil {
+		return
+	}
+	t, err := shared.Decode(blob)
+	if err != nil {
+		abi.LogError("loctree: shared tree rejected: " + err.Error())
+		return
+	}
+	p.install(t, "")
+}
+
+// publish stores blob in shared data unless an equal or newer generation is
+// already there; compare-and-swap makes concurrent publishers safe.
+func (p *pluginContext) publish(blob []byte) {
+	gen := blobGeneration(blob)
+	for range 3 {
+		cur, cas, err := abi.GetSharedData(keyTree)
+		if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
+			return
+		}
+		if err == nil && blobGeneration(cur) >= gen {
+			return
+		}
+		err = abi.SetSharedData(keyTree, blob, cas)
+		if err == nil {
+			abi.SetSharedData(keyGen, binary.LittleEndian.AppendUint64(nil, gen), 0)
+			return
+		}
+		if !errors.Is(err, types.ErrorStatusCasMismatch) {
+			abi.LogError("loctree: publish tree: " + err.Error())
+			return
+		}
+	}
+}
+
+// acquireLease makes this VM the fetcher unless another VM holds an
+// unexpired lease.
+func (p *pluginContext) acquireLease() bool {
+	now := time.Now().UnixNano()
+	cur, cas, err := abi.GetSharedData(keyLease)
+	switch {
+	case err == nil && len(cur) == 16:
+		if owner, exp := binary.LittleEndian.Uint64(cur), int64(binary.LittleEndian.Uint64(cur[8:])); owner != p.owner && exp > now {
+			return false
+		}
+	case err != nil && !errors.Is(err, types.ErrorStatusNotFound):
+		return false
+	}
+	exp := now + 3*int64(p.cfg.Tree.RefreshMS)*int64(time.Millisecond)
+	v := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, p.owner), uint64(exp))
+	return abi.SetSharedData(keyLease, v, cas) == nil
+}
+
+func (p *pluginContext) fetch() {
+	src := p.cfg.Tree
+	headers := [][2]string{{":method", "GET"}, {":path", src.Path}, {":authority", src.Authority}, {"accept", "application/octet-stream"}}
+	if p.cur != nil {
+		etag := p.cur.etag
+		if etag == "" {
+			etag = strconv.Quote(strconv.FormatUint(p.cur.generation(), 10))
+		}
+		headers = append(headers, [2]string{"if-none-match", etag})
+	}
+	if _, err := abi.DispatchHttpCall(src.Cluster, headers, nil, nil, uint32(src.TimeoutMS), p.onTree); err != nil {
+		p.fail("dispatch tree fetch to cluster " + src.Cluster + ": " + err.Error())
+		return
+	}
+	p.fetching = true
+}
+
+// onTree handles the tree server's answer.
+func (p *pluginContext) onTree(numHeaders, bodySize, _ int) {
+	p.fetching = false
+	if numHeaders == 0 {
+		p.fail("tree fetch failed (no response)")
+		return
+	}
+	headers, err := abi.GetHttpCallResponseHeaders()
+	if err != nil {
+		p.fail("tree fetch: read headers: " + err.Error())
+		return
+	}
+	status, etag := header(headers, ":status"), header(headers, "etag")
+	switch status {
+	case "304":
+		p.ok()
+	case "200":
+		p.accept(bodySize, etag)
+	default:
+		p.fail("tree fetch: HTTP status " + status)
+	}
+}
+
+func (p *pluginContext) accept(bodySize int, etag string) {
+	body, err := abi.GetHttpCallResponseBody(0, bodySize)
+	if err != nil {
+		p.fail("tree fetch: read body: " + err.Error())
+		return
+	}
+	t, err := shared.Decode(body)
+	if err != nil {
+		p.fail("corrupt tree rejected: " + err.Error())
+		return
+	}
+	if t.Generation() != p.cur.generation() {
+		p.install(t, etag)
+		p.publish(t.Bytes())
+		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), len(t.Services())))
+	} else {
+		p.cur.etag = etag
+	}
+	p.ok()
+}
+
+// fail counts a failed fetch and logs once per failure streak; the last
+// good tree stays installed.
+func (p *pluginContext) fail(msg string) {
+	p.m.fetchFailures.Increment(1)
+	if !p.failing {
+		abi.LogWarn(fmt.Sprintf("loctree: %s; keeping tree generation %d", msg, p.cur.generation()))
+	}
+	p.failing = true
+}
+
+func (p *pluginContext) ok() {
+	if p.failing {
+		abi.LogInfo("loctree: tree fetch recovered")
+	}
+	p.failing = false
+}
+
+func header(h [][2]string, key string) string {
+	for _, kv := range h {
+		if kv[0] == key {
+			return kv[1]
+		}
+	}
+	return ""
+}

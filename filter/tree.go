@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// treeState is one installed tree plus this VM's per-tree picking state.
+type treeState struct {
+	tree   *shared.Tree
+	labels [][]uint64     // per service index: the proxy's label per scope
+	picker *shared.Picker // this VM's policy state (round robin, in-flight counts)
+	addrs  []string       // per absolute endpoint: "ip:port", filled lazily
+	etag   string         // the tree server's ETag for this tree
+	rng    uint64         // wyrand state
+}
+
+// randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
+// no call into the runtime's generator on the hot path).
+func (st *treeState) randN(n uint32) uint32 {
+	st.rng += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(st.rng, st.rng^0xe7037ed1a0b428db)
+	return uint32((uint64(uint32(hi^lo)) * uint64(n)) >> 32)
+}
+
+func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
+	svcs := t.Services()
+	st := &treeState{
+		tree:   t,
+		labels: make([][]uint64, len(svcs)),
+		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
+		addrs:  make([]string, t.NumEndpoints()),
+		rng:    rand.Uint64(),
+	}
+	for i := range svcs {
+		for _, scope := range svcs[i].Scopes {
+			st.labels[i] = append(st.labels[i], shared.Label(loc.value(scope)))
+		}
+	}
+	return st
+}
+
+func (st *treeState) generation() uint64 {
+	if st == nil {
+		return 0
+	}
+	return st.tree.Generation()
+}
+
+func (st *treeState) addr(i uint32) string {
+	if st.addrs[i] == "" {
+		st.addrs[i] = st.tree.Endpoint(i).Addr.String()
+	}
+	return st.addrs[i]
+}
+
+// blobGeneration reads the generation field of an encoded tree header
+// without decoding the rest; 0 if the blob is too short.
+func blobGeneration(b []byte) uint64 {
+	if len(b) < shared.HeaderSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[16:])
+}

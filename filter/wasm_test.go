@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/host"
+	"github.com/tetratelabs/wazero"
+)
+
+var wasmPath = flag.String("wasm", "", "use this prebuilt loctree.wasm instead of building one")
+
+var (
+	wasmOnce  sync.Once
+	wasmBytes []byte
+	wasmErr   error
+	wasmCache = wazero.NewCompilationCache()
+)
+
+// loctreeWasm builds the filter with the standard Go compiler as the
+// Makefile does (once per test binary) and returns the module.
+func loctreeWasm(t testing.TB) []byte {
+	t.Helper()
+	wasmOnce.Do(func() {
+		path := *wasmPath
+		if path == "" {
+			dir, err := os.MkdirTemp("", "loctree-wasm")
+			if err != nil {
+				wasmErr = err
+				return
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "loctree.wasm")
+			cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", path, ".")
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				wasmErr = fmt.Errorf("build loctree.wasm: %v\n%s", err, out)
+				return
+			}
+		}
+		wasmBytes, wasmErr = os.ReadFile(path)
+	})
+	if wasmErr != nil {
+		t.Fatal(wasmErr)
+	}
+	return wasmBytes
+}
+
+// newHost starts a host running the real filter.
+func newHost(t testing.TB, config string, opts host.Options) *host.Host {
+	t.Helper()
+	opts.PluginConfig, opts.Cache = []byte(config), wasmCache
+	h, err := host.New(context.Background(), loctreeWasm(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func properties(m map[string]string) *host.Properties {
+	p := host.NewProperties()
+	for path, v := range m {
+		p.SetString(host.SplitPath(path), v)
+	}
+	return p
+}
+
+// TestFilterWasm runs the same cases as TestFilterNative against the built
+// .wasm in the wazero host.
+func TestFilterWasm(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range filterCases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t, c.config, host.Options{Properties: properties(c.props)})
+			vm, err := h.NewVM(ctx)
+			started := err == nil
+			if err != nil && !errors.Is(err, host.ErrPluginStart) {
+				t.Fatal(err)
+			}
+			var (
+				value  string
+				has    bool
+				status int
+			)
+			if started {
+				defer vm.Close()
+				res, err := vm.Do(ctx, &host.Request{Headers: host.Headers(c.headers)}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				value, has = res.Request.Headers.Get(c.header())
+				if res.Local != nil {
+					status = res.Local.Status
+				}
+			}
+			var logs []string
+			for _, l := range h.Logs() {
+				logs = append(logs, l.Message)
+			}
+			if problem := c.check(started, value, has, status, logs); problem != "" {
+				t.Error(problem)
+			}
+		})
+	}
+}
+
+// TestBadConfigHostSurvives: a bad plugin configuration fails plugin start
+// (a pool cannot start) with one clear critical line; the host process and
+// other plugins keep working.
+func TestBadConfigHostSurvives(t *testing.T) {
+	ctx := context.Background()
+	bad := newHost(t, `{"tree":{"cluster":""}}`, host.Options{})
+	if _, err := bad.NewPool(ctx, 2); !errors.Is(err, host.ErrPluginStart) {
+		t.Fatalf("pool with a bad configuration: %v", err)
+	}
+	if n := countLogs(bad, "loctree: plugin start failed: invalid loctree plugin configuration: tree.cluster: required"); n != 1 {
+		t.Fatalf("%d clear log lines, want 1: %v", n, bad.Logs())
+	}
+	good := newHost(t, inline(`,"locality":{"region":"us-west","zone":"us-west-2a"}`), host.Options{})
+	vm, err := good.NewVM(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	if got := pickOn(t, vm, "ratings"); got != "127.0.3.2:9080" {
+		t.Fatalf("good plugin after a bad one picked %q", got)
+	}
+}
+
+// TestLeastRequestInFlight: least_request counts open streams in the VM and
+// releases them when the stream ends.
+func TestLeastRequestInFlight(t *testing.T) {
+	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
+	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
+	  "locality":{"region":"r"}}`
+	h := newHost(t, cfg, host.Options{})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	open := func() (*host.Stream, string) {
+		t.Helper()
+		s, err := vm.NewStream(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
+			t.Fatal(err)
+		}
+		hs, _ := s.Headers()
+		v, _ := hs.Get(defaultHeader)
+		return s, v
+	}
+	a, busy := open() // stays open: one in flight
+	for range 20 {
+		b, other := open()
+		if other == busy {
+			t.Fatalf("second stream sent to the busy endpoint %s", busy)
+		}
+		b.Close() // released: the next stream must again avoid the busy one
+	}
+	a.Close()
+}
+
+// TestSlowUpstreamKeepsVM: the time limit bounds each callback, not the
+// stream, so a slow upstream does not break the VM.
+func TestSlowUpstreamKeepsVM(t *testing.T) {
+	h := newHost(t, inline(`,"locality":{"region":"us-east"}`), host.Options{CallTimeout: 300 * time.Millisecond})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	slow := func(ctx context.Context, r *host.Request) (*host.Response, error) {
+		time.Sleep(600 * time.Millisecond)
+		return &host.Response{Headers: host.Headers{{":status", "200"}}, Body: []byte("ok")}, nil
+	}
+	res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(req("reviews"))}, slow)
+	if err != nil || res.Response == nil || string(res.Response.Body) != "ok" || vm.Err() != nil {
+		t.Fatalf("slow upstream: %v %+v %v", err, res, vm.Err())
+	}
+}
+
+// TestHostCloseStopsVMs: closing the host ends every VM's timer and
+// watchdog goroutines.
+func TestHostCloseStopsVMs(t *testing.T) {
+	settle := func(want int) int { // VMs of earlier tests may still be winding down
+		deadline := time.Now().Add(5 * time.Second)
+		for vmGoroutines() != want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return vmGoroutines()
+	}
+	if n := settle(0); n != 0 {
+		t.Fatalf("%d VM goroutines before the test", n)
+	}
+	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.NewPool(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := vmGoroutines(); n != 6 {
+		t.Fatalf("%d tick and watchdog goroutines for 3 VMs, want 6", n)
+	}
+	h.Close(context.Background())
+	if n := settle(0); n != 0 {
+		t.Fatalf("%d VM goroutines left after Close", n)
+	}
+}
+
+// vmGoroutines counts goroutines running a VM's tick loop or watchdog.
+func vmGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "host.(*VM).watch") || strings.Contains(g, "host.(*VM).setTick") {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,50 @@
+package host
+
+// read returns a view of size bytes of module memory at ptr. The view is
+// valid until the module runs again; copy what must outlive the hostcall.
+func (vm *VM) read(ptr, size uint64) ([]byte, bool) {
+	if size == 0 {
+		return nil, true
+	}
+	return vm.mem.Read(uint32(ptr), uint32(size))
+}
+
+func (vm *VM) readString(ptr, size uint64) (string, bool) {
+	b, ok := vm.read(ptr, size)
+	return string(b), ok
+}
+
+func (vm *VM) writeU32(ptr uint64, v uint32) bool { return vm.mem.WriteUint32Le(uint32(ptr), v) }
+
+func (vm *VM) writeU64(ptr uint64, v uint64) bool { return vm.mem.WriteUint64Le(uint32(ptr), v) }
+
+// alloc asks the module's allocator for size bytes.
+func (vm *VM) alloc(size int) (uint32, bool) {
+	var st [1]uint64
+	st[0] = uint64(size)
+	// The allocation runs inside the hostcall, under the hostcall's context.
+	if err := vm.allocFn.CallWithStack(vm.allocCtx, st[:]); err != nil {
+		return 0, false
+	}
+	p := uint32(st[0])
+	return p, p != 0 || size == 0
+}
+
+// returnBytes copies data into a module-owned buffer and writes its address
+// and size to retPtr and retSize, as the ABI's return_*_data arguments ask.
+func (vm *VM) returnBytes(data []byte, retPtr, retSize uint64) Status {
+	var p uint32
+	if len(data) > 0 {
+		var ok bool
+		if p, ok = vm.alloc(len(data)); !ok {
+			return StatusInternalFailure
+		}
+		if !vm.mem.Write(p, data) {
+			return StatusInvalidMemoryAccess
+		}
+	}
+	if !vm.writeU32(retPtr, p) || !vm.writeU32(retSize, uint32(len(data))) {
+		return StatusInvalidMemoryAccess
+	}
+	return StatusOK
+}

@@ -1,0 +1,231 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+var (
+	otherOnce  sync.Once
+	otherBytes []byte
+	otherErr   error
+	cache      = wazero.NewCompilationCache()
+)
+
+// otherSDK builds testdata/othersdk, a module with another SDK's export set.
+func otherSDK(t testing.TB) []byte {
+	t.Helper()
+	otherOnce.Do(func() {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "othersdk.wasm")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "./testdata/othersdk")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			otherErr = fmt.Errorf("build othersdk: %v\n%s", err, b)
+			return
+		}
+		otherBytes, otherErr = os.ReadFile(out)
+	})
+	if otherErr != nil {
+		t.Fatal(otherErr)
+	}
+	return otherBytes
+}
+
+// teapot is a hand-assembled module (no SDK, no WASI, no _initialize): it
+// exports memory, malloc and the 0.2.1 marker, and answers every request
+// with a local 418 "teapot".
+func teapot() []byte {
+	vec := func(items ...[]byte) []byte {
+		out := []byte{byte(len(items))}
+		for _, it := range items {
+			out = append(out, it...)
+		}
+		return out
+	}
+	section := func(id byte, content []byte) []byte { return append([]byte{id, byte(len(content))}, content...) }
+	str := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	fn := func(params, results int) []byte {
+		t := []byte{0x60, byte(params)}
+		for range params {
+			t = append(t, 0x7f)
+		}
+		t = append(t, byte(results))
+		for range results {
+			t = append(t, 0x7f)
+		}
+		return t
+	}
+	body := func(code ...byte) []byte { return append([]byte{byte(len(code) + 1), 0x00}, code...) }
+	m := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+	m = append(m, section(1, vec(fn(8, 1), fn(1, 1), fn(0, 0), fn(2, 0), fn(3, 1)))...)
+	m = append(m, section(2, vec(append(append(str("env"), str("proxy_send_local_response")...), 0x00, 0x00)))...)
+	m = append(m, section(3, vec([]byte{1}, []byte{2}, []byte{3}, []byte{4}))...)
+	m = append(m, section(5, vec([]byte{0x00, 0x01}))...)
+	m = append(m, section(7, vec(
+		append(str("memory"), 0x02, 0x00), append(str("malloc"), 0x00, 0x01),
+		append(str("proxy_abi_version_0_2_1"), 0x00, 0x02), append(str("proxy_on_context_create"), 0x00, 0x03),
+		append(str("proxy_on_request_headers"), 0x00, 0x04)))...)
+	m = append(m, section(10, vec(
+		body(0x41, 0x80, 0x08, 0x0b), body(0x0b), body(0x0b),
+		body(0x41, 0xa2, 0x03, 0x41, 0x00, 0x41, 0x00, 0x41, 0x10, 0x41, 0x06, 0x41, 0x00, 0x41, 0x00, 0x41, 0x7f,
+			0x10, 0x00, 0x1a, 0x41, 0x01, 0x0b)))...)
+	m = append(m, section(11, vec(append([]byte{0x00, 0x41, 0x10, 0x0b}, str("teapot")...)))...)
+	return m
+}
+
+func newTestHost(t *testing.T, module []byte, opts Options) *Host {
+	t.Helper()
+	opts.Cache = cache
+	h, err := New(context.Background(), module, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func TestHandAssembledModule(t *testing.T) {
+	h := newTestHost(t, teapot(), Options{})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := vm.Do(context.Background(), &Request{Headers: Headers{{":path", "/"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Local == nil || res.Local.Status != 418 || string(res.Local.Body) != "teapot" || res.Local.GRPC != -1 {
+		t.Fatalf("local response %+v", res.Local)
+	}
+}
+
+func TestOtherSDKModule(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{RootID: "root-7", PluginConfig: []byte("{}")})
+	if h.ABIVersion() != "0.2.0" {
+		t.Fatalf("ABI %s, want 0.2.0", h.ABIVersion())
+	}
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := vm.Do(context.Background(), &Request{Headers: Headers{{":path", "/"}, {"X-In", "1"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Request.Headers
+	for k, want := range map[string]string{"x-in": "1", "x-grpc-status": "12", "x-root-id": "root-7", "x-cas-status": "8"} {
+		if v, _ := got.Get(k); v != want {
+			t.Errorf("header %s = %q, want %q (headers %v)", k, v, want, got)
+		}
+	}
+	vm.Close()
+	var order []string
+	for _, l := range h.Logs() {
+		order = append(order, strings.TrimSpace(l.Message))
+	}
+	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2,done 1,delete 1"
+	if strings.Join(order, ",") != want {
+		t.Fatalf("callback order\n got %s\nwant %s", strings.Join(order, ","), want)
+	}
+}
+
+// TestTrapAndTimeout: a panic or an endless loop in the module fails that
+// request only; the pool replaces the VM and the next request works.
+func TestTrapAndTimeout(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{CallTimeout: 300 * time.Millisecond})
+	pool, err := h.NewPool(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, bad := range []string{"x-trap", "x-loop"} {
+		vm, err := pool.Pick(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = vm.Do(context.Background(), &Request{Headers: Headers{{bad, "1"}}}, nil)
+		if !errors.Is(err, ErrTrap) {
+			t.Fatalf("%s: err %v, want ErrTrap", bad, err)
+		}
+		vm, err = pool.Pick(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := vm.Do(context.Background(), &Request{Headers: Headers{{"x-ok", "1"}}}, nil); err != nil {
+			t.Fatalf("after %s: %v", bad, err)
+		}
+	}
+	if pool.Replaced() != 2 {
+		t.Fatalf("replaced %d VMs, want 2", pool.Replaced())
+	}
+}
+
+func TestLocalResponseDeferred(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := vm.Do(context.Background(), &Request{Headers: Headers{{"x-deny", "1"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The callback went on after send_local_response (it still set its
+	// headers): the response took effect only when the callback returned.
+	if res.Local == nil || res.Local.Status != 403 || string(res.Local.Body) != "denied" {
+		t.Fatalf("local response %+v", res.Local)
+	}
+	if v, _ := res.Request.Headers.Get("x-grpc-status"); v != "12" {
+		t.Fatalf("callback did not run to its end: %v", res.Request.Headers)
+	}
+}
+
+func TestRejectsModuleWithoutABIMarker(t *testing.T) {
+	m := teapot()
+	i := strings.Index(string(m), "proxy_abi_version_0_2_1")
+	copy(m[i:], "proxy_abi_version_9_9_9")
+	_, err := New(context.Background(), m, Options{})
+	if !errors.Is(err, ErrABIVersion) {
+		t.Fatalf("err %v, want ErrABIVersion", err)
+	}
+}
+
+// TestDeferredDone: proxy_on_done answering false delays proxy_on_delete
+// until the plugin calls proxy_done.
+func TestDeferredDone(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{ManualTicks: true})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	if _, err := vm.Do(context.Background(), &Request{Headers: Headers{{"x-defer", "1"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	last := func() string { l := h.Logs(); return strings.TrimSpace(l[len(l)-1].Message) }
+	if got := last(); got != "done 2" {
+		t.Fatalf("last callback %q, want done 2 (delete must wait)", got)
+	}
+	if err := vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	var tail []string
+	for _, l := range h.Logs()[len(h.Logs())-2:] {
+		tail = append(tail, strings.TrimSpace(l.Message))
+	}
+	if strings.Join(tail, ",") != "proxy_done 0,delete 2" {
+		t.Fatalf("after proxy_done: %v", tail)
+	}
+}

@@ -1,0 +1,250 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// LocalResponse is a response the plugin sent with proxy_send_local_response.
+type LocalResponse struct {
+	Status  int
+	Details string
+	Body    []byte
+	Headers Headers
+	GRPC    int32 // -1 when not a gRPC status
+}
+
+// Stream is one HTTP request/response through the plugin on one VM. Its
+// methods run the callbacks in Envoy's order; call Close at the end.
+type Stream struct {
+	vm    *VM
+	id    uint32
+	props *Properties
+
+	reqHeaders, reqTrailers   Headers
+	respHeaders, respTrailers Headers
+	reqBody, respBody         []byte
+
+	pending *LocalResponse
+	local   *LocalResponse
+	resumed chan struct{}
+	closed  bool
+	// awaitDone: proxy_on_done returned false; proxy_on_delete waits for
+	// the plugin's proxy_done.
+	awaitDone bool
+}
+
+// NewStream creates a stream context (proxy_on_context_create(id, root)).
+// props are the stream's own properties (xds.cluster_name, source.address,
+// ...); they shadow the host's.
+func (vm *VM) NewStream(props *Properties) (*Stream, error) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.broken != nil {
+		return nil, vm.broken
+	}
+	vm.nextID++
+	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
+	vm.streams[s.id] = s
+	vm.effective = s.id
+	ctx, cancel := vm.callContext()
+	defer cancel()
+	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(s.id), uint64(vm.rootID)); err != nil {
+		s.finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID returns the stream's context id.
+func (s *Stream) ID() uint32 { return s.id }
+
+// LocalResponse returns the local response the plugin sent, or nil.
+func (s *Stream) LocalResponse() *LocalResponse {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.local
+}
+
+// RequestHeaders runs proxy_on_request_headers with h (copied; read the
+// result back with Headers).
+func (s *Stream) RequestHeaders(h Headers, endOfStream bool) (Action, error) {
+	return s.phase(phaseRequestHeaders, h, nil, endOfStream)
+}
+
+// RequestBody runs proxy_on_request_body with body.
+func (s *Stream) RequestBody(body []byte, endOfStream bool) (Action, error) {
+	return s.phase(phaseRequestBody, nil, body, endOfStream)
+}
+
+// RequestTrailers runs proxy_on_request_trailers.
+func (s *Stream) RequestTrailers(t Headers) (Action, error) {
+	return s.phase(phaseRequestTrailers, t, nil, true)
+}
+
+// ResponseHeaders runs proxy_on_response_headers.
+func (s *Stream) ResponseHeaders(h Headers, endOfStream bool) (Action, error) {
+	return s.phase(phaseResponseHeaders, h, nil, endOfStream)
+}
+
+// ResponseBody runs proxy_on_response_body.
+func (s *Stream) ResponseBody(body []byte, endOfStream bool) (Action, error) {
+	return s.phase(phaseResponseBody, nil, body, endOfStream)
+}
+
+// ResponseTrailers runs proxy_on_response_trailers.
+func (s *Stream) ResponseTrailers(t Headers) (Action, error) {
+	return s.phase(phaseResponseTrailers, t, nil, true)
+}
+
+type phaseKind int
+
+const (
+	phaseRequestHeaders phaseKind = iota
+	phaseRequestBody
+	phaseRequestTrailers
+	phaseResponseHeaders
+	phaseResponseBody
+	phaseResponseTrailers
+)
+
+// enterPhase stores the phase's data and returns its callback and size
+// argument. vm.mu is held.
+func (s *Stream) enterPhase(k phaseKind, h Headers, body []byte) (api.Function, int) {
+	fn := &s.vm.fn
+	switch k {
+	case phaseRequestHeaders:
+		s.reqHeaders = h.lowered()
+		return fn.requestHeaders, len(h)
+	case phaseRequestBody:
+		s.reqBody = body
+		return fn.requestBody, len(body)
+	case phaseRequestTrailers:
+		s.reqTrailers = h.lowered()
+		return fn.requestTrailers, len(h)
+	case phaseResponseHeaders:
+		s.respHeaders = h.lowered()
+		return fn.responseHeaders, len(h)
+	case phaseResponseBody:
+		s.respBody = body
+		return fn.responseBody, len(body)
+	}
+	s.respTrailers = h.lowered()
+	return fn.responseTrailers, len(h)
+}
+
+func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (Action, error) {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed {
+		return ActionContinue, ErrStreamDone
+	}
+	vm.effective = s.id
+	f, n := s.enterPhase(k, h, body)
+	ctx, cancel := vm.callContext() // each callback gets the full time limit
+	defer cancel()
+	var r uint64
+	var err error
+	if k == phaseRequestTrailers || k == phaseResponseTrailers {
+		r, err = vm.call(ctx, f, uint64(s.id), uint64(n))
+	} else {
+		r, err = vm.call(ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))
+	}
+	vm.afterCall()
+	if err != nil {
+		return ActionContinue, err
+	}
+	if s.local != nil {
+		return ActionPause, nil
+	}
+	return Action(uint32(r)), nil
+}
+
+// Wait blocks after a phase returned ActionPause until the plugin resumes
+// the stream (proxy_continue_stream) or sends a local response, or until
+// ctx ends.
+func (s *Stream) Wait(ctx context.Context) error {
+	select {
+	case <-s.resumed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for paused stream %d: %w", s.id, ctx.Err())
+	}
+}
+
+// Headers returns copies of the request and response headers as the plugin
+// left them.
+func (s *Stream) Headers() (request, response Headers) {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.reqHeaders.Clone(), s.respHeaders.Clone()
+}
+
+// Bodies returns the request and response bodies as the plugin left them.
+func (s *Stream) Bodies() (request, response []byte) {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.reqBody, s.respBody
+}
+
+// Close ends the stream: proxy_on_log, proxy_on_done, proxy_on_delete.
+func (s *Stream) Close() error {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed || s.awaitDone {
+		return nil
+	}
+	vm.effective = s.id
+	ctx, cancel := vm.callContext()
+	defer cancel()
+	if _, err := vm.call(ctx, vm.fn.log, uint64(s.id)); err != nil {
+		s.finish()
+		return err
+	}
+	done, err := vm.call(ctx, vm.fn.done, uint64(s.id))
+	if err != nil {
+		s.finish()
+		return err
+	}
+	if vm.fn.done != nil && uint32(done) == 0 {
+		s.awaitDone = true // the plugin calls proxy_done later
+		return nil
+	}
+	defer s.finish()
+	_, err = vm.call(ctx, vm.fn.delete, uint64(s.id))
+	return err
+}
+
+// finish forgets the stream. vm.mu is held.
+func (s *Stream) finish() {
+	s.closed = true
+	delete(s.vm.streams, s.id)
+}
+
+// applyDeferred makes a local response sent during the last callback take
+// effect. vm.mu is held.
+func (s *Stream) applyDeferred() {
+	if s.pending == nil || s.local != nil {
+		return
+	}
+	s.local, s.pending = s.pending, nil
+	s.signal()
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.resumed <- struct{}{}:
+	default:
+	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

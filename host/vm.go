@@ -1,0 +1,388 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// VM is one instance of the module with its root (plugin) context, as one
+// Envoy worker thread owns one. Callbacks into a VM are serialized; streams
+// on one VM interleave between callbacks as they do on an Envoy worker.
+type VM struct {
+	h      *Host
+	id     int
+	mod    api.Module
+	mem    api.Memory
+	ctx    context.Context // carries the VM for hostcalls
+	cancel context.CancelFunc
+	// runCtx is ctx for callbacks after start when a time limit is set;
+	// the watchdog cancels it. busySince is the start of the running
+	// callback (unix ns), 0 when idle.
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	busySince atomic.Int64
+	fn        callbacks
+
+	mu        sync.Mutex
+	rootID    uint32
+	nextID    uint32
+	streams   map[uint32]*Stream
+	effective uint32
+	stack     [12]uint64
+	broken    error
+	closed    bool
+
+	tickPeriod time.Duration
+	tickStop   chan struct{}
+
+	calls    sync.WaitGroup
+	nextCall uint32
+	callResp *callResponse
+	deferred []*Stream
+	deletes  []*Stream
+	allocFn  api.Function
+	allocCtx context.Context
+}
+
+type callbacks struct {
+	contextCreate, vmStart, configure, tick, httpCallResponse, queueReady api.Function
+	requestHeaders, requestBody, requestTrailers                          api.Function
+	responseHeaders, responseBody, responseTrailers                       api.Function
+	log, done, delete                                                     api.Function
+}
+
+// want lists the callbacks with the parameter count ABI 0.2.x gives them.
+var want = map[string]int{
+	"proxy_on_context_create": 2, "proxy_on_vm_start": 2, "proxy_on_configure": 2,
+	"proxy_on_tick": 1, "proxy_on_http_call_response": 5, "proxy_on_queue_ready": 2,
+	"proxy_on_request_headers": 3, "proxy_on_request_body": 3, "proxy_on_request_trailers": 2,
+	"proxy_on_response_headers": 3, "proxy_on_response_body": 3, "proxy_on_response_trailers": 2,
+	"proxy_on_log": 1, "proxy_on_done": 1, "proxy_on_delete": 1,
+	"proxy_on_memory_allocate": 1, "malloc": 1,
+}
+
+// NewVM instantiates the module and starts the plugin as Envoy does:
+// `_initialize` (then `main` if exported) or `_start`, then
+// proxy_on_context_create(root), proxy_on_vm_start and proxy_on_configure.
+// A false from either start callback fails with ErrVMStart / ErrPluginStart;
+// the host keeps working.
+func (h *Host) NewVM(ctx context.Context) (*VM, error) {
+	id := int(h.nextVM.Add(1))
+	vm := &VM{h: h, id: id, rootID: 1, nextID: 1, streams: map[uint32]*Stream{}}
+	vm.ctx, vm.cancel = context.WithCancel(context.WithValue(context.Background(), vmKey{}, vm))
+	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions().
+		WithStdout(&logWriter{vm: vm, level: LogInfo}).WithStderr(&logWriter{vm: vm, level: LogError}).
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+	mod, err := h.runtime.InstantiateModule(ctx, h.compiled, cfg)
+	if err != nil {
+		vm.cancel()
+		return nil, fmt.Errorf("instantiate vm %d: %w", id, err)
+	}
+	vm.mod, vm.mem = mod, mod.Memory()
+	h.track(vm, true)
+	if h.opts.CallTimeout > 0 {
+		vm.runCtx, vm.runCancel = context.WithCancel(vm.ctx)
+		go vm.watch(h.opts.CallTimeout)
+	}
+	if err := vm.start(); err != nil {
+		vm.Close()
+		return nil, err
+	}
+	return vm, nil
+}
+
+func (vm *VM) bind() error {
+	get := func(name string) (api.Function, error) {
+		f := vm.mod.ExportedFunction(name)
+		if f != nil && len(f.Definition().ParamTypes()) != want[name] {
+			return nil, fmt.Errorf("%w: %s takes %d parameters, ABI 0.2.x says %d",
+				ErrMissingExport, name, len(f.Definition().ParamTypes()), want[name])
+		}
+		return f, nil
+	}
+	var errs []error
+	bind := func(dst *api.Function, name string) {
+		f, err := get(name)
+		errs = append(errs, err)
+		*dst = f
+	}
+	c := &vm.fn
+	bind(&c.contextCreate, "proxy_on_context_create")
+	bind(&c.vmStart, "proxy_on_vm_start")
+	bind(&c.configure, "proxy_on_configure")
+	bind(&c.tick, "proxy_on_tick")
+	bind(&c.httpCallResponse, "proxy_on_http_call_response")
+	bind(&c.queueReady, "proxy_on_queue_ready")
+	bind(&c.requestHeaders, "proxy_on_request_headers")
+	bind(&c.requestBody, "proxy_on_request_body")
+	bind(&c.requestTrailers, "proxy_on_request_trailers")
+	bind(&c.responseHeaders, "proxy_on_response_headers")
+	bind(&c.responseBody, "proxy_on_response_body")
+	bind(&c.responseTrailers, "proxy_on_response_trailers")
+	bind(&c.log, "proxy_on_log")
+	bind(&c.done, "proxy_on_done")
+	bind(&c.delete, "proxy_on_delete")
+	bind(&vm.allocFn, "proxy_on_memory_allocate")
+	if vm.allocFn == nil {
+		bind(&vm.allocFn, "malloc")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if vm.allocFn == nil {
+		return fmt.Errorf("%w: neither proxy_on_memory_allocate nor malloc is exported", ErrMissingExport)
+	}
+	if c.contextCreate == nil {
+		return fmt.Errorf("%w: proxy_on_context_create", ErrMissingExport)
+	}
+	return nil
+}
+
+func (vm *VM) start() error {
+	if err := vm.bind(); err != nil {
+		return err
+	}
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	ctx, cancel := vm.ctx, context.CancelFunc(func() {})
+	if vm.h.opts.CallTimeout > 0 && vm.h.opts.StartTimeout > 0 {
+		ctx, cancel = context.WithTimeout(vm.ctx, vm.h.opts.StartTimeout)
+	}
+	defer cancel()
+	if err := vm.initialize(ctx); err != nil {
+		return err
+	}
+	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(vm.rootID), 0); err != nil {
+		return err
+	}
+	if ok, err := vm.call(ctx, vm.fn.vmStart, uint64(vm.rootID), uint64(len(vm.h.opts.VMConfig))); err != nil {
+		return err
+	} else if vm.fn.vmStart != nil && uint32(ok) == 0 {
+		return fmt.Errorf("vm %d: %w", vm.id, ErrVMStart)
+	}
+	ok, err := vm.call(ctx, vm.fn.configure, uint64(vm.rootID), uint64(len(vm.h.opts.PluginConfig)))
+	if err != nil {
+		return err
+	}
+	if vm.fn.configure != nil && uint32(ok) == 0 {
+		vm.h.log.Error("wasm plugin start failed: proxy_on_configure returned false; check the plugin configuration and the plugin's log", "vm", vm.id)
+		return fmt.Errorf("vm %d: %w", vm.id, ErrPluginStart)
+	}
+	return nil
+}
+
+// initialize runs the module's start function(s).
+func (vm *VM) initialize(ctx context.Context) error {
+	if f := vm.mod.ExportedFunction("_initialize"); f != nil {
+		if _, err := vm.call(ctx, f); err != nil {
+			return err
+		}
+		if f := vm.mod.ExportedFunction("main"); f != nil && len(f.Definition().ParamTypes()) == 2 {
+			_, err := vm.call(ctx, f, 0, 0)
+			return err
+		}
+		return nil
+	}
+	if f := vm.mod.ExportedFunction("_start"); f != nil {
+		_, err := vm.call(ctx, f)
+		return err
+	}
+	return nil
+}
+
+// callContext is the context of callbacks after start. With a time limit
+// it is the VM's run context, which the watchdog cancels when one callback
+// overruns: no timer per callback.
+func (vm *VM) callContext() (context.Context, context.CancelFunc) {
+	if vm.runCtx != nil {
+		return vm.runCtx, func() {}
+	}
+	return vm.ctx, func() {}
+}
+
+// watch cancels the run context (wazero then closes the module, the
+// running callback fails with ErrTrap and the VM is replaced) when a
+// callback runs longer than CallTimeout. It checks every quarter limit.
+func (vm *VM) watch(limit time.Duration) {
+	t := time.NewTicker(max(limit/4, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-vm.ctx.Done():
+			return
+		case <-t.C:
+			if since := vm.busySince.Load(); since != 0 && time.Since(time.Unix(0, since)) > limit {
+				vm.runCancel()
+				return
+			}
+		}
+	}
+}
+
+// call invokes a module export; a nil f is an absent optional callback.
+// Any error (trap, timeout, exit) breaks the VM. vm.mu must be held.
+func (vm *VM) call(ctx context.Context, f api.Function, args ...uint64) (uint64, error) {
+	if vm.broken != nil {
+		return 0, vm.broken
+	}
+	if f == nil {
+		return 0, nil
+	}
+	n := copy(vm.stack[:], args)
+	clear(vm.stack[n:])
+	if ctx == vm.runCtx {
+		vm.busySince.Store(time.Now().UnixNano())
+		defer vm.busySince.Store(0)
+	}
+	if err := f.CallWithStack(ctx, vm.stack[:]); err != nil {
+		vm.broken = fmt.Errorf("%w: vm %d: %s: %w", ErrTrap, vm.id, f.Definition().Name(), err)
+		vm.h.log.Error("wasm VM broken; it will be replaced", "vm", vm.id, "err", firstLine(err.Error()))
+		vm.stopTicks()
+		return 0, vm.broken
+	}
+	return vm.stack[0], nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ID returns the VM's number within its host (1, 2, ...).
+func (vm *VM) ID() int { return vm.id }
+
+// Err returns the error that broke the VM, or nil while it is healthy.
+func (vm *VM) Err() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.broken
+}
+
+// Close ends the plugin as Envoy does at shutdown (proxy_on_done, then
+// proxy_on_delete on the root context, if the VM is healthy), stops the
+// VM's timer and releases the instance. In-flight HTTP call responses are
+// dropped.
+func (vm *VM) Close() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.closed {
+		return nil
+	}
+	vm.closed = true
+	if vm.broken == nil {
+		ctx, cancel := vm.callContext()
+		vm.effective = vm.rootID
+		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
+			vm.call(ctx, vm.fn.delete, uint64(vm.rootID))
+		}
+		cancel()
+	}
+	if vm.broken == nil {
+		vm.broken = fmt.Errorf("vm %d: closed: %w", vm.id, ErrVMBroken)
+	}
+	vm.stopTicks()
+	vm.cancel()
+	vm.h.track(vm, false)
+	return vm.mod.Close(context.Background())
+}
+
+// Tick calls proxy_on_tick on the root context now.
+func (vm *VM) Tick() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	ctx, cancel := vm.callContext()
+	defer cancel()
+	vm.effective = vm.rootID
+	_, err := vm.call(ctx, vm.fn.tick, uint64(vm.rootID))
+	vm.afterCall()
+	return err
+}
+
+// WaitHTTPCalls waits until every proxy_http_call issued so far has been
+// answered through proxy_on_http_call_response (or dropped).
+func (vm *VM) WaitHTTPCalls() { vm.calls.Wait() }
+
+// setTick (re)starts the tick timer. vm.mu is held.
+func (vm *VM) setTick(period time.Duration) {
+	vm.stopTicks()
+	vm.tickPeriod = period
+	if period <= 0 || vm.h.opts.ManualTicks {
+		return
+	}
+	stop := make(chan struct{})
+	vm.tickStop = stop
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if vm.Tick() != nil {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (vm *VM) stopTicks() {
+	if vm.tickStop != nil {
+		close(vm.tickStop)
+		vm.tickStop = nil
+	}
+}
+
+// TickPeriod returns the period the module asked for (0 if none).
+func (vm *VM) TickPeriod() time.Duration {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.tickPeriod
+}
+
+// afterCall applies actions deferred to the end of a callback (local
+// responses). vm.mu is held.
+func (vm *VM) afterCall() {
+	for _, s := range vm.deferred {
+		s.applyDeferred()
+	}
+	vm.deferred = vm.deferred[:0]
+	for len(vm.deletes) > 0 {
+		s := vm.deletes[0]
+		vm.deletes = vm.deletes[1:]
+		vm.effective = s.id
+		ctx, cancel := vm.callContext()
+		vm.call(ctx, vm.fn.delete, uint64(s.id))
+		cancel()
+		s.finish()
+	}
+}
+
+// logWriter turns stdout/stderr writes into log lines, as Envoy does.
+type logWriter struct {
+	vm    *VM
+	level LogLevel
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimRight(string(p), "\n")
+	if msg != "" {
+		w.vm.h.emit(LogEntry{VM: w.vm.id, Level: w.level, Message: msg})
+	}
+	return len(p), nil
+}
+
+// MemorySize returns the size of the VM's linear memory in bytes.
+func (vm *VM) MemorySize() uint32 { return vm.mem.Size() }

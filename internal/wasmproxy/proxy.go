@@ -1,0 +1,185 @@
+// Package wasmproxy is a small HTTP reverse proxy that runs a proxy-wasm
+// filter on every request in the wazero host and forwards the request to the
+// endpoint the filter wrote into a header (Envoy's OverrideHost contract),
+// but only to addresses of the current locality tree.
+package wasmproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loctree/loctree/host"
+)
+
+// Proxy is an http.Handler; see the package documentation.
+type Proxy struct {
+	Pool *host.Pool
+	// Header is the header the filter writes ("ip:port[,ip:port...]" or
+	// base64 of "ip:port").
+	Header string
+	// Allowed says whether an address may be forwarded to.
+	Allowed func(netip.AddrPort) bool
+	// Client forwards requests; nil means a default transport.
+	Client *http.Client
+	// Timeout bounds one request end to end; 0 means 30s.
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+const maxBody = 16 << 20
+
+// ServeHTTP runs the filter, then forwards or answers locally.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), p.timeout())
+	defer cancel()
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	vm, err := p.Pool.Pick(ctx)
+	if err != nil {
+		p.fail(w, http.StatusServiceUnavailable, "wasm plugin unavailable", err)
+		return
+	}
+	props := host.NewProperties()
+	props.SetString([]string{"source", "address"}, r.RemoteAddr)
+	res, err := vm.Do(ctx, &host.Request{Headers: requestHeaders(r), Body: body, Properties: props}, p.forward)
+	switch {
+	case res != nil && res.Local != nil:
+		writeLocal(w, res.Local)
+	case errors.Is(err, errBadGateway):
+		p.fail(w, http.StatusBadGateway, "bad gateway", err)
+	case err != nil:
+		p.fail(w, http.StatusInternalServerError, "wasm plugin failed", err)
+	default:
+		writeResponse(w, res.Response)
+	}
+}
+
+func (p *Proxy) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return 30 * time.Second
+}
+
+func (p *Proxy) fail(w http.ResponseWriter, status int, msg string, err error) {
+	if p.Log != nil {
+		p.Log.Warn(msg, "err", err)
+	}
+	http.Error(w, msg+": "+err.Error(), status)
+}
+
+var errBadGateway = errors.New("no allowed endpoint")
+
+// forward sends the filtered request to the endpoint named in the header.
+func (p *Proxy) forward(ctx context.Context, req *host.Request) (*host.Response, error) {
+	v, _ := req.Headers.Get(p.Header)
+	ap, err := p.target(v)
+	if err != nil {
+		return nil, err
+	}
+	method, _ := req.Headers.Get(":method")
+	path, _ := req.Headers.Get(":path")
+	out, err := http.NewRequestWithContext(ctx, method, "http://"+ap.String()+path, bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
+	}
+	for _, kv := range req.Headers {
+		if !strings.HasPrefix(kv[0], ":") {
+			out.Header.Add(kv[0], kv[1])
+		}
+	}
+	out.Host, _ = req.Headers.Get(":authority")
+	return p.roundTrip(out)
+}
+
+// target parses the header's first endpoint and checks it is allowed.
+func (p *Proxy) target(v string) (netip.AddrPort, error) {
+	first, _, _ := strings.Cut(v, ",")
+	first = strings.TrimSpace(first)
+	ap, err := netip.ParseAddrPort(first)
+	if err != nil {
+		if dec, derr := base64.StdEncoding.DecodeString(first); derr == nil {
+			ap, err = netip.ParseAddrPort(string(dec))
+		}
+	}
+	if err != nil {
+		return ap, fmt.Errorf("%w: header %s = %q names no endpoint", errBadGateway, p.Header, v)
+	}
+	if p.Allowed == nil || !p.Allowed(ap) {
+		return ap, fmt.Errorf("%w: %s is not an endpoint of the current tree", errBadGateway, ap)
+	}
+	return ap, nil
+}
+
+func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
+	client := p.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read upstream body: %w", errBadGateway, err)
+	}
+	h := host.Headers{{":status", strconv.Itoa(resp.StatusCode)}}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return &host.Response{Headers: h, Body: body}, nil
+}
+
+func requestHeaders(r *http.Request) host.Headers {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	h := host.Headers{{":method", r.Method}, {":path", r.URL.RequestURI()}, {":authority", r.Host}, {":scheme", scheme}}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+func writeLocal(w http.ResponseWriter, l *host.LocalResponse) {
+	for _, kv := range l.Headers {
+		w.Header().Add(kv[0], kv[1])
+	}
+	w.WriteHeader(l.Status)
+	w.Write(l.Body)
+}
+
+func writeResponse(w http.ResponseWriter, r *host.Response) {
+	status := http.StatusOK
+	for _, kv := range r.Headers {
+		if kv[0] == ":status" {
+			status, _ = strconv.Atoi(kv[1])
+			continue
+		}
+		if kv[0] != "content-length" {
+			w.Header().Add(kv[0], kv[1])
+		}
+	}
+	w.WriteHeader(status)
+	w.Write(r.Body)
+}
