@@ -183,7 +183,7 @@ func startServe(t *testing.T, args ...string) string {
 	return string(m)
 }
 
-func httpGet(t *testing.T, url, authority string, hdr ...string) (int, string) {
+func proxyGet(t *testing.T, url, authority string, hdr ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/x", nil)
 	req.Host = authority
@@ -230,16 +230,16 @@ func TestWasmServe(t *testing.T) {
 			want[tree.Endpoint(i).Addr.String()] = true
 		}
 		for range 30 {
-			status, body := httpGet(t, url, "reviews:9080", "x-gateway-destination-endpoint", "127.0.0.1:1")
+			status, body := proxyGet(t, url, "reviews:9080", "x-gateway-destination-endpoint", "127.0.0.1:1")
 			if status != 200 || !want[body] {
 				t.Fatalf("from %v: status %d landed on %q, want one of %v", src, status, body, want)
 			}
 		}
-		status, body := httpGet(t, url, "ratings")
+		status, body := proxyGet(t, url, "ratings")
 		if strictOK := src["region"] == "us-west" && src["zone"] == "b"; !strictOK && status != 503 {
 			t.Fatalf("strict miss from %v: %d %q", src, status, body)
 		}
-		if status, _ := httpGet(t, url, "unknown.example"); status != 502 {
+		if status, _ := proxyGet(t, url, "unknown.example"); status != 502 {
 			t.Fatalf("unknown service: status %d, want 502 (nothing to forward to)", status)
 		}
 	}
@@ -273,7 +273,7 @@ func TestWasmServeFetchesTree(t *testing.T) {
 	// ticked (200 ms until a first tree): wait for a run of good answers.
 	deadline, good := time.Now().Add(15*time.Second), 0
 	for good < 10 {
-		status, body := httpGet(t, url, "reviews")
+		status, body := proxyGet(t, url, "reviews")
 		switch {
 		case status == 200 && body == near:
 			good++
