@@ -38,21 +38,26 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		first, count := le.Uint32(rec[nFirstChild:]), le.Uint32(rec[nChildCount:])
-		lo, hi := first, first+count
-		for lo < hi {
-			mid := lo + (hi-lo)/2
-			if le.Uint64(nodes[int(mid)*NodeRecordSize:]) < want {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
-		if lo == first+count || le.Uint64(nodes[int(lo)*NodeRecordSize:]) != want {
+		count := le.Uint32(rec[nChildCount:])
+		if count == 0 {
 			break
 		}
-		n = lo
-		rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+		// Branch-free binary search: base ends on the last child whose
+		// label is <= want (sources are unpredictable, branches are not).
+		base := le.Uint32(rec[nFirstChild:])
+		for count > 1 {
+			half := count / 2
+			if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+				base += half
+			}
+			count -= half
+		}
+		rec = nodes[int(base)*NodeRecordSize:][:NodeRecordSize]
+		if le.Uint64(rec[nLabel:]) != want {
+			rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+			break
+		}
+		n = base
 	}
 	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
 	if s.Mode == ModeStrict && depth < len(s.Scopes) {
