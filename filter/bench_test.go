@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/shared"
@@ -103,20 +104,25 @@ func BenchmarkNativeLookup(b *testing.B) {
 // BenchmarkVMStart is one VM's instantiation and start (Go runtime
 // initialisation, root context, plugin configuration, tree install) with a
 // 10,000-endpoint tree, inline (JSON parsed and built in the VM) or fetched
-// (the blob another VM published in shared data, decoded); it reports the
-// VM's linear memory.
+// (the blob another VM published in shared data, decoded), with and
+// without the per-callback time limit; it reports the VM's linear memory.
 func BenchmarkVMStart(b *testing.B) {
 	tree, err := shared.Build(benchTopology(10000), shared.BuildOptions{Generation: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	loc, _ := json.Marshal(benchSource)
-	for _, c := range []struct{ name, config string }{
-		{"inline", benchConfig(10000)},
-		{"fetched", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc)},
+	for _, c := range []struct {
+		name, config string
+		timeout      time.Duration
+	}{
+		{"inline/notimeout", benchConfig(10000), -1},
+		{"fetched/notimeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), -1},
+		{"inline/timeout", benchConfig(10000), 0},
+		{"fetched/timeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHost(b, c.config, host.Options{CallTimeout: -1, ManualTicks: true})
+			h := newHost(b, c.config, host.Options{CallTimeout: c.timeout, ManualTicks: true})
 			h.Shared().Set(keyTree, tree.Bytes(), 0)
 			h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
 			var mem uint32
