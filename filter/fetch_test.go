@@ -191,3 +191,46 @@ func TestTreeFetch(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeFetchGenerationRestarts: an agent started afresh (after
+// `loctree agent uninstall`, or another agent behind the same cluster)
+// numbers its trees from 1 again. The agent is the source of truth: every
+// VM must follow its tree, not keep (or flip back to) the higher generation
+// still in shared data.
+func TestTreeFetchGenerationRestarts(t *testing.T) {
+	ag := newAgent()
+	ag.set(buildTree(t, topo, 5))
+	srv := httptest.NewServer(ag)
+	defer srv.Close()
+	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
+	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
+	pool, err := h.NewPool(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tick := func() {
+		t.Helper()
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	everyVM := func(want string) {
+		t.Helper()
+		for _, vm := range pool.VMs() {
+			if got := pickOn(t, vm, "reviews"); got != want {
+				t.Fatalf("vm %d picked %q, want %q", vm.ID(), got, want)
+			}
+		}
+	}
+	tick()
+	tick()
+	everyVM("127.0.2.3:9080")
+
+	ag.set(buildTree(t, strings.Replace(topo, "127.0.2.3:9080", "127.0.2.33:9080", 1), 1))
+	for range 4 {
+		tick()
+	}
+	everyVM("127.0.2.33:9080")
+	tick()
+	everyVM("127.0.2.33:9080")
+}

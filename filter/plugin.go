@@ -164,8 +164,10 @@ func (p *pluginContext) pickUp() {
 	p.install(t, "")
 }
 
-// publish stores blob in shared data unless an equal or newer generation is
-// already there; compare-and-swap makes concurrent publishers safe.
+// publish stores blob in shared data unless its generation is already
+// there; compare-and-swap makes concurrent publishers safe. A lower
+// generation is published too: the agent's tree is the truth, and an agent
+// started afresh (after uninstall) numbers its trees from 1 again.
 func (p *pluginContext) publish(blob []byte) {
 	gen := blobGeneration(blob)
 	for range 3 {
@@ -173,7 +175,7 @@ func (p *pluginContext) publish(blob []byte) {
 		if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 			return
 		}
-		if err == nil && blobGeneration(cur) >= gen {
+		if err == nil && blobGeneration(cur) == gen {
 			return
 		}
 		err = abi.SetSharedData(keyTree, blob, cas)
