@@ -43,13 +43,20 @@ var services = []service{
 	{"ratings.default.svc.cluster.local", "ratings:9080", "127.77.61.2:9080"},
 }
 
-var canary = service{"canary.default.svc.cluster.local", "canary:9080", "127.77.61.3:9080"}
+// canary's one endpoint's address names the generation (v1, v2+); details
+// has no VIP and moves in v3 and v4. Requests to them tell which tree the
+// data plane that answered holds.
+var (
+	canary  = service{"canary.default.svc.cluster.local", "canary:9080", "127.77.61.3:9080"}
+	details = service{"details.default.svc.cluster.local", "details:9080", ""}
+)
 
 // Every endpoint address of both generations.
 var endpoints = []string{
 	"127.0.61.1:9080", "127.0.61.3:9080", "127.0.61.4:9080", "127.0.61.5:9080", "127.0.61.6:9080", "127.0.61.7:9080",
 	"127.0.62.1:9080", "127.0.62.2:9080", "127.0.62.3:9080", "127.0.62.4:9080",
 	"127.0.63.1:9080", "127.0.63.2:9080",
+	"127.0.64.1:9080", "127.0.64.2:9080", "127.0.64.3:9080",
 }
 
 // TestKernelAndFilterAgree runs the real agent and one real `loctree wasm
@@ -58,7 +65,9 @@ var endpoints = []string{
 // through the proxy (whose filter fetched the tree from the agent over
 // HTTP) land only on, and on every one of, the candidates package shared
 // computes for that source; where there is none (strict mode) both refuse.
-// Then the topology file changes and both planes follow the new generation.
+// Then the topology file changes and both planes follow the new generation;
+// then the agent is killed and restarted on its pins, and the filters
+// follow the tree it serves.
 func TestKernelAndFilterAgree(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cg := kerneltest.Cgroup(t)
@@ -77,7 +86,7 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	planes := &planes{t: t, cg: cg, proxies: proxies}
 
 	tree := servedTree(t, listen, "testdata/mesh-v1.yaml", 1)
-	planes.waitCanary("127.0.63.1:9080")
+	planes.waitFilters(canary, "127.0.63.1:9080")
 	planes.agree(tree)
 
 	install(t, topo, "testdata/mesh-v2.yaml")
@@ -86,10 +95,15 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	// The agent serves a tree only after installing it into the maps, so
 	// the kernel follows at once; the filters after their refresh tick.
 	planes.kernelCanary("127.0.63.2:9080")
-	planes.waitCanary("127.0.63.2:9080")
+	planes.waitFilters(canary, "127.0.63.2:9080")
 	planes.agree(tree)
 
-	planes.checkKernelCounters(listen)
+	agent = restart(t, planes, agent, cli, agentArgs(topo, cg, fs, listen))
+	tree = servedTree(t, listen, "testdata/mesh-v4.yaml", 4)
+	planes.waitFilters(details, "127.0.64.3:9080")
+	planes.agree(tree)
+
+	planes.checkKernelCounters(listen, 4)
 	if err := agent.stop(); err != nil {
 		t.Fatalf("agent after SIGTERM: %v", err)
 	}
@@ -97,6 +111,27 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	if _, err := dialVIP(canary.vip); !errors.Is(err, errRefused) {
 		t.Fatalf("after uninstall a VIP must not be redirected: %v", err)
 	}
+}
+
+// restart applies v3, a change only to details, which has no VIP and so
+// writes nothing in the kernel maps; kills the agent (kill -9); installs v4
+// while it is down (the kernel path keeps working); and starts it again on
+// the same pins. The restarted agent must serve v4 as generation 4: under
+// generation 3 the filters, which ask with If-None-Match "3", would keep
+// details on its v3 address.
+func restart(t *testing.T, planes *planes, agent *process, cli string, args []string) *process {
+	t.Helper()
+	listen := args[slices.Index(args, "--listen")+1]
+	install(t, args[2], "testdata/mesh-v3.yaml")
+	eventually(t, "agent applies v3", func() error { return etagIs(listen, `"3"`) })
+	servedTree(t, listen, "testdata/mesh-v3.yaml", 3)
+	planes.waitFilters(details, "127.0.64.2:9080")
+	agent.kill()
+	install(t, args[2], "testdata/mesh-v4.yaml")
+	planes.kernelCanary("127.0.63.2:9080")
+	agent = start(t, cli, "agent (restarted)", args...)
+	eventually(t, "restarted agent serves v4 as generation 4", func() error { return etagIs(listen, `"4"`) })
+	return agent
 }
 
 func agentArgs(topo, cg, fs, listen string) []string {

@@ -79,6 +79,13 @@ func (p *process) stop() error {
 	}
 }
 
+// kill kills the process with SIGKILL and waits for it.
+func (p *process) kill() {
+	p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+}
+
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -140,18 +140,18 @@ func ask(proxy, host string) ([]string, error) {
 	return header, nil
 }
 
-// waitCanary waits until every proxy's VMs hold the tree whose canary
-// endpoint is want (two rounds over its two workers).
-func (p *planes) waitCanary(want string) {
+// waitFilters waits until every proxy's VMs hold a tree in which svc's
+// only endpoint is want (two rounds over its two workers).
+func (p *planes) waitFilters(svc service, want string) {
 	for _, s := range sources {
-		eventually(p.t, "filter of "+s.name+" reaches canary "+want, func() error {
+		eventually(p.t, "filter of "+s.name+" sends "+svc.host+" to "+want, func() error {
 			for range 4 {
-				got, err := ask(p.proxies[s.name], canary.host)
+				got, err := ask(p.proxies[s.name], svc.host)
 				if err != nil {
 					return err
 				}
 				if got[0] != want {
-					return fmt.Errorf("canary answered from %s", got[0])
+					return fmt.Errorf("%s answered from %s", svc.host, got[0])
 				}
 			}
 			return nil
@@ -173,7 +173,7 @@ func (p *planes) kernelCanary(want string) {
 
 // checkKernelCounters compares the agent's kernel counters with what the
 // test saw: every redirect and every refusal was the kernel's doing.
-func (p *planes) checkKernelCounters(agent string) {
+func (p *planes) checkKernelCounters(agent string, gen int) {
 	p.t.Helper()
 	_, body, err := get("http://"+agent+"/metrics", "")
 	if err != nil {
@@ -183,7 +183,7 @@ func (p *planes) checkKernelCounters(agent string) {
 		"loctree_kernel_redirects_total": fmt.Sprint(p.redirected),
 		"loctree_kernel_no_match_total":  fmt.Sprint(p.refused),
 		"loctree_kernel_errors_total":    "0",
-		"loctree_generation":             "2",
+		"loctree_generation":             fmt.Sprint(gen),
 	}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {
