@@ -98,7 +98,7 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	planes.waitFilters(canary, "127.0.63.2:9080")
 	planes.agree(tree)
 
-	agent = restart(t, planes, agent, cli, agentArgs(topo, cg, fs, listen))
+	agent = restart(t, planes, agent, cli, topo, listen, agentArgs(topo, cg, fs, listen))
 	tree = servedTree(t, listen, "testdata/mesh-v4.yaml", 4)
 	planes.waitFilters(details, "127.0.64.3:9080")
 	planes.agree(tree)
@@ -119,18 +119,20 @@ func TestKernelAndFilterAgree(t *testing.T) {
 // the same pins. The restarted agent must serve v4 as generation 4: under
 // generation 3 the filters, which ask with If-None-Match "3", would keep
 // details on its v3 address.
-func restart(t *testing.T, planes *planes, agent *process, cli string, args []string) *process {
+func restart(t *testing.T, planes *planes, agent *process, cli, topo, listen string, args []string) *process {
 	t.Helper()
-	listen := args[slices.Index(args, "--listen")+1]
-	install(t, args[2], "testdata/mesh-v3.yaml")
+	install(t, topo, "testdata/mesh-v3.yaml")
 	eventually(t, "agent applies v3", func() error { return etagIs(listen, `"3"`) })
 	servedTree(t, listen, "testdata/mesh-v3.yaml", 3)
 	planes.waitFilters(details, "127.0.64.2:9080")
 	agent.kill()
-	install(t, args[2], "testdata/mesh-v4.yaml")
+	install(t, topo, "testdata/mesh-v4.yaml")
 	planes.kernelCanary("127.0.63.2:9080")
 	agent = start(t, cli, "agent (restarted)", args...)
 	eventually(t, "restarted agent serves v4 as generation 4", func() error { return etagIs(listen, `"4"`) })
+	if !strings.Contains(agent.out.String(), "re-adopted pinned services") {
+		t.Fatalf("the restarted agent did not re-adopt the pinned maps:\n%s", agent.out.String())
+	}
 	return agent
 }
 
