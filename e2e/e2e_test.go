@@ -67,7 +67,8 @@ var endpoints = []string{
 // computes for that source; where there is none (strict mode) both refuse.
 // Then the topology file changes and both planes follow the new generation;
 // then the agent is killed and restarted on its pins, and the filters
-// follow the tree it serves.
+// follow the tree it serves; last, after an uninstall, they follow a fresh
+// agent's generation 1.
 func TestKernelAndFilterAgree(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cg := kerneltest.Cgroup(t)
@@ -111,6 +112,14 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	if _, err := dialVIP(canary.vip); !errors.Is(err, errRefused) {
 		t.Fatalf("after uninstall a VIP must not be redirected: %v", err)
 	}
+
+	// A fresh agent numbers its trees from 1 again; the filters, holding
+	// generation 4, must all follow it (the agent is the truth).
+	install(t, topo, "testdata/mesh-v1.yaml")
+	start(t, cli, "agent (fresh)", agentArgs(topo, cg, fs, listen)...)
+	eventually(t, "fresh agent serves generation 1", func() error { return etagIs(listen, `"1"`) })
+	planes.kernelCanary("127.0.63.1:9080")
+	planes.waitFilters(canary, "127.0.63.1:9080")
 }
 
 // restart applies v3, a change only to details, which has no VIP and so
