@@ -13,6 +13,7 @@ import (
 
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -254,10 +255,12 @@ func httpOK(url, host string) error {
 	return err
 }
 
-func etagIs(agent, etag string) error {
+// etagIs checks that the agent serves generation gen: its ETag is
+// "GEN-CHECKSUM" (loader.ETag).
+func etagIs(agent, gen string) error {
 	resp, _, err := get("http://"+agent+"/v1/tree", "")
-	if err == nil && resp.Header.Get("ETag") != etag {
-		err = fmt.Errorf("/v1/tree ETag %s, want %s", resp.Header.Get("ETag"), etag)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("ETag"), strings.TrimSuffix(gen, `"`)+"-") {
+		err = fmt.Errorf("/v1/tree ETag %s, want generation %s", resp.Header.Get("ETag"), gen)
 	}
 	return err
 }
@@ -279,7 +282,7 @@ func servedTree(t *testing.T, agent, src string, gen uint64) *shared.Tree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tag := fmt.Sprintf("%q", fmt.Sprint(gen)); resp.StatusCode != 200 || resp.Header.Get("ETag") != tag {
+	if tag := loader.ETag(want); resp.StatusCode != 200 || resp.Header.Get("ETag") != tag {
 		t.Fatalf("/v1/tree: %d, ETag %s, want 200 and %s", resp.StatusCode, resp.Header.Get("ETag"), tag)
 	}
 	if body != string(want.Bytes()) {

@@ -234,3 +234,36 @@ func TestTreeFetchGenerationRestarts(t *testing.T) {
 	tick()
 	everyVM("127.0.2.33:9080")
 }
+
+// TestTreeFetchSameGenerationOtherContent: filters reach several agents
+// through one Service, and each agent numbers its generations itself. A tree
+// with the generation the filters hold but other content (another node's
+// agent) must still replace it on every VM: the version is generation and
+// checksum, and the agent's ETag names both.
+func TestTreeFetchSameGenerationOtherContent(t *testing.T) {
+	ag := newAgent()
+	ag.set(buildTree(t, topo, 5))
+	srv := httptest.NewServer(ag)
+	defer srv.Close()
+	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
+	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
+	pool, err := h.NewPool(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for range 2 {
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	ag.set(buildTree(t, strings.Replace(topo, "127.0.2.3:9080", "127.0.2.34:9080", 1), 5))
+	for range 4 {
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	for _, vm := range pool.VMs() {
+		if got := pickOn(t, vm, "reviews"); got != "127.0.2.34:9080" {
+			t.Fatalf("vm %d picked %q: it kept the other generation-5 tree", vm.ID(), got)
+		}
+	}
+}
