@@ -40,7 +40,7 @@ generate-check: generate
 # CI (root): the kernel tests (BPF programs, cgroup2 and bpffs mounts) must
 # run, not skip.
 test-kernel:
-	@out=$$($(GO) test -count=1 -v ./bpf/... ./loader/... ./cmd/loctree/... 2>&1); status=$$?; \
+	@out=$$($(GO) test -count=1 -v ./bpf/... ./loader/... ./cmd/loctree/... ./e2e/... 2>&1); status=$$?; \
 	echo "$$out" | grep -E '^(--- |ok|FAIL|panic)'; \
 	if echo "$$out" | grep -q -- '--- SKIP'; then echo "kernel tests skipped: CI runs as root and must not skip them"; exit 1; fi; \
 	exit $$status

@@ -1,60 +1,105 @@
+//go:build !wasip1
+
+// The agent's tree server lives in loader/, which builds for Linux only
+// (make check vets the filter's tests for wasip1 too).
+
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
 )
 
-// agent serves GET /v1/tree like the loctree agent (ETag = generation, 304
-// on If-None-Match), and can be told to fail or to serve a corrupt blob.
+// agent is the loctree agent's tree server (loader.TreeServer, mounted at
+// /v1/tree as the agent mounts it) behind a middleware that records every
+// status it answered and, on demand, fails the fetch or corrupts the real
+// handler's blob.
 type agent struct {
+	trees    loader.TreeServer
+	mux      *http.ServeMux
 	mu       sync.Mutex
-	blob     []byte
-	etag     string
 	mode     string // "", "fail", "corrupt"
 	statuses []int
+	corrupts int // blobs served corrupt (each checked to fail shared.Decode)
 }
 
-func (a *agent) set(t *shared.Tree) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.blob, a.etag = t.Bytes(), strconv.Quote(strconv.FormatUint(t.Generation(), 10))
+func newAgent() *agent {
+	a := &agent{mux: http.NewServeMux()}
+	a.mux.Handle("/v1/tree", &a.trees)
+	return a
 }
+
+func (a *agent) set(t *shared.Tree) { a.trees.Set(t) }
 
 func (a *agent) setMode(m string) { a.mu.Lock(); a.mode = m; a.mu.Unlock() }
 
 func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	status := http.StatusOK
-	switch {
-	case r.URL.Path != "/v1/tree":
-		status = http.StatusNotFound
-	case a.mode == "fail":
-		status = http.StatusInternalServerError
-	case a.mode == "corrupt":
-		w.Header().Set("ETag", `"999"`)
-		w.Write([]byte("LTRE this is not a tree"))
-	case r.Header.Get("If-None-Match") == a.etag:
-		w.Header().Set("ETag", a.etag)
-		status = http.StatusNotModified
+	mode := a.mode
+	a.mu.Unlock()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	switch mode {
+	case "fail":
+		http.Error(rec, "injected failure", http.StatusInternalServerError)
+	case "corrupt":
+		corrupt(rec, r, a.mux)
+		a.mu.Lock()
+		a.corrupts++
+		a.mu.Unlock()
 	default:
-		w.Header().Set("ETag", a.etag)
-		w.Write(a.blob)
+		a.mux.ServeHTTP(rec, r)
 	}
-	if status != http.StatusOK {
-		w.WriteHeader(status)
+	a.mu.Lock()
+	a.statuses = append(a.statuses, rec.status)
+	a.mu.Unlock()
+}
+
+// corrupt asks the real handler for the full blob (as a cache that drops
+// If-None-Match would) and flips a byte of its last record, so the blob
+// still starts with the magic but fails its checksum.
+func corrupt(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	r = r.Clone(r.Context())
+	r.Header.Del("If-None-Match")
+	res := httptest.NewRecorder()
+	next.ServeHTTP(res, r)
+	body := res.Body.Bytes()
+	if res.Code != http.StatusOK || !bytes.HasPrefix(body, []byte("LTRE")) {
+		panic(fmt.Sprintf("tree server answered %d with %q, want a blob to corrupt", res.Code, body))
 	}
-	a.statuses = append(a.statuses, status)
+	body[len(body)-1] ^= 0xff
+	if _, err := shared.Decode(bytes.Clone(body)); err == nil {
+		panic("flipping the blob's last byte left it decodable")
+	}
+	maps.Copy(w.Header(), res.Header())
+	w.Write(body)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (a *agent) corrupted() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.corrupts
 }
 
 func (a *agent) served() []int {
@@ -63,32 +108,8 @@ func (a *agent) served() []int {
 	return append([]int(nil), a.statuses...)
 }
 
-func buildTree(t *testing.T, topology string, gen uint64) *shared.Tree {
-	t.Helper()
-	c, err := parseConfig([]byte(`{"topology":` + topology + `}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := shared.Build(c.Topology, shared.BuildOptions{Generation: gen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tree
-}
-
-// pickOn sends one request for service to vm and returns the header.
-func pickOn(t *testing.T, vm *host.VM, service string) string {
-	t.Helper()
-	res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(req(service))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := res.Request.Headers.Get(defaultHeader)
-	return v
-}
-
 func TestTreeFetch(t *testing.T) {
-	ag := &agent{}
+	ag := newAgent()
 	ag.set(buildTree(t, topo, 1))
 	srv := httptest.NewServer(ag)
 	defer srv.Close()
@@ -145,6 +166,9 @@ func TestTreeFetch(t *testing.T) {
 		tick()
 		everyVM("127.0.2.33:9080")
 	}
+	if got := ag.served(); ag.corrupted() != 1 || !slices.Equal(got[len(got)-3:], []int{500, 500, 200}) {
+		t.Fatalf("want two failed fetches and one corrupt blob, the agent served %v (%d corrupt)", got, ag.corrupted())
+	}
 	if n, _ := h.Metrics().Value("loctree_fetch_failures_total"); n != 3 {
 		t.Fatalf("fetch failures %d, want 3", n)
 	}
@@ -168,14 +192,78 @@ func TestTreeFetch(t *testing.T) {
 	}
 }
 
-func countLogs(h *host.Host, substr string) int {
-	n := 0
-	for _, l := range h.Logs() {
-		if strings.Contains(l.Message, substr) {
-			n++
+// TestTreeFetchGenerationRestarts: an agent started afresh (after
+// `loctree agent uninstall`, or another agent behind the same cluster)
+// numbers its trees from 1 again. The agent is the source of truth: every
+// VM must follow its tree, not keep (or flip back to) the higher generation
+// still in shared data.
+func TestTreeFetchGenerationRestarts(t *testing.T) {
+	ag := newAgent()
+	ag.set(buildTree(t, topo, 5))
+	srv := httptest.NewServer(ag)
+	defer srv.Close()
+	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
+	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
+	pool, err := h.NewPool(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tick := func() {
+		t.Helper()
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	everyVM := func(want string) {
+		t.Helper()
+		for _, vm := range pool.VMs() {
+			if got := pickOn(t, vm, "reviews"); got != want {
+				t.Fatalf("vm %d picked %q, want %q", vm.ID(), got, want)
+			}
 		}
 	}
-	return n
+	tick()
+	tick()
+	everyVM("127.0.2.3:9080")
+
+	ag.set(buildTree(t, strings.Replace(topo, "127.0.2.3:9080", "127.0.2.33:9080", 1), 1))
+	for range 4 {
+		tick()
+	}
+	everyVM("127.0.2.33:9080")
+	tick()
+	everyVM("127.0.2.33:9080")
 }
 
-func timeDuration(ns int64) time.Duration { return time.Duration(ns) }
+// TestTreeFetchSameGenerationOtherContent: filters reach several agents
+// through one Service, and each agent numbers its generations itself. A tree
+// with the generation the filters hold but other content (another node's
+// agent) must still replace it on every VM: the version is generation and
+// checksum, and the agent's ETag names both.
+func TestTreeFetchSameGenerationOtherContent(t *testing.T) {
+	ag := newAgent()
+	ag.set(buildTree(t, topo, 5))
+	srv := httptest.NewServer(ag)
+	defer srv.Close()
+	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
+	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
+	pool, err := h.NewPool(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for range 2 {
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	ag.set(buildTree(t, strings.Replace(topo, "127.0.2.3:9080", "127.0.2.34:9080", 1), 5))
+	for range 4 {
+		pool.Tick()
+		pool.WaitHTTPCalls()
+	}
+	for _, vm := range pool.VMs() {
+		if got := pickOn(t, vm, "reviews"); got != "127.0.2.34:9080" {
+			t.Fatalf("vm %d picked %q: it kept the other generation-5 tree", vm.ID(), got)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 // Shared data keys, common to every VM of the plugin.
 const (
 	keyTree  = "loctree/tree"        // the encoded tree (latest generation)
-	keyGen   = "loctree/generation"  // its generation, 8 bytes little-endian
+	keyGen   = "loctree/generation"  // its version: generation (8 bytes LE) and checksum (4)
 	keyLease = "loctree/fetch-lease" // owner (8 bytes) and expiry (unix ns, 8 bytes)
 )
 
@@ -146,10 +146,10 @@ func (p *pluginContext) install(t *shared.Tree, etag string) {
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
 }
 
-// pickUp installs the shared tree when its generation differs from ours.
+// pickUp installs the shared tree when its version differs from ours.
 func (p *pluginContext) pickUp() {
 	g, _, err := abi.GetSharedData(keyGen)
-	if err != nil || len(g) != 8 || binary.LittleEndian.Uint64(g) == p.cur.generation() {
+	if err != nil || len(g) != len(version{}) || version(g) == p.cur.version() {
 		return
 	}
 	blob, _, err := abi.GetSharedData(keyTree)
@@ -164,21 +164,23 @@ func (p *pluginContext) pickUp() {
 	p.install(t, "")
 }
 
-// publish stores blob in shared data unless an equal or newer generation is
-// already there; compare-and-swap makes concurrent publishers safe.
+// publish stores blob in shared data unless its version is already there;
+// compare-and-swap makes concurrent publishers safe. A lower generation is
+// published too: the agent's tree is the truth, and an agent started afresh
+// (after uninstall) numbers its trees from 1 again.
 func (p *pluginContext) publish(blob []byte) {
-	gen := blobGeneration(blob)
+	ver := blobVersion(blob)
 	for range 3 {
 		cur, cas, err := abi.GetSharedData(keyTree)
 		if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 			return
 		}
-		if err == nil && blobGeneration(cur) >= gen {
+		if err == nil && blobVersion(cur) == ver {
 			return
 		}
 		err = abi.SetSharedData(keyTree, blob, cas)
 		if err == nil {
-			abi.SetSharedData(keyGen, binary.LittleEndian.AppendUint64(nil, gen), 0)
+			abi.SetSharedData(keyGen, ver[:], 0)
 			return
 		}
 		if !errors.Is(err, types.ErrorStatusCasMismatch) {
@@ -257,7 +259,7 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 		p.fail("corrupt tree rejected: " + err.Error())
 		return
 	}
-	if t.Generation() != p.cur.generation() {
+	if blobVersion(t.Bytes()) != p.cur.version() {
 		p.install(t, etag)
 		p.publish(t.Bytes())
 		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), len(t.Services())))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"math/rand/v2"
 
@@ -57,11 +56,25 @@ func (st *treeState) addr(i uint32) string {
 	return st.addrs[i]
 }
 
-// blobGeneration reads the generation field of an encoded tree header
-// without decoding the rest; 0 if the blob is too short.
-func blobGeneration(b []byte) uint64 {
-	if len(b) < shared.HeaderSize {
-		return 0
+// version identifies a tree's content: its generation and its checksum.
+// Agents on different nodes number generations independently, so the
+// generation alone could name two different trees.
+type version [12]byte
+
+func (st *treeState) version() version {
+	if st == nil {
+		return version{}
 	}
-	return binary.LittleEndian.Uint64(b[16:])
+	return blobVersion(st.tree.Bytes())
+}
+
+// blobVersion reads the generation and checksum fields of an encoded tree
+// header without decoding the rest; zero if the blob is too short.
+func blobVersion(b []byte) version {
+	var v version
+	if len(b) >= shared.HeaderSize {
+		copy(v[:8], b[16:24]) // generation
+		copy(v[8:], b[8:12])  // checksum
+	}
+	return v
 }

@@ -83,6 +83,9 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 		res.Rewritten++
 	}
 	in.gen = max(in.gen, t.Generation())
+	if err := in.k.saveGeneration(in.gen); err != nil {
+		in.log.Warn("an agent restarted later may reuse this generation", "err", err)
+	}
 	in.warnPolicies(changed)
 	res.Duration = time.Since(start)
 	return res, nil

@@ -95,7 +95,7 @@ func Uninstall(cgroup, bpffsDir string) error {
 	for _, h := range hooks {
 		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))
 	}
-	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels} {
+	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels, mapGeneration} {
 		if err := os.Remove(filepath.Join(bpffsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", name, err))
 		}

@@ -132,3 +132,35 @@ func TestReadopt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGenerationSurvivesRestart: a tree whose changes are all in services
+// without a VIP rewrites nothing in the kernel, yet its generation was
+// served to the filters. An installer opened again on the same pins must
+// continue after it, or the agent would serve other content under a
+// generation (ETag) the filters already hold, and they would keep it.
+func TestGenerationSurvivesRestart(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	dir := filepath.Join(kerneltest.BPFFS(t), "lt")
+	t.Cleanup(func() { Uninstall("", dir) })
+	first, err := Open(Config{BPFFS: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Apply(mustBuild(t, mesh(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	l7 := mesh()
+	l7.Services = append(l7.Services, shared.ServiceSpec{Name: "l7-only", Endpoints: []shared.EndpointSpec{ep("127.0.9.1:80", "r1", "z1")}})
+	if res, err := first.Apply(mustBuild(t, l7, 2)); err != nil || res.Rewritten != 0 {
+		t.Fatalf("a change to a service without a VIP: %+v %v, want nothing rewritten", res, err)
+	}
+	first.Close()
+	second, err := Open(Config{BPFFS: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if g := second.Generation(); g != 2 {
+		t.Fatalf("re-adopted generation %d, want 2 (the last applied)", g)
+	}
+}

@@ -98,7 +98,9 @@ func (in *Installer) adopt() error {
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read pinned frontends: %w", err)
 	}
-	return nil
+	saved, err := in.k.savedGeneration()
+	in.gen = max(in.gen, saved)
+	return err
 }
 
 // Generation is the highest generation installed (also one found in pinned

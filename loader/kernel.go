@@ -28,7 +28,8 @@ type kernel struct {
 	objs   bpf.Objects
 	nodes  *ebpf.Memory
 	eps    *ebpf.Memory
-	pinned string // bpffs directory, "" when not pinned
+	gen    *ebpf.Map // generation of the last applied tree (generation.go)
+	pinned string    // bpffs directory, "" when not pinned
 }
 
 // openKernel loads the programs and creates the maps, or re-adopts the maps
@@ -66,6 +67,10 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
 	if err := k.mmap(); err != nil {
+		k.close()
+		return nil, err
+	}
+	if k.gen, err = openGeneration(pinDir); err != nil {
 		k.close()
 		return nil, err
 	}
@@ -108,5 +113,8 @@ func (k *kernel) stats() ([bpf.StatCount]uint64, error) {
 }
 
 func (k *kernel) close() error {
+	if k.gen != nil {
+		k.gen.Close()
+	}
 	return k.objs.Close()
 }

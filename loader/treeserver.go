@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,9 +11,9 @@ import (
 )
 
 // TreeServer serves the current encoded tree at GET /v1/tree for the
-// proxy-wasm filters. The ETag is the tree's generation; a request whose
-// If-None-Match names it gets 304 Not Modified. Until a tree is set it
-// answers 503.
+// proxy-wasm filters. The ETag (see ETag) names the tree's generation and
+// checksum; a request whose If-None-Match names it gets 304 Not Modified.
+// Until a tree is set it answers 503.
 type TreeServer struct {
 	mu   sync.RWMutex
 	blob []byte
@@ -24,7 +25,15 @@ func (s *TreeServer) Set(t *shared.Tree) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.blob = t.Bytes()
-	s.etag = `"` + strconv.FormatUint(t.Generation(), 10) + `"`
+	s.etag = ETag(t)
+}
+
+// ETag is the entity tag a tree is served with: its generation and its
+// checksum, "GENERATION-CRC32C". The checksum matters when filters reach
+// several agents through one Service: each agent numbers its generations
+// itself, so the same number may name different content on two nodes.
+func ETag(t *shared.Tree) string {
+	return fmt.Sprintf(`"%d-%08x"`, t.Generation(), t.Checksum())
 }
 
 // ServeHTTP implements http.Handler.

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,23 +36,29 @@ func TestTreeServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.Set(tree)
+	etag := ETag(tree)
+	if want := fmt.Sprintf(`"42-%08x"`, tree.Checksum()); etag != want {
+		t.Fatalf("ETag %s, want %s", etag, want)
+	}
 	tests := []struct {
 		name, inm string
 		status    int
 		body      bool
 	}{
 		{"plain", "", 200, true},
-		{"current", `"42"`, 304, false},
-		{"weak current", `W/"42"`, 304, false},
-		{"list", `"41", "42"`, 304, false},
+		{"current", etag, 304, false},
+		{"weak current", "W/" + etag, 304, false},
+		{"list", `"41-00000000", ` + etag, 304, false},
 		{"star", `*`, 304, false},
-		{"stale", `"41"`, 200, true},
+		{"stale", `"41-00000000"`, 200, true},
+		{"same generation, other content", `"42-00000000"`, 200, true},
+		{"generation only", `"42"`, 200, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, b := get(tt.inm)
-			if resp.StatusCode != tt.status || resp.Header.Get("ETag") != `"42"` {
-				t.Fatalf("status %d etag %q, want %d \"42\"", resp.StatusCode, resp.Header.Get("ETag"), tt.status)
+			if resp.StatusCode != tt.status || resp.Header.Get("ETag") != etag {
+				t.Fatalf("status %d etag %q, want %d %s", resp.StatusCode, resp.Header.Get("ETag"), tt.status, etag)
 			}
 			if tt.body && !bytes.Equal(b, tree.Bytes()) {
 				t.Fatalf("body is not the tree (%d bytes)", len(b))

@@ -56,28 +56,23 @@ func BenchmarkLookup(b *testing.B) {
 		for i, l := range srcs {
 			prepared[i] = NewSource(l)
 		}
-		b.Run(fmt.Sprintf("src=map/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				r := svc.Lookup(srcs[i%len(srcs)])
-				if r.Len() == 0 {
-					b.Fatal("no candidate")
+		lookups := map[string]func(i int) Range{
+			"map":      func(i int) Range { return svc.Lookup(srcs[i%len(srcs)]) },
+			"prepared": func(i int) Range { return svc.LookupSource(prepared[i%len(prepared)]) },
+		}
+		for _, kind := range []string{"map", "prepared"} {
+			lookup := lookups[kind]
+			b.Run(fmt.Sprintf("src=%s/N=%d", kind, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if lookup(i).Len() == 0 {
+						b.Fatal("no candidate")
+					}
+					i++
 				}
-				i++
-			}
-		})
-		b.Run(fmt.Sprintf("src=prepared/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				r := svc.LookupSource(prepared[i%len(prepared)])
-				if r.Len() == 0 {
-					b.Fatal("no candidate")
-				}
-				i++
-			}
-		})
+			})
+		}
 	}
 }
 

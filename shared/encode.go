@@ -32,9 +32,10 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 			putNode(b[nodesOff+(nodeBase+k)*NodeRecordSize:], &s.nodes[k], nodeBase, epBase)
 		}
 		var cum uint64
-		for k := range s.eps {
-			cum += uint64(s.eps[k].weight)
-			putEndpoint(b[epsOff+(epBase+k)*EndpointRecordSize:], &s.eps[k], cum)
+		for k, i := range s.order {
+			e := &s.eps[i]
+			cum += uint64(e.weight)
+			putEndpoint(b[epsOff+(epBase+k)*EndpointRecordSize:], e, cum)
 		}
 		nodeBase += len(s.nodes)
 		epBase += len(s.eps)

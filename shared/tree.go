@@ -153,3 +153,7 @@ func (s *Service) EndpointValues(i uint32) []string {
 	}
 	return out
 }
+
+// Checksum is the CRC-32C of the blob from the header (docs/FORMAT.md):
+// with the generation it identifies the content.
+func (t *Tree) Checksum() uint32 { return le.Uint32(t.blob[hChecksum:]) }
