@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -74,9 +73,16 @@ func fetchedHost(b *testing.B, n int, opts host.Options) *host.Host {
 	loc, _ := json.Marshal(benchSource)
 	opts.ManualTicks = true
 	h := newHost(b, fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), opts)
-	h.Shared().Set(keyTree, tree.Bytes(), 0)
-	h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+	publishShared(h, tree)
 	return h
+}
+
+// publishShared puts tree in the host's shared data as a fetching VM
+// publishes it (blob, then its version).
+func publishShared(h *host.Host, tree *shared.Tree) {
+	ver := blobVersion(tree.Bytes())
+	h.Shared().Set(keyTree, tree.Bytes(), 0)
+	h.Shared().Set(keyGen, ver[:], 0)
 }
 
 // BenchmarkNativeLookup is the same lookup and pick in native Go (the
@@ -123,8 +129,7 @@ func BenchmarkVMStart(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHost(b, c.config, host.Options{CallTimeout: c.timeout, ManualTicks: true})
-			h.Shared().Set(keyTree, tree.Bytes(), 0)
-			h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+			publishShared(h, tree)
 			var mem uint32
 			for b.Loop() {
 				vm, err := h.NewVM(context.Background())
