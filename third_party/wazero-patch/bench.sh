@@ -11,12 +11,21 @@ src=$(go env GOMODCACHE)/github.com/tetratelabs/wazero@v1.12.0
 cp -r "$src" "$tmp/wazero"
 chmod -R u+w "$tmp/wazero"
 patch -s -d "$tmp/wazero" -p1 <"$root/third_party/wazero-patch/termination.patch"
-cp "$root/go.mod" "$root/go.sum" "$tmp/"
-echo "replace github.com/tetratelabs/wazero => $tmp/wazero" >>"$tmp/go.mod"
+# stock.mod: the module without any wazero replacement; patched.mod: with
+# the copy patched here.
+mkdir "$tmp/stock" "$tmp/patched"
+grep -v '^replace github.com/tetratelabs/wazero ' "$root/go.mod" >"$tmp/stock/go.mod"
+cp "$tmp/stock/go.mod" "$tmp/patched/go.mod"
+echo "replace github.com/tetratelabs/wazero => $tmp/wazero" >>"$tmp/patched/go.mod"
 cd "$root"
-go test -count=1 -modfile="$tmp/go.mod" ./host/
-go test -c -o "$tmp/stock.test" ./filter/
-go test -c -modfile="$tmp/go.mod" -o "$tmp/patched.test" ./filter/
+for t in stock patched; do
+	cp go.sum "$tmp/$t/go.sum"
+	go mod download -modfile="$tmp/$t/go.mod" github.com/tetratelabs/wazero@v1.12.0 2>/dev/null || true
+done
+go test -count=1 -modfile="$tmp/patched/go.mod" ./host/
+for t in stock patched; do
+	go test -c -modfile="$tmp/$t/go.mod" -o "$tmp/$t.test" ./filter/
+done
 cd filter
 for round in 1 2 3; do
 	for t in stock patched; do
