@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/shared"
@@ -73,9 +73,16 @@ func fetchedHost(b *testing.B, n int, opts host.Options) *host.Host {
 	loc, _ := json.Marshal(benchSource)
 	opts.ManualTicks = true
 	h := newHost(b, fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), opts)
-	h.Shared().Set(keyTree, tree.Bytes(), 0)
-	h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+	publishShared(h, tree)
 	return h
+}
+
+// publishShared puts tree in the host's shared data as a fetching VM
+// publishes it (blob, then its version).
+func publishShared(h *host.Host, tree *shared.Tree) {
+	ver := blobVersion(tree.Bytes())
+	h.Shared().Set(keyTree, tree.Bytes(), 0)
+	h.Shared().Set(keyGen, ver[:], 0)
 }
 
 // BenchmarkNativeLookup is the same lookup and pick in native Go (the
@@ -103,22 +110,26 @@ func BenchmarkNativeLookup(b *testing.B) {
 // BenchmarkVMStart is one VM's instantiation and start (Go runtime
 // initialisation, root context, plugin configuration, tree install) with a
 // 10,000-endpoint tree, inline (JSON parsed and built in the VM) or fetched
-// (the blob another VM published in shared data, decoded); it reports the
-// VM's linear memory.
+// (the blob another VM published in shared data, decoded), with and
+// without the per-callback time limit; it reports the VM's linear memory.
 func BenchmarkVMStart(b *testing.B) {
 	tree, err := shared.Build(benchTopology(10000), shared.BuildOptions{Generation: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	loc, _ := json.Marshal(benchSource)
-	for _, c := range []struct{ name, config string }{
-		{"inline", benchConfig(10000)},
-		{"fetched", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc)},
+	for _, c := range []struct {
+		name, config string
+		timeout      time.Duration
+	}{
+		{"inline/notimeout", benchConfig(10000), -1},
+		{"fetched/notimeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), -1},
+		{"inline/timeout", benchConfig(10000), 0},
+		{"fetched/timeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHost(b, c.config, host.Options{CallTimeout: -1, ManualTicks: true})
-			h.Shared().Set(keyTree, tree.Bytes(), 0)
-			h.Shared().Set(keyGen, binary.LittleEndian.AppendUint64(nil, 1), 0)
+			h := newHost(b, c.config, host.Options{CallTimeout: c.timeout, ManualTicks: true})
+			publishShared(h, tree)
 			var mem uint32
 			for b.Loop() {
 				vm, err := h.NewVM(context.Background())

@@ -172,6 +172,30 @@ func TestTrapAndTimeout(t *testing.T) {
 	}
 }
 
+// TestTimeoutOneProc: with a single P, a callback stuck in a loop keeps
+// the P; the watchdog must still get to run and stop it (the compiled
+// code has to leave native code now and then for that).
+func TestTimeoutOneProc(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{CallTimeout: 100 * time.Millisecond})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	start := time.Now()
+	_, err = vm.Do(context.Background(), &Request{Headers: Headers{{"x-loop", "1"}}}, nil)
+	if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("err %v, want ErrTrap (deadline exceeded)", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("loop stopped after %v, limit 100ms", d)
+	}
+	if vm.Err() == nil {
+		t.Fatal("VM not marked broken after the timeout")
+	}
+}
+
 func TestLocalResponseDeferred(t *testing.T) {
 	h := newTestHost(t, otherSDK(t), Options{})
 	vm, err := h.NewVM(context.Background())

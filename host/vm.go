@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // VM is one instance of the module with its root (plugin) context, as one
@@ -22,13 +23,14 @@ type VM struct {
 	id     int
 	mod    api.Module
 	mem    api.Memory
-	ctx    context.Context // carries the VM for hostcalls
+	ctx    context.Context // carries the VM for hostcalls; done when the VM closes
 	cancel context.CancelFunc
-	// runCtx is ctx for callbacks after start when a time limit is set;
-	// the watchdog cancels it. busySince is the start of the running
-	// callback (unix ns), 0 when idle.
+	// runCtx is the context of callbacks after start: it carries the VM
+	// and is never done; with a time limit the watchdog closes the module
+	// instead of cancelling a context.
+	// busySince is the start of the running callback (unix ns), 0 when
+	// idle.
 	runCtx    context.Context
-	runCancel context.CancelFunc
 	busySince atomic.Int64
 	fn        callbacks
 
@@ -89,8 +91,8 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 	}
 	vm.mod, vm.mem = mod, mod.Memory()
 	h.track(vm, true)
+	vm.runCtx = context.WithValue(context.Background(), vmKey{}, vm)
 	if h.opts.CallTimeout > 0 {
-		vm.runCtx, vm.runCancel = context.WithCancel(vm.ctx)
 		go vm.watch(h.opts.CallTimeout)
 	}
 	if err := vm.start(); err != nil {
@@ -199,19 +201,19 @@ func (vm *VM) initialize(ctx context.Context) error {
 	return nil
 }
 
-// callContext is the context of callbacks after start. With a time limit
-// it is the VM's run context, which the watchdog cancels when one callback
-// overruns: no timer per callback.
+// callContext is the context of callbacks after start: the VM's run
+// context, with no timer or cancellation per callback (see watch).
 func (vm *VM) callContext() (context.Context, context.CancelFunc) {
-	if vm.runCtx != nil {
-		return vm.runCtx, func() {}
-	}
-	return vm.ctx, func() {}
+	return vm.runCtx, func() {}
 }
 
-// watch cancels the run context (wazero then closes the module, the
-// running callback fails with ErrTrap and the VM is replaced) when a
-// callback runs longer than CallTimeout. It checks every quarter limit.
+// watch closes the module when a callback runs longer than CallTimeout
+// (checked every quarter limit). The module is compiled with
+// WithCloseOnContextDone, so its code checks the closed flag at every loop
+// header and the running callback fails with ErrTrap (exit code
+// "deadline exceeded"); the VM is then replaced. A context that is never
+// done lets a patched wazero skip its watcher goroutine per call (stock
+// v1.12.0 starts it anyway; see third_party/wazero-patch).
 func (vm *VM) watch(limit time.Duration) {
 	t := time.NewTicker(max(limit/4, 5*time.Millisecond))
 	defer t.Stop()
@@ -221,7 +223,8 @@ func (vm *VM) watch(limit time.Duration) {
 			return
 		case <-t.C:
 			if since := vm.busySince.Load(); since != 0 && time.Since(time.Unix(0, since)) > limit {
-				vm.runCancel()
+				vm.h.log.Warn("wasm callback over the time limit; closing the module", "vm", vm.id, "limit", limit)
+				vm.mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
 				return
 			}
 		}
