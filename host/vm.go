@@ -211,9 +211,10 @@ func (vm *VM) callContext() (context.Context, context.CancelFunc) {
 // (checked every quarter limit). The module is compiled with
 // WithCloseOnContextDone, so its code checks the closed flag at every loop
 // header and the running callback fails with ErrTrap (exit code
-// "deadline exceeded"); the VM is then replaced. A context that is never
-// done lets a patched wazero skip its watcher goroutine per call (stock
-// v1.12.0 starts it anyway; see third_party/wazero-patch).
+// "deadline exceeded"); the VM is then replaced. Calls use a context that
+// is never done, so a wazero that skips its watcher goroutine for such
+// contexts (v1.12.0 starts one per call anyway; wazero/wazero#2466) makes
+// the limit nearly free.
 func (vm *VM) watch(limit time.Duration) {
 	t := time.NewTicker(max(limit/4, 5*time.Millisecond))
 	defer t.Stop()
