@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -128,7 +129,7 @@ func sourceLocality(top *shared.Topology, svc *shared.Service, o *treePickOption
 	if o.node != "" {
 		return topology.NodeLocality(top, o.node)
 	}
-	src, err := parseLocality(o.from)
+	src, err := loader.ParseLocality(o.from)
 	if err != nil {
 		return nil, fmt.Errorf("bad --from: %w", err)
 	}
@@ -138,26 +139,6 @@ func sourceLocality(top *shared.Topology, svc *shared.Service, o *treePickOption
 		}
 	}
 	return src, nil
-}
-
-// parseLocality parses "scope=value[,scope=value...]"; "" is the empty locality.
-func parseLocality(s string) (shared.Locality, error) {
-	loc := shared.Locality{}
-	if s == "" {
-		return loc, nil
-	}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%q: want scope=value[,scope=value...]", kv)
-		}
-		if _, dup := loc[k]; dup {
-			return nil, fmt.Errorf("scope %q given twice", k)
-		}
-		loc[k] = strings.TrimSpace(v)
-	}
-	return loc, nil
 }
 
 func pick(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions) *pickResult {

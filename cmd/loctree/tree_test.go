@@ -160,19 +160,3 @@ func sumLeaves(n jsonNode) int {
 	}
 	return s
 }
-
-func FuzzParseLocality(f *testing.F) {
-	f.Add("region=us-east,zone=us-east-1a")
-	f.Add("=x,,a=")
-	f.Fuzz(func(t *testing.T, s string) {
-		loc, err := parseLocality(s)
-		if err != nil {
-			return
-		}
-		for k := range loc {
-			if k == "" || strings.ContainsAny(k, ",=") {
-				t.Fatalf("%q parsed into key %q", s, k)
-			}
-		}
-	})
-}
