@@ -1,0 +1,38 @@
+// Package kubernetes is the agent's Kubernetes endpoint source. It watches
+// discovery.k8s.io/v1 EndpointSlices, v1 Services and v1 Nodes through client-go
+// shared informers and turns the services that opted in into a
+// *shared.Topology, plus the locality of the node the agent runs on.
+//
+// Mapping (docs/ISTIO.md has the user's view):
+//
+//   - A Service is managed when it sets spec.trafficDistribution or carries the
+//     annotation loctree.io/enabled: "true" ("false" opts a service out).
+//   - Scopes and mode follow Istio ambient: PreferClose and PreferSameZone give
+//     [network, region, zone, subzone] failover, PreferSameNode adds node,
+//     internalTrafficPolicy: Local gives [node] strict. The annotations
+//     loctree.io/scopes (comma list), loctree.io/mode and loctree.io/policy
+//     override them; publishNotReadyAddresses gives health allow_all.
+//   - Every service port is its own tree service. The first TCP port is named
+//     <svc>.<ns>.svc.<domain>, every other port <svc>.<ns>.svc.<domain>:<port>
+//     (non-TCP ports :<port>/<protocol>), because tree names and hosts are
+//     unique. Hosts are the short names with the port (<svc>:<port>,
+//     <svc>.<ns>:<port>, <svc>.<ns>.svc:<port>); the first TCP port also answers
+//     to the short names without a port and to <fqdn>:<port>.
+//   - A tree service holds one VIP. A dual-stack Service's second cluster IP is
+//     a twin tree service named <name>#ipv6 (or #ipv4), with no hosts, whose
+//     endpoints are the addresses of that family: a connect to a VIP is only
+//     ever redirected to an endpoint of the VIP's family.
+//   - Endpoint locality: region, zone and subzone from the node's labels
+//     (topology.kubernetes.io/region, topology.kubernetes.io/zone,
+//     topology.istio.io/subzone), zone falling back to the EndpointSlice's zone;
+//     node = nodeName; network = the node label topology.istio.io/network;
+//     cluster = the configured cluster ID; any other scope is a node label key.
+//   - Health: conditions.ready; terminating endpoints are unhealthy unless no
+//     endpoint of the tree service is ready, then the serving terminating ones
+//     are healthy (as kube-proxy does).
+//
+// A bad annotation is reported as a Warning Event on the Service and in the
+// log; the service keeps its last good settings (its endpoints keep being
+// tracked). Changes are debounced and each Update names the tree services that
+// changed.
+package kubernetes

@@ -1,0 +1,13 @@
+package kubernetes
+
+import "errors"
+
+// Sentinel errors. Functions wrap them with context; test with errors.Is.
+var (
+	// ErrBadAnnotation means a loctree.io/* annotation of a Service cannot be used.
+	ErrBadAnnotation = errors.New("bad loctree annotation")
+	// ErrConfig means the source's configuration is incomplete.
+	ErrConfig = errors.New("bad kubernetes source configuration")
+	// ErrNotSynced means the informers' caches did not sync before the context ended.
+	ErrNotSynced = errors.New("kubernetes caches did not sync")
+)

@@ -1,0 +1,58 @@
+package kubernetes
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// ReasonBadAnnotation is the reason of the Warning Event a bad annotation raises.
+const ReasonBadAnnotation = "LoctreeBadAnnotation"
+
+// eventSink records Events on Services through the API server.
+type eventSink struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+}
+
+func newEventSink(client clientset.Interface, node string) *eventSink {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &eventSink{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "loctree-agent", Host: node}),
+	}
+}
+
+func (e *eventSink) shutdown() { e.broadcaster.Shutdown() }
+
+// reportBad tells the Service's owner, once per distinct error, that an
+// annotation was rejected and the last good settings stay.
+func (s *Source) reportBad(svc *corev1.Service, err error) {
+	key := svc.Namespace + "/" + svc.Name
+	msg := err.Error()
+	if s.state.reported[key] == msg {
+		return
+	}
+	s.state.reported[key] = msg
+	_, kept := s.state.good[key]
+	s.cfg.Logger.Warn("service annotation rejected", "service", key, "err", err, "kept_last_good", kept)
+	note := "; the service is not managed until it is fixed"
+	if kept {
+		note = "; the last good settings stay in force"
+	}
+	s.events.recorder.Event(svc, corev1.EventTypeWarning, ReasonBadAnnotation, msg+note)
+}
+
+func asSlices(objs []any) []*discoveryv1.EndpointSlice {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, sl)
+		}
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// Update is one new state of the source.
+type Update struct {
+	// Topology holds every managed tree service (sorted by name) and every
+	// node with its locality. Treat it as read-only: unchanged services share
+	// memory with earlier updates.
+	Topology *shared.Topology
+	// Locality is the locality of this agent's own node (Config.NodeName),
+	// nil while that Node is unknown.
+	Locality shared.Locality
+	// Changed names the tree services added, changed or removed since the
+	// previous update, sorted; every service in the first update.
+	Changed []string
+	// LocalityChanged says Locality differs from the previous update's.
+	LocalityChanged bool
+}
+
+// Config configures a Source.
+type Config struct {
+	// Client talks to the API server (a fake clientset in tests).
+	Client clientset.Interface
+	// NodeName is the node the agent runs on (the downward API's spec.nodeName).
+	NodeName string
+	// ClusterID is the value of the cluster scope.
+	ClusterID string
+	// Domain is the cluster DNS domain; default "cluster.local".
+	Domain string
+	// Debounce is the quiet time after a change before an update is published;
+	// default 100ms. MaxDelay bounds how long changes are held back; default 1s.
+	Debounce, MaxDelay time.Duration
+	// Logger gets warnings about bad annotations; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Source watches the API server and publishes topologies.
+type Source struct {
+	cfg      Config
+	factory  informers.SharedInformerFactory
+	services corelisters.ServiceLister
+	slices   cache.Indexer
+	nodes    corelisters.NodeLister
+	events   *eventSink
+	kick     chan struct{}
+
+	mu    sync.Mutex
+	dirty dirtySet
+
+	state *state // owned by the Run goroutine
+}
+
+// dirtySet is what changed since the last sync.
+type dirtySet struct {
+	services map[string]struct{} // namespace/name
+	nodes    map[string]struct{}
+	all      bool
+}
+
+// serviceIndex indexes EndpointSlices by their Service's namespace/name.
+const serviceIndex = "service"
+
+// New checks the configuration and sets up (but does not start) the informers.
+func New(cfg Config) (*Source, error) {
+	if cfg.Client == nil || cfg.NodeName == "" {
+		return nil, fmt.Errorf("%w: a client and a node name are required", ErrConfig)
+	}
+	cfg.Domain = orDefault(cfg.Domain, "cluster.local")
+	cfg.Debounce = orDefault(cfg.Debounce, 100*time.Millisecond)
+	cfg.MaxDelay = orDefault(cfg.MaxDelay, time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
+	s.factory = informers.NewSharedInformerFactory(cfg.Client, 0)
+	if err := s.setupInformers(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (s *Source) setupInformers() error {
+	svcInf := s.factory.Core().V1().Services()
+	sliceInf := s.factory.Discovery().V1().EndpointSlices()
+	nodeInf := s.factory.Core().V1().Nodes()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
+		return fmt.Errorf("index endpoint slices: %w", err)
+	}
+	s.services, s.slices, s.nodes = svcInf.Lister(), sliceInf.Informer().GetIndexer(), nodeInf.Lister()
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		fn  func(obj any)
+	}{
+		{svcInf.Informer(), s.onService},
+		{sliceInf.Informer(), s.onSlice},
+		{nodeInf.Informer(), s.onNode},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
+	}
+	return nil
+}
+
+func sliceServiceKey(obj any) ([]string, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := sl.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{sl.Namespace + "/" + name}, nil
+}
+
+// onAnyChange calls fn with the new object of an add or update, and the last
+// known object of a delete.
+func onAnyChange(fn func(obj any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    fn,
+		UpdateFunc: func(_, obj any) { fn(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			fn(obj)
+		},
+	}
+}
+
+func (s *Source) onService(obj any) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		s.markService(svc.Namespace + "/" + svc.Name)
+	}
+}
+
+func (s *Source) onSlice(obj any) {
+	if keys, _ := sliceServiceKey(obj); len(keys) == 1 {
+		s.markService(keys[0])
+	}
+}
+
+func (s *Source) onNode(obj any) {
+	if n, ok := obj.(*corev1.Node); ok {
+		s.mark(func(d *dirtySet) { d.nodes[n.Name] = struct{}{} })
+	}
+}
+
+func (s *Source) markService(key string) {
+	s.mark(func(d *dirtySet) { d.services[key] = struct{}{} })
+}
+
+func (s *Source) mark(fn func(*dirtySet)) {
+	s.mu.Lock()
+	if s.dirty.services == nil {
+		s.dirty.services, s.dirty.nodes = map[string]struct{}{}, map[string]struct{}{}
+	}
+	fn(&s.dirty)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Source) takeDirty() dirtySet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dirty
+	s.dirty = dirtySet{}
+	return d
+}
+
+// Run starts the informers, waits for their caches, publishes the first full
+// update and then one update per debounced batch of changes that altered the
+// topology or this node's locality. It returns nil when ctx ends, or
+// ErrNotSynced if the caches never synced. publish runs on Run's goroutine.
+func (s *Source) Run(ctx context.Context, publish func(Update)) error {
+	s.events = newEventSink(s.cfg.Client, s.cfg.NodeName)
+	defer s.events.shutdown()
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("%w: %v", ErrNotSynced, typ)
+		}
+	}
+	s.state = newState()
+	s.mark(func(d *dirtySet) { d.all = true })
+	for s.wait(ctx) {
+		if u, ok := s.sync(); ok {
+			publish(u)
+		}
+	}
+	return nil
+}
+
+// wait blocks until a change arrives, then until Debounce passes with no
+// further change or MaxDelay passes. It returns false when ctx ends.
+func (s *Source) wait(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.kick:
+	}
+	deadline := time.NewTimer(s.cfg.MaxDelay)
+	defer deadline.Stop()
+	quiet := time.NewTimer(s.cfg.Debounce)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.kick:
+			quiet.Reset(s.cfg.Debounce)
+		case <-quiet.C:
+			return true
+		case <-deadline.C:
+			return true
+		}
+	}
+}

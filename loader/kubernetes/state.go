@@ -1,0 +1,224 @@
+package kubernetes
+
+import (
+	"cmp"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// state is what the source has published, owned by Run's goroutine.
+type state struct {
+	specs     map[string][]shared.ServiceSpec // Service key → its tree services
+	good      map[string]settings             // Service key → last good settings
+	reported  map[string]string               // Service key → last bad annotation reported
+	nodeSvcs  map[string]map[string]struct{}  // node name → Service keys with endpoints on it
+	svcNodes  map[string]map[string]struct{}  // Service key → node names
+	localties map[string]shared.Locality      // node name → locality
+	nodeList  []shared.NodeSpec
+	published bool
+}
+
+func newState() *state {
+	return &state{
+		specs: map[string][]shared.ServiceSpec{}, good: map[string]settings{},
+		reported: map[string]string{}, nodeSvcs: map[string]map[string]struct{}{},
+		svcNodes: map[string]map[string]struct{}{}, localties: map[string]shared.Locality{},
+	}
+}
+
+// sync applies the dirty set and returns the update, false if nothing changed.
+func (s *Source) sync() (Update, bool) {
+	d := s.takeDirty()
+	st := s.state
+	if d.all {
+		d = s.everything(d)
+	}
+	moved := s.syncNodes(d.nodes)
+	for n := range moved {
+		for key := range st.nodeSvcs[n] {
+			d.services[key] = struct{}{}
+		}
+	}
+	changed := map[string]struct{}{}
+	for key := range d.services {
+		s.syncService(key, changed)
+	}
+	_, ownMoved := moved[s.cfg.NodeName]
+	if st.published && len(changed) == 0 && len(moved) == 0 {
+		return Update{}, false
+	}
+	st.published = true
+	if len(moved) > 0 {
+		st.nodeList = nodeSpecs(st.localties)
+	}
+	return Update{
+		Topology:        &shared.Topology{Services: st.allServices(), Nodes: st.nodeList},
+		Locality:        st.localties[s.cfg.NodeName],
+		Changed:         slices.Sorted(maps.Keys(changed)),
+		LocalityChanged: ownMoved,
+	}, true
+}
+
+// everything marks every known and every listed Service and Node dirty.
+func (s *Source) everything(d dirtySet) dirtySet {
+	d.services, d.nodes = map[string]struct{}{}, map[string]struct{}{}
+	for key := range s.state.specs {
+		d.services[key] = struct{}{}
+	}
+	svcs, _ := s.services.List(labels.Everything())
+	for _, svc := range svcs {
+		d.services[svc.Namespace+"/"+svc.Name] = struct{}{}
+	}
+	for name := range s.state.localties {
+		d.nodes[name] = struct{}{}
+	}
+	nodes, _ := s.nodes.List(labels.Everything())
+	for _, n := range nodes {
+		d.nodes[n.Name] = struct{}{}
+	}
+	return d
+}
+
+// syncNodes refreshes node localities and returns the nodes whose locality
+// changed (added and removed nodes included).
+func (s *Source) syncNodes(names map[string]struct{}) map[string]struct{} {
+	moved := map[string]struct{}{}
+	for name := range names {
+		n, err := s.nodes.Get(name)
+		old, had := s.state.localties[name]
+		switch {
+		case err != nil:
+			if had {
+				delete(s.state.localties, name)
+				moved[name] = struct{}{}
+			}
+		default:
+			if loc := NodeLocality(n, s.cfg.ClusterID); !had || !maps.Equal(old, loc) {
+				s.state.localties[name] = loc
+				moved[name] = struct{}{}
+			}
+		}
+	}
+	return moved
+}
+
+func nodeSpecs(locs map[string]shared.Locality) []shared.NodeSpec {
+	out := make([]shared.NodeSpec, 0, len(locs))
+	for _, name := range slices.Sorted(maps.Keys(locs)) {
+		out = append(out, shared.NodeSpec{Name: name, Locality: locs[name]})
+	}
+	return out
+}
+
+// syncService recomputes one Service's tree services and adds the names of
+// those that changed to changed.
+func (s *Source) syncService(key string, changed map[string]struct{}) {
+	st := s.state
+	nodes := map[string]struct{}{}
+	specs := s.serviceSpecs(key, nodes)
+	diffSpecs(st.specs[key], specs, changed)
+	if len(specs) == 0 {
+		delete(st.specs, key)
+	} else {
+		st.specs[key] = specs
+	}
+	st.setNodes(key, nodes)
+}
+
+// serviceSpecs are the tree services of the Service key now, nil if it is
+// gone or not managed.
+func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.ServiceSpec {
+	st := s.state
+	ns, name, _ := strings.Cut(key, "/")
+	svc, err := s.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) || err != nil {
+		delete(st.good, key)
+		delete(st.reported, key)
+		return nil
+	}
+	set, managed, err := serviceSettings(svc)
+	switch {
+	case err != nil:
+		s.reportBad(svc, err)
+		set, managed = st.good[key]
+	case managed:
+		st.good[key] = set
+		delete(st.reported, key)
+	default:
+		delete(st.good, key)
+		delete(st.reported, key)
+	}
+	if !managed {
+		return nil
+	}
+	slices, _ := s.slices.ByIndex(serviceIndex, key)
+	return treeServices(&treeInput{
+		svc: svc, set: set, slices: asSlices(slices), labels: s.nodeLabels,
+		clusterID: s.cfg.ClusterID, domain: s.cfg.Domain,
+	}, nodes)
+}
+
+func (s *Source) nodeLabels(name string) map[string]string {
+	n, err := s.nodes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n.Labels
+}
+
+// diffSpecs adds to changed the names in old or new whose spec differs.
+func diffSpecs(old, cur []shared.ServiceSpec, changed map[string]struct{}) {
+	prev := make(map[string]*shared.ServiceSpec, len(old))
+	for i := range old {
+		prev[old[i].Name] = &old[i]
+	}
+	for i := range cur {
+		p, ok := prev[cur[i].Name]
+		if !ok || !reflect.DeepEqual(*p, cur[i]) {
+			changed[cur[i].Name] = struct{}{}
+		}
+		delete(prev, cur[i].Name)
+	}
+	for name := range prev {
+		changed[name] = struct{}{}
+	}
+}
+
+// setNodes records which nodes a Service's endpoints are on.
+func (st *state) setNodes(key string, nodes map[string]struct{}) {
+	for n := range st.svcNodes[key] {
+		if _, still := nodes[n]; !still {
+			delete(st.nodeSvcs[n], key)
+			if len(st.nodeSvcs[n]) == 0 {
+				delete(st.nodeSvcs, n)
+			}
+		}
+	}
+	for n := range nodes {
+		if st.nodeSvcs[n] == nil {
+			st.nodeSvcs[n] = map[string]struct{}{}
+		}
+		st.nodeSvcs[n][key] = struct{}{}
+	}
+	if len(nodes) == 0 {
+		delete(st.svcNodes, key)
+	} else {
+		st.svcNodes[key] = nodes
+	}
+}
+
+func (st *state) allServices() []shared.ServiceSpec {
+	var out []shared.ServiceSpec
+	for _, specs := range st.specs {
+		out = append(out, specs...)
+	}
+	slices.SortFunc(out, func(a, b shared.ServiceSpec) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
