@@ -56,5 +56,6 @@ Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 	root.AddCommand(newAgentCmd())
 
 	root.AddCommand(newWasmCmd())
+	root.AddCommand(newIstioCmd())
 	return root
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/istio/render"
+)
+
+func newIstioCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "istio",
+		Short: "Istio objects for loctree",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newIstioRenderCmd())
+	return cmd
+}
+
+func newIstioRenderCmd() *cobra.Command {
+	var (
+		o        render.Options
+		steering string
+		format   string
+	)
+	cmd := &cobra.Command{
+		Use:   "render --service NAME.NS --port N",
+		Short: "Print the Istio objects that put one service under loctree",
+		Long: `Print, for one service port, the objects that put it under loctree:
+the mesh-wide WasmPlugin, a server-side-apply patch that opts the Service in,
+the EnvoyFilter that puts Envoy's OverrideHost load-balancing policy on its
+outbound clusters (--steering override-host, the default) or the
+istio.io/persistent-session-header label (--steering persistent-session), and
+a DestinationRule with outlier detection. They are built from the official Go
+types (istio.io/client-go, k8s.io/api, go-control-plane).
+
+Examples:
+  loctree istio render --service reviews.default --port 9080
+  loctree istio render --service reviews.default --port 9080 --steering persistent-session -o json
+  loctree istio render --service reviews.default --port 9080 | kubectl apply --server-side -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format, render.FormatYAML, render.FormatJSON); err != nil {
+				return err
+			}
+			o.Steering = render.Steering(steering)
+			objs, err := render.Render(o)
+			if err != nil {
+				return err
+			}
+			return render.Write(cmd.OutOrStdout(), objs, format)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Service, "service", "", "the service, as NAME.NAMESPACE (required)")
+	f.Uint32Var(&o.Port, "port", 0, "the service port (required)")
+	f.StringVar(&o.WasmURL, "wasm-url", render.DefaultWasmURL, "URL of the filter module (oci://, https:// or file://)")
+	f.StringVar(&steering, "steering", string(render.SteeringOverrideHost), "override-host or persistent-session")
+	f.StringVar(&o.Domain, "domain", render.DefaultDomain, "cluster DNS domain")
+	addFormatFlag(cmd, &format, render.FormatYAML, render.FormatJSON)
+	_ = cmd.MarkFlagRequired("service")
+	_ = cmd.MarkFlagRequired("port")
+	return cmd
+}

@@ -1,0 +1,13 @@
+// Package istio holds loctree's Kubernetes and Istio manifests: the kustomize
+// base (agent DaemonSet, RBAC, tree Service, WasmPlugin), per-service
+// examples, the persistent-session overlay and a standalone Envoy bootstrap.
+// Files embeds them for tools; the package's tests decode every one strictly
+// into its official Go type. No Istio, Envoy or API server runs here.
+package istio
+
+import "embed"
+
+// Files holds every manifest under istio/.
+//
+//go:embed *.yaml base/*.yaml examples/*.yaml overlays/persistent-session/*.yaml envoy/*.yaml
+var Files embed.FS
