@@ -48,3 +48,12 @@ test-kernel:
 # The proxy-wasm filter, built with the standard Go compiler as a reactor.
 wasm:
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/loctree.wasm ./filter
+
+.PHONY: wasm-image
+WASM ?= bin/loctree.wasm
+WASM_TAG ?= latest
+# The filter as an OCI image layout (bin/loctree-wasm-oci/) and a tar of it
+# (bin/loctree-wasm-oci.tar) in the layout Istio's WasmPlugin oci:// URLs
+# accept. Pushing is the user's step (docs/ISTIO.md).
+wasm-image: wasm
+	$(GO) run ./cmd/wasm-image --module $(WASM) --dir bin/loctree-wasm-oci --tar bin/loctree-wasm-oci.tar --tag $(WASM_TAG)
