@@ -21,7 +21,13 @@ import (
 const (
 	PersistentSessionLabel = "istio.io/persistent-session-header"
 	EnabledAnnotation      = "loctree.io/enabled"
+	PartOfLabel            = "app.kubernetes.io/part-of"
 )
+
+// meta names an object render owns; the label lets an uninstall find it.
+func meta(name, namespace string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{PartOfLabel: "loctree"}}
+}
 
 func wasmPlugin(t target) (*istioext.WasmPlugin, error) {
 	header, format, fallbacks := OverrideHostHeader, "plain", 2.0
@@ -40,7 +46,7 @@ func wasmPlugin(t target) (*istioext.WasmPlugin, error) {
 	}
 	return &istioext.WasmPlugin{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "extensions.istio.io/v1alpha1", Kind: "WasmPlugin"},
-		ObjectMeta: metav1.ObjectMeta{Name: "loctree", Namespace: RootNamespace},
+		ObjectMeta: meta("loctree", RootNamespace),
 		Spec: extensionsv1alpha1.WasmPlugin{
 			Url:             t.wasmURL,
 			ImagePullPolicy: extensionsv1alpha1.PullPolicy_IfNotPresent,
@@ -87,7 +93,7 @@ func envoyFilter(t target) (*istionetv1alpha3.EnvoyFilter, error) {
 	}
 	return &istionetv1alpha3.EnvoyFilter{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.istio.io/v1alpha3", Kind: "EnvoyFilter"},
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("loctree-%s-%s-%d", t.name, t.namespace, t.port), Namespace: RootNamespace},
+		ObjectMeta: meta(fmt.Sprintf("loctree-%s-%s-%d", t.name, t.namespace, t.port), RootNamespace),
 		Spec:       networkingv1alpha3.EnvoyFilter{ConfigPatches: patches},
 	}, nil
 }
@@ -95,7 +101,7 @@ func envoyFilter(t target) (*istionetv1alpha3.EnvoyFilter, error) {
 func destinationRule(t target) *istionetv1.DestinationRule {
 	return &istionetv1.DestinationRule{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.istio.io/v1", Kind: "DestinationRule"},
-		ObjectMeta: metav1.ObjectMeta{Name: t.name + "-loctree", Namespace: t.namespace},
+		ObjectMeta: meta(t.name+"-loctree", t.namespace),
 		Spec: networkingv1alpha3.DestinationRule{
 			Host: t.fqdn,
 			TrafficPolicy: &networkingv1alpha3.TrafficPolicy{

@@ -14,24 +14,14 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/loader/source"
 )
 
-// Update is one new state of the source.
-type Update struct {
-	// Topology holds every managed tree service (sorted by name) and every
-	// node with its locality. Treat it as read-only: unchanged services share
-	// memory with earlier updates.
-	Topology *shared.Topology
-	// Locality is the locality of this agent's own node (Config.NodeName),
-	// nil while that Node is unknown.
-	Locality shared.Locality
-	// Changed names the tree services added, changed or removed since the
-	// previous update, sorted; every service in the first update.
-	Changed []string
-	// LocalityChanged says Locality differs from the previous update's.
-	LocalityChanged bool
-}
+// Update is the source package's Update: what Run publishes.
+type Update = source.Update
+
+// Source implements source.Source.
+var _ source.Source = (*Source)(nil)
 
 // Config configures a Source.
 type Config struct {
