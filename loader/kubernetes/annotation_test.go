@@ -69,6 +69,27 @@ func TestBadAnnotationNeverGood(t *testing.T) {
 	}
 }
 
+// TestOneReporter: with agents on n1 and n2, only n1's (the smallest node
+// name) raises the Event; both keep the last good settings.
+func TestOneReporter(t *testing.T) {
+	svc := service("default", "reviews", "PreferClose", []string{"127.77.0.10"}, 9080)
+	client := newClient(asObjects([]any{svc}, clusterNodes())...)
+	c1, c2 := run(t, client, "n1"), run(t, client, "n2")
+	c1.waitFor(t, 0, "n1 first update", func(u Update) bool { return len(u.Topology.Services) == 1 })
+	c2.waitFor(t, 0, "n2 first update", func(u Update) bool { return len(u.Topology.Services) == 1 })
+	svc.Annotations = map[string]string{AnnotationMode: "sticky"}
+	must(t)(client.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}))
+	ev := waitEvent(t, client, "sticky")
+	time.Sleep(200 * time.Millisecond) // time for a second agent's Event, which must not come
+	evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || ev.Source.Host != "n1" {
+		t.Errorf("%d events (first from %q), want 1 from n1", len(evs.Items), ev.Source.Host)
+	}
+}
+
 func waitEvent(t *testing.T, client *fake.Clientset, substr string) corev1.Event {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

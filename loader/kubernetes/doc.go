@@ -31,8 +31,9 @@
 //     endpoint of the tree service is ready, then the serving terminating ones
 //     are healthy (as kube-proxy does).
 //
-// A bad annotation is reported as a Warning Event on the Service and in the
-// log; the service keeps its last good settings (its endpoints keep being
-// tracked). Changes are debounced and each Update names the tree services that
+// A bad annotation is reported as a Warning Event on the Service (raised by
+// the agent of the node with the smallest name only, so N agents do not make N
+// copies) and in every agent's log; the service keeps its last good settings
+// (its endpoints keep being tracked). Changes are debounced and each Update names the tree services that
 // changed.
 package kubernetes

@@ -46,7 +46,11 @@ func (in *treeInput) endpoints(p *corev1.ServicePort, typ discoveryv1.AddressTyp
 // candidates collects the endpoints of all slices for port p, deduplicated by
 // address (an endpoint may sit in two slices while it moves; ready wins).
 func (in *treeInput) candidates(p *corev1.ServicePort, typ discoveryv1.AddressType) []candidate {
-	byAddr := map[netip.AddrPort]candidate{}
+	n := 0
+	for _, sl := range in.slices {
+		n += len(sl.Endpoints)
+	}
+	byAddr := make(map[netip.AddrPort]candidate, n)
 	for _, sl := range in.slices {
 		port, ok := slicePort(sl, p, typ)
 		if !ok {

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -30,7 +31,9 @@ func newEventSink(client clientset.Interface, node string) *eventSink {
 func (e *eventSink) shutdown() { e.broadcaster.Shutdown() }
 
 // reportBad tells the Service's owner, once per distinct error, that an
-// annotation was rejected and the last good settings stay.
+// annotation was rejected and the last good settings stay. Every agent logs
+// it; only the reporter node's agent raises the Event, so a cluster of N
+// nodes does not get N copies.
 func (s *Source) reportBad(svc *corev1.Service, err error) {
 	key := svc.Namespace + "/" + svc.Name
 	msg := err.Error()
@@ -44,7 +47,24 @@ func (s *Source) reportBad(svc *corev1.Service, err error) {
 	if kept {
 		note = "; the last good settings stay in force"
 	}
-	s.events.recorder.Event(svc, corev1.EventTypeWarning, ReasonBadAnnotation, msg+note)
+	if s.isReporter() {
+		s.events.recorder.Event(svc, corev1.EventTypeWarning, ReasonBadAnnotation, msg+note)
+	}
+}
+
+// isReporter says this agent's node has the smallest name of the known
+// nodes (or no node is known): the one agent that raises Events.
+func (s *Source) isReporter() bool {
+	nodes, err := s.nodes.List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	for _, n := range nodes {
+		if n.Name < s.cfg.NodeName {
+			return false
+		}
+	}
+	return true
 }
 
 func asSlices(objs []any) []*discoveryv1.EndpointSlice {
