@@ -1,0 +1,187 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/shared"
+)
+
+const vip = "127.77.10.1:9080"
+
+// TestKernelFromKubernetes: the fake API feeds the Kubernetes source; each
+// Update is built and installed into the kernel with the agent's Installer,
+// exactly as the agent does with a topology file, and served by its
+// TreeServer over real HTTP. Real TCP connections to the Service's VIP land
+// where the tree says for this node's locality (from its Node object), follow
+// an endpoint going unready, internalTrafficPolicy: Local (strict, refused)
+// and the Service's deletion.
+func TestKernelFromKubernetes(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
+	client := fake.NewClientset(kernelObjects()...)
+	updates := make(chan kubernetes.Update, 64)
+	startSource(t, client, updates)
+
+	first := next(t, updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
+	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var trees loader.TreeServer
+	srv := httptest.NewServer(&trees)
+	defer srv.Close()
+	install(t, in, &trees, srv.URL, first, 1)
+	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "127.0.10.1:10080") // same subzone as n1
+
+	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})
+	sl.Endpoints[0].Conditions.Ready = ptr.To(false)
+	ok(t)(client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}))
+	install(t, in, &trees, srv.URL, next(t, updates, changed), 2)
+	expect(t, "127.0.10.2:10080") // same region and network, other zone
+
+	svc, _ := client.CoreV1().Services("default").Get(context.Background(), "reviews", metav1.GetOptions{})
+	svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+	ok(t)(client.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}))
+	install(t, in, &trees, srv.URL, next(t, updates, changed), 3)
+	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("strict [node] with n1's endpoint unready: got %q, %v; want ECONNREFUSED", got, err)
+	}
+
+	if err := client.CoreV1().Services("default").Delete(context.Background(), "reviews", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	install(t, in, &trees, srv.URL, next(t, updates, changed), 4)
+	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("after the Service's deletion: got %q, %v; want ECONNREFUSED (no redirect, nothing on the VIP)", got, err)
+	}
+}
+
+func kernelObjects() []runtime.Object {
+	node := func(name, region, zone, subzone string) *corev1.Node {
+		l := map[string]string{kubernetes.LabelRegion: region, kubernetes.LabelZone: zone, kubernetes.LabelNetwork: "net1"}
+		if subzone != "" {
+			l[kubernetes.LabelSubzone] = subzone
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "reviews"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "127.77.10.1", ClusterIPs: []string{"127.77.10.1"}, TrafficDistribution: ptr.To("PreferClose"),
+			Ports: []corev1.ServicePort{{Name: "http", Port: 9080, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(10080)}},
+		},
+	}
+	ep := func(addr, node string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+	}
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "reviews-a", Labels: map[string]string{discoveryv1.LabelServiceName: "reviews"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](10080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{ep("127.0.10.1", "n1"), ep("127.0.10.2", "n2"), ep("127.0.10.3", "n3")},
+	}
+	return []runtime.Object{node("n1", "r1", "z1", "s1"), node("n2", "r1", "z2", ""), node("n3", "r2", "z3", ""), svc, sl}
+}
+
+func startSource(t *testing.T, client *fake.Clientset, updates chan kubernetes.Update) {
+	t.Helper()
+	src, err := kubernetes.New(kubernetes.Config{Client: client, NodeName: "n1", ClusterID: "c1",
+		Debounce: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, func(u kubernetes.Update) { updates <- u }) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func changed(u kubernetes.Update) bool {
+	return slices.Contains(u.Changed, "reviews.default.svc.cluster.local")
+}
+
+// next returns the first update that satisfies ok.
+func next(t *testing.T, updates chan kubernetes.Update, ok func(kubernetes.Update) bool) kubernetes.Update {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case u := <-updates:
+			if ok(u) {
+				return u
+			}
+		case <-timeout:
+			t.Fatal("no matching update from the Kubernetes source")
+		}
+	}
+}
+
+// install builds u as generation gen, installs it and checks that the tree
+// server serves exactly those bytes.
+func install(t *testing.T, in *loader.Installer, trees *loader.TreeServer, url string, u kubernetes.Update, gen uint64) {
+	t.Helper()
+	tree, err := shared.Build(u.Topology, shared.BuildOptions{Generation: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	trees.Set(tree)
+	resp, err := http.Get(url + "/v1/tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	served, err := shared.Decode(body)
+	if err != nil || !bytes.Equal(served.Bytes(), tree.Bytes()) || served.Generation() != gen {
+		t.Fatalf("tree server: %v, generation %d; want the installed generation %d", err, served.Generation(), gen)
+	}
+}
+
+// expect connects to the VIP several times and wants want every time.
+func expect(t *testing.T, want string) {
+	t.Helper()
+	for range 8 {
+		got, err := kerneltest.Ask(vip)
+		if err != nil || got != want {
+			t.Fatalf("connect %s: got %q, %v; want %s", vip, got, err, want)
+		}
+	}
+}
+
+// ok checks the (object, error) results of a client call.
+func ok(t *testing.T) func(any, error) {
+	return func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
