@@ -129,12 +129,13 @@ func sliceServiceKey(obj any) ([]string, error) {
 	return []string{sl.Namespace + "/" + name}, nil
 }
 
-// onAnyChange calls fn with the new object of an add or update, and the last
-// known object of a delete.
+// onAnyChange calls fn with the object of an add, both the old and the new
+// object of an update (an EndpointSlice may move to another Service), and
+// the last known object of a delete.
 func onAnyChange(fn func(obj any)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    fn,
-		UpdateFunc: func(_, obj any) { fn(obj) },
+		UpdateFunc: func(old, obj any) { fn(old); fn(obj) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj

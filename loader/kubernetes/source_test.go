@@ -138,6 +138,32 @@ func TestOnlyChangedServicesFlagged(t *testing.T) {
 	}
 }
 
+// TestSliceMovesToAnotherService: relabelling an EndpointSlice to another
+// Service takes its endpoints from the first and gives them to the second.
+func TestSliceMovesToAnotherService(t *testing.T) {
+	sl := slice("default", "a", "moving", discoveryv1.AddressTypeIPv4, []ep{{addr: "127.0.6.1", node: "n1"}}, 1080)
+	objs := []any{
+		service("default", "a", "PreferClose", []string{"127.77.0.1"}, 80),
+		service("default", "b", "PreferClose", []string{"127.77.0.2"}, 80),
+		sl,
+	}
+	client := newClient(asObjects(objs, clusterNodes())...)
+	c := run(t, client, "n1")
+	c.waitFor(t, 0, "a with the endpoint", func(u Update) bool {
+		a, _ := findService(u, "a.default.svc.cluster.local")
+		return len(a.Endpoints) == 1
+	})
+	n := c.count()
+	sl.Labels[discoveryv1.LabelServiceName] = "b"
+	must(t)(client.DiscoveryV1().EndpointSlices("default").Update(ctx, sl, metav1.UpdateOptions{}))
+	u := c.waitFor(t, n, "the endpoint moved to b", func(u Update) bool {
+		a, _ := findService(u, "a.default.svc.cluster.local")
+		b, _ := findService(u, "b.default.svc.cluster.local")
+		return len(a.Endpoints) == 0 && len(b.Endpoints) == 1
+	})
+	checkChanged(t, u, "a.default.svc.cluster.local", "b.default.svc.cluster.local")
+}
+
 func checkChanged(t *testing.T, u Update, want ...string) {
 	t.Helper()
 	slices.Sort(want)
