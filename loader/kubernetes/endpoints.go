@@ -25,32 +25,55 @@ type candidate struct {
 func (in *treeInput) endpoints(p *corev1.ServicePort, typ discoveryv1.AddressType, nodes map[string]struct{}) []shared.EndpointSpec {
 	cands := in.candidates(p, typ)
 	anyReady := slices.ContainsFunc(cands, func(c candidate) bool { return c.ready })
+	locs := map[[2]string]shared.Locality{} // endpoints on one node in one zone share a Locality
 	out := make([]shared.EndpointSpec, 0, len(cands))
 	for i := range cands {
 		c := &cands[i]
-		healthy := c.ready || (!anyReady && c.terminating && c.serving)
-		var labels map[string]string
-		if c.nodeName != "" {
-			nodes[c.nodeName] = struct{}{}
-			labels = in.labels(c.nodeName)
+		at := [2]string{c.nodeName, c.zone}
+		loc, ok := locs[at]
+		if !ok {
+			loc = in.locality(c.nodeName, c.zone, nodes)
+			locs[at] = loc
 		}
 		out = append(out, shared.EndpointSpec{
 			Address:  c.addr.String(),
-			Locality: endpointLocality(in.set.scopes, c.nodeName, c.zone, labels, in.clusterID),
-			Healthy:  &healthy,
+			Locality: loc,
+			Healthy:  healthFlag(c.ready || (!anyReady && c.terminating && c.serving)),
 		})
 	}
 	return out
 }
 
+// locality is the locality of an endpoint on nodeName whose slice says zone.
+func (in *treeInput) locality(nodeName, zone string, nodes map[string]struct{}) shared.Locality {
+	var labels map[string]string
+	if nodeName != "" {
+		nodes[nodeName] = struct{}{}
+		labels = in.labels(nodeName)
+	}
+	return endpointLocality(in.set.scopes, nodeName, zone, labels, in.clusterID)
+}
+
+// The health flags every EndpointSpec points to (read-only).
+var healthyFlag, unhealthyFlag = true, false
+
+func healthFlag(h bool) *bool {
+	if h {
+		return &healthyFlag
+	}
+	return &unhealthyFlag
+}
+
 // candidates collects the endpoints of all slices for port p, deduplicated by
-// address (an endpoint may sit in two slices while it moves; ready wins).
+// address (an endpoint may sit in two slices while it moves; ready wins),
+// sorted by address.
 func (in *treeInput) candidates(p *corev1.ServicePort, typ discoveryv1.AddressType) []candidate {
 	n := 0
 	for _, sl := range in.slices {
 		n += len(sl.Endpoints)
 	}
-	byAddr := make(map[netip.AddrPort]candidate, n)
+	all := make([]candidate, 0, n)
+	at := make(map[netip.AddrPort]int, n)
 	for _, sl := range in.slices {
 		port, ok := slicePort(sl, p, typ)
 		if !ok {
@@ -61,17 +84,30 @@ func (in *treeInput) candidates(p *corev1.ServicePort, typ discoveryv1.AddressTy
 			if !ok {
 				continue
 			}
-			if prev, dup := byAddr[c.addr]; dup && rank(prev) >= rank(c) {
+			if j, dup := at[c.addr]; dup {
+				if rank(c) > rank(all[j]) {
+					all[j] = c
+				}
 				continue
 			}
-			byAddr[c.addr] = c
+			at[c.addr] = len(all)
+			all = append(all, c)
 		}
 	}
-	out := make([]candidate, 0, len(byAddr))
-	for _, c := range byAddr {
-		out = append(out, c)
+	return sortedByAddr(all)
+}
+
+// sortedByAddr sorts through an index (moving the structs once, not per swap).
+func sortedByAddr(cs []candidate) []candidate {
+	order := make([]int32, len(cs))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	slices.SortFunc(out, func(a, b candidate) int { return a.addr.Compare(b.addr) })
+	slices.SortFunc(order, func(a, b int32) int { return cs[a].addr.Compare(cs[b].addr) })
+	out := make([]candidate, len(cs))
+	for i, j := range order {
+		out[i] = cs[j]
+	}
 	return out
 }
 
