@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/loctree/loctree/shared"
@@ -15,21 +14,21 @@ import (
 
 // state is what the source has published, owned by Run's goroutine.
 type state struct {
-	specs     map[string][]shared.ServiceSpec // Service key → its tree services
-	good      map[string]settings             // Service key → last good settings
-	reported  map[string]string               // Service key → last bad annotation reported
-	nodeSvcs  map[string]map[string]struct{}  // node name → Service keys with endpoints on it
-	svcNodes  map[string]map[string]struct{}  // Service key → node names
-	localties map[string]shared.Locality      // node name → locality
-	nodeList  []shared.NodeSpec
-	published bool
+	specs      map[string][]shared.ServiceSpec // Service key → its tree services
+	good       map[string]settings             // Service key → last good settings
+	reported   map[string]string               // Service key → last bad annotation reported
+	nodeSvcs   map[string]map[string]struct{}  // node name → Service keys with endpoints on it
+	svcNodes   map[string]map[string]struct{}  // Service key → node names
+	localities map[string]shared.Locality      // node name → locality
+	nodeList   []shared.NodeSpec
+	published  bool
 }
 
 func newState() *state {
 	return &state{
 		specs: map[string][]shared.ServiceSpec{}, good: map[string]settings{},
 		reported: map[string]string{}, nodeSvcs: map[string]map[string]struct{}{},
-		svcNodes: map[string]map[string]struct{}{}, localties: map[string]shared.Locality{},
+		svcNodes: map[string]map[string]struct{}{}, localities: map[string]shared.Locality{},
 	}
 }
 
@@ -56,11 +55,11 @@ func (s *Source) sync() (Update, bool) {
 	}
 	st.published = true
 	if len(moved) > 0 {
-		st.nodeList = nodeSpecs(st.localties)
+		st.nodeList = nodeSpecs(st.localities)
 	}
 	return Update{
 		Topology:        &shared.Topology{Services: st.allServices(), Nodes: st.nodeList},
-		Locality:        st.localties[s.cfg.NodeName],
+		Locality:        st.localities[s.cfg.NodeName],
 		Changed:         slices.Sorted(maps.Keys(changed)),
 		LocalityChanged: ownMoved,
 	}, true
@@ -76,7 +75,7 @@ func (s *Source) everything(d dirtySet) dirtySet {
 	for _, svc := range svcs {
 		d.services[svc.Namespace+"/"+svc.Name] = struct{}{}
 	}
-	for name := range s.state.localties {
+	for name := range s.state.localities {
 		d.nodes[name] = struct{}{}
 	}
 	nodes, _ := s.nodes.List(labels.Everything())
@@ -92,16 +91,16 @@ func (s *Source) syncNodes(names map[string]struct{}) map[string]struct{} {
 	moved := map[string]struct{}{}
 	for name := range names {
 		n, err := s.nodes.Get(name)
-		old, had := s.state.localties[name]
+		old, had := s.state.localities[name]
 		switch {
 		case err != nil:
 			if had {
-				delete(s.state.localties, name)
+				delete(s.state.localities, name)
 				moved[name] = struct{}{}
 			}
 		default:
 			if loc := NodeLocality(n, s.cfg.ClusterID); !had || !maps.Equal(old, loc) {
-				s.state.localties[name] = loc
+				s.state.localities[name] = loc
 				moved[name] = struct{}{}
 			}
 		}
@@ -138,7 +137,7 @@ func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.Se
 	st := s.state
 	ns, name, _ := strings.Cut(key, "/")
 	svc, err := s.services.Services(ns).Get(name)
-	if apierrors.IsNotFound(err) || err != nil {
+	if err != nil { // not found: the Service is gone
 		delete(st.good, key)
 		delete(st.reported, key)
 		return nil
@@ -158,9 +157,9 @@ func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.Se
 	if !managed {
 		return nil
 	}
-	slices, _ := s.slices.ByIndex(serviceIndex, key)
+	objs, _ := s.slices.ByIndex(serviceIndex, key)
 	return treeServices(&treeInput{
-		svc: svc, set: set, slices: asSlices(slices), labels: s.nodeLabels,
+		svc: svc, set: set, slices: asSlices(objs), labels: s.nodeLabels,
 		clusterID: s.cfg.ClusterID, domain: s.cfg.Domain,
 	}, nodes)
 }
