@@ -3,12 +3,19 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kubernetes"
@@ -35,7 +43,8 @@ const vip = "127.77.10.1:9080"
 // TreeServer over real HTTP. Real TCP connections to the Service's VIP land
 // where the tree says for this node's locality (from its Node object), follow
 // an endpoint going unready, internalTrafficPolicy: Local (strict, refused)
-// and the Service's deletion.
+// and the Service's deletion; and the real filter .wasm in the wazero host,
+// fetching the served tree, makes the same choice each time.
 func TestKernelFromKubernetes(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
@@ -56,13 +65,16 @@ func TestKernelFromKubernetes(t *testing.T) {
 	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
 		t.Fatal(err)
 	}
+	filter := newFilter(t, srv.URL, first.Locality)
 	expect(t, "127.0.10.1:10080") // same subzone as n1
+	filter.expect(t, "127.0.10.1:10080")
 
 	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})
 	sl.Endpoints[0].Conditions.Ready = ptr.To(false)
 	ok(t)(client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}))
 	install(t, in, &trees, srv.URL, next(t, updates, changed), 2)
 	expect(t, "127.0.10.2:10080") // same region and network, other zone
+	filter.expect(t, "127.0.10.2:10080")
 
 	svc, _ := client.CoreV1().Services("default").Get(context.Background(), "reviews", metav1.GetOptions{})
 	svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
@@ -71,6 +83,7 @@ func TestKernelFromKubernetes(t *testing.T) {
 	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("strict [node] with n1's endpoint unready: got %q, %v; want ECONNREFUSED", got, err)
 	}
+	filter.expect(t, "503")
 
 	if err := client.CoreV1().Services("default").Delete(context.Background(), "reviews", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -78,6 +91,68 @@ func TestKernelFromKubernetes(t *testing.T) {
 	install(t, in, &trees, srv.URL, next(t, updates, changed), 4)
 	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("after the Service's deletion: got %q, %v; want ECONNREFUSED (no redirect, nothing on the VIP)", got, err)
+	}
+	filter.expect(t, "") // unknown service: untouched
+}
+
+// wasmFilter is one VM of the real filter .wasm, fetching the tree from the
+// agent's TreeServer, with this node's locality.
+type wasmFilter struct {
+	vm *host.VM
+}
+
+func newFilter(t *testing.T, agentURL string, loc shared.Locality) *wasmFilter {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "loctree.wasm")
+	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/loctree/loctree/filter")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the filter: %v\n%s", err, b)
+	}
+	module, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cluster = "outbound|15099||loctree-agent.loctree-system.svc.cluster.local"
+	conf, _ := json.Marshal(map[string]any{"tree": map[string]any{"cluster": cluster}, "locality": loc})
+	h, err := host.New(context.Background(), module, host.Options{PluginConfig: conf, ManualTicks: true,
+		Upstreams: map[string]string{cluster: agentURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatalf("filter start: %v (%v)", err, h.Logs())
+	}
+	return &wasmFilter{vm: vm}
+}
+
+// expect fetches the current tree and checks the filter's choice for a
+// request to reviews: want is the endpoint it writes first, "503" for its
+// strict no-candidate answer, "" for no header at all.
+func (f *wasmFilter) expect(t *testing.T, want string) {
+	t.Helper()
+	if err := f.vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	f.vm.WaitHTTPCalls()
+	props := host.NewProperties()
+	props.SetString(host.SplitPath("xds.cluster_name"), "outbound|9080||reviews.default.svc.cluster.local")
+	res, err := f.vm.Do(context.Background(), &host.Request{
+		Headers:    host.Headers{{":method", "GET"}, {":path", "/"}, {":scheme", "http"}, {":authority", "reviews:9080"}},
+		Properties: props,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := res.Request.Headers.Get("x-gateway-destination-endpoint")
+	got, _, _ = strings.Cut(got, ",")
+	if res.Local != nil {
+		got = strconv.Itoa(res.Local.Status)
+	}
+	if got != want {
+		t.Fatalf("filter chose %q, the kernel %q", got, want)
 	}
 }
 
