@@ -24,7 +24,7 @@ func TestIstioRender(t *testing.T) {
 		}
 	}
 	code, out, _ = runCLI(t, "istio", "render", "--service", "reviews.default", "--port", "9080", "--steering", "persistent-session")
-	if code != 0 || !strings.Contains(out, "istio.io/persistent-session-header: x-loctree-endpoint") || strings.Contains(out, "EnvoyFilter") {
+	if code != 0 || !strings.Contains(out, "istio.io/persistent-session-header: x-loctree-session") || strings.Contains(out, "EnvoyFilter") {
 		t.Errorf("persistent-session output:\n%s", out)
 	}
 }

@@ -32,7 +32,7 @@ const (
 	DefaultDomain      = "cluster.local"
 	RootNamespace      = "istio-system"
 	OverrideHostHeader = "x-gateway-destination-endpoint"
-	SessionHeader      = "x-loctree-endpoint"
+	SessionHeader      = "x-loctree-session"
 	TreeCluster        = "outbound|15099||loctree-agent.loctree-system.svc.cluster.local"
 	TreeAuthority      = "loctree-agent.loctree-system.svc.cluster.local"
 )
