@@ -13,6 +13,7 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -29,7 +30,10 @@ type AgentConfig struct {
 	Once           bool   // install, attach and return
 	Capacity       Capacity
 	Watch          time.Duration // how often the topology file is checked (default 1s)
-	Logger         *slog.Logger
+	// Source, when set, replaces the topology file: its updates are installed
+	// and its own-node locality replaces Locality once known.
+	Source source.Source
+	Logger *slog.Logger
 }
 
 // agent is one running agent: the installer and what it serves.
@@ -85,6 +89,9 @@ func (a *agent) startAndServe(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	if a.cfg.Source != nil {
+		return a.runSource(ctx)
+	}
 	if err := a.start(); err != nil {
 		return err
 	}
@@ -110,6 +117,11 @@ func (a *agent) start() error {
 	if err := a.apply(top, name); err != nil {
 		return err
 	}
+	return a.attach()
+}
+
+// attach sets the cgroup localities, attaches the programs and reports ready.
+func (a *agent) attach() error {
 	for dir, loc := range a.cfg.CgroupLocality {
 		if err := a.in.SetCgroupLocality(dir, loc); err != nil {
 			return fmt.Errorf("--cgroup-locality %s: %w", dir, err)

@@ -44,6 +44,14 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
+// SetLocality changes this node's locality; the next Apply rewrites the
+// services whose source labels it changes.
+func (in *Installer) SetLocality(loc shared.Locality) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.locality = loc
+}
+
 // Open loads the programs and creates the maps, or re-adopts the maps and
 // services pinned in cfg.BPFFS by an earlier agent. Errors wrap ErrPinned
 // when pinned maps cannot be re-adopted.

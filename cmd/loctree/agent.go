@@ -19,6 +19,7 @@ func newAgentCmd() *cobra.Command {
 		cfg       loader.AgentConfig
 		locality  string
 		cgroupLoc []string
+		kube      kubeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -51,6 +52,9 @@ Examples:
 				cfg.CgroupLocality[dir] = loc
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if cfg.Source, err = kube.open(cfg.Logger); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return loader.Run(ctx, cfg)
@@ -58,6 +62,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVarP(&cfg.Topology, "file", "f", "", "topology file (YAML or JSON); default: the embedded example mesh")
+	kube.register(cmd)
 	f.StringVar(&locality, "locality", "", "this node's locality, scope=value,... (e.g. region=r1,zone=z1)")
 	f.StringVar(&cfg.Cgroup, "cgroup", "", "cgroup v2 directory to attach the programs to")
 	f.StringArrayVar(&cgroupLoc, "cgroup-locality", nil, "CGROUP_DIR:scope=value,...: a cgroup below --cgroup whose workloads have their own locality (repeatable)")

@@ -260,3 +260,113 @@ func ok(t *testing.T) func(any, error) {
 		}
 	}
 }
+
+// TestAgentRunsKubernetesSource: loader.Run with the Kubernetes source (what
+// `loctree agent --source kubernetes` runs) installs the first update,
+// follows a relabel of its own Node (the source labels of every service are
+// re-derived) and an endpoint going unready, and serves each generation.
+func TestAgentRunsKubernetesSource(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
+	client := fake.NewClientset(kernelObjects()...)
+	src, err := kubernetes.New(kubernetes.Config{Client: client, NodeName: "n1", ClusterID: "c1",
+		Debounce: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- loader.Run(ctx, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), BPFFS: kerneltest.BPFFS(t),
+			Listen: listen, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	eventually(t, "127.0.10.1 (n1's subzone)", func() bool { return ask() == "127.0.10.1:10080" })
+	gen := generation(t, listen)
+
+	n1, _ := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	n1.Labels[kubernetes.LabelRegion], n1.Labels[kubernetes.LabelZone] = "r2", "z3"
+	delete(n1.Labels, kubernetes.LabelSubzone)
+	ok(t)(client.CoreV1().Nodes().Update(context.Background(), n1, metav1.UpdateOptions{}))
+	// With the old source locality (r1/z1/s1) every pick would be 127.0.10.2;
+	// from r2/z3 the candidates are n1's and n3's endpoints.
+	gen = nextGeneration(t, listen, gen)
+	checkPicks(t, "127.0.10.1:10080", "127.0.10.3:10080")
+
+	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})
+	sl.Endpoints[0].Conditions.Ready = ptr.To(false)
+	ok(t)(client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}))
+	nextGeneration(t, listen, gen)
+	checkPicks(t, "127.0.10.3:10080")
+}
+
+// nextGeneration waits until the agent serves a generation after gen.
+func nextGeneration(t *testing.T, listen string, gen uint64) uint64 {
+	t.Helper()
+	var g uint64
+	eventually(t, "a new generation", func() bool { g = generation(t, listen); return g > gen })
+	return g
+}
+
+// checkPicks: 40 connections land in want, each of want at least once
+// (random policy: a miss has probability below 1e-11).
+func checkPicks(t *testing.T, want ...string) {
+	t.Helper()
+	seen := map[string]int{}
+	for range 40 {
+		got := ask()
+		if !slices.Contains(want, got) {
+			t.Fatalf("connected to %q, want one of %v", got, want)
+		}
+		seen[got]++
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("picks %v, want each of %v", seen, want)
+	}
+}
+
+func ask() string {
+	got, _ := kerneltest.Ask(vip)
+	return got
+}
+
+// eventually polls f for up to 20 s.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if f() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close()
+	return addr
+}
+
+// generation is the generation of the tree the agent serves.
+func generation(t *testing.T, listen string) uint64 {
+	t.Helper()
+	resp, err := http.Get("http://" + listen + "/v1/tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	tree, err := shared.Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree.Generation()
+}
