@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -17,26 +16,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loctree/loctree/internal/wasmtest"
 )
 
 // build compiles the loctree CLI and the filter's .wasm (standard Go
 // compiler, wasip1 reactor, as `make wasm` does) into a temporary directory.
 func build(t *testing.T) (cli, wasm string) {
 	t.Helper()
-	dir := t.TempDir()
-	cli, wasm = filepath.Join(dir, "loctree"), filepath.Join(dir, "loctree.wasm")
-	goBuild(t, nil, "-o", cli, "github.com/loctree/loctree/cmd/loctree")
-	goBuild(t, []string{"GOOS=wasip1", "GOARCH=wasm"}, "-buildmode=c-shared", "-o", wasm, "github.com/loctree/loctree/filter")
-	return cli, wasm
-}
-
-func goBuild(t *testing.T, env []string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"build"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cli = filepath.Join(t.TempDir(), "loctree")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", cli, "github.com/loctree/loctree/cmd/loctree")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("go build loctree: %v\n%s", err, out)
 	}
+	return cli, wasmtest.Build(t, "../filter")
 }
 
 // process is a running child process whose output is kept for failures.

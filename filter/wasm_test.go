@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,45 +12,29 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/tetratelabs/wazero"
 )
 
 var wasmPath = flag.String("wasm", "", "use this prebuilt loctree.wasm instead of building one")
 
 var (
-	wasmOnce  sync.Once
-	wasmBytes []byte
-	wasmErr   error
+	prebuilt  = sync.OnceValues(func() ([]byte, error) { return os.ReadFile(*wasmPath) })
 	wasmCache = wazero.NewCompilationCache()
 )
 
-// loctreeWasm builds the filter with the standard Go compiler as the
-// Makefile does (once per test binary) and returns the module.
+// loctreeWasm returns the module given by -wasm, or the filter built with
+// the standard Go compiler as the Makefile does (once per test binary).
 func loctreeWasm(t testing.TB) []byte {
 	t.Helper()
-	wasmOnce.Do(func() {
-		path := *wasmPath
-		if path == "" {
-			dir, err := os.MkdirTemp("", "loctree-wasm")
-			if err != nil {
-				wasmErr = err
-				return
-			}
-			defer os.RemoveAll(dir)
-			path = filepath.Join(dir, "loctree.wasm")
-			cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", path, ".")
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				wasmErr = fmt.Errorf("build loctree.wasm: %v\n%s", err, out)
-				return
-			}
-		}
-		wasmBytes, wasmErr = os.ReadFile(path)
-	})
-	if wasmErr != nil {
-		t.Fatal(wasmErr)
+	if *wasmPath == "" {
+		return wasmtest.Bytes(t, ".")
 	}
-	return wasmBytes
+	b, err := prebuilt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // newHost starts a host running the real filter.

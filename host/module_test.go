@@ -3,44 +3,21 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/tetratelabs/wazero"
 )
 
-var (
-	otherOnce  sync.Once
-	otherBytes []byte
-	otherErr   error
-	cache      = wazero.NewCompilationCache()
-)
+var cache = wazero.NewCompilationCache()
 
 // otherSDK builds testdata/othersdk, a module with another SDK's export set.
 func otherSDK(t testing.TB) []byte {
 	t.Helper()
-	otherOnce.Do(func() {
-		dir := t.TempDir()
-		out := filepath.Join(dir, "othersdk.wasm")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "./testdata/othersdk")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			otherErr = fmt.Errorf("build othersdk: %v\n%s", err, b)
-			return
-		}
-		otherBytes, otherErr = os.ReadFile(out)
-	})
-	if otherErr != nil {
-		t.Fatal(otherErr)
-	}
-	return otherBytes
+	return wasmtest.Bytes(t, "./testdata/othersdk")
 }
 
 // teapot is a hand-assembled module (no SDK, no WASI, no _initialize): it

@@ -5,10 +5,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -21,6 +17,7 @@ import (
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/manifest"
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/istio/render"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
@@ -34,7 +31,7 @@ import (
 // reviews to the endpoint in the proxy's zone, in the header and format the
 // steering mode needs.
 func TestPluginConfigsRunInTheFilter(t *testing.T) {
-	module := buildFilter(t)
+	module := wasmtest.Bytes(t, "../filter")
 	srv := treeServer(t)
 	for name, tc := range map[string]struct {
 		plugin         *istioext.WasmPlugin
@@ -63,21 +60,6 @@ func TestPluginConfigsRunInTheFilter(t *testing.T) {
 }
 
 var wasmCache = wazero.NewCompilationCache()
-
-func buildFilter(t *testing.T) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "loctree.wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/loctree/loctree/filter")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the filter: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // treeServer is the agent's TreeServer serving a tree with reviews, one
 // endpoint in r1/z1 and one in r1/z2.

@@ -1,18 +1,25 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
 
 // TestMain lets the test binary run as `loctree` in a child process, so the
-// agent can be killed with SIGKILL like a real one, and removes the wasm
-// modules the tests built.
+// agent can be killed with SIGKILL like a real one, and gives the tests'
+// CLI runs one wasm compilation cache, removed at the end.
 func TestMain(m *testing.M) {
 	if os.Getenv("LOCTREE_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	dir, err := os.MkdirTemp("", "loctree-cmd-wasm")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	compileCache = dir
 	code := m.Run()
-	removeModules()
+	os.RemoveAll(dir)
 	os.Exit(code)
 }

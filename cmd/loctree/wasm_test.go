@@ -8,61 +8,22 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/shared"
 )
 
-var (
-	modMu  sync.Mutex
-	modDir string
-	mods   = map[string]string{}
-)
+// compileCache is a wazero compilation cache directory shared by the CLI
+// runs of this test binary; TestMain creates and removes it.
+var compileCache string
 
-// buildModule builds a Go proxy-wasm module (package path relative to the
-// repository root) once per test binary and returns the .wasm path.
-func buildModule(t *testing.T, pkg string) string {
-	t.Helper()
-	modMu.Lock()
-	defer modMu.Unlock()
-	if p, ok := mods[pkg]; ok {
-		return p
-	}
-	if modDir == "" {
-		d, err := os.MkdirTemp("", "loctree-cmd-wasm")
-		if err != nil {
-			t.Fatal(err)
-		}
-		modDir = d
-	}
-	out := filepath.Join(modDir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "../../"+pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	mods[pkg] = out
-	return out
-}
-
-// cacheDir is a compilation cache shared by the CLI runs of this test binary.
-func cacheDir() string { return filepath.Join(modDir, "cache") }
-
-// removeModules deletes the modules built by buildModule (called by TestMain).
-func removeModules() {
-	if modDir != "" {
-		os.RemoveAll(modDir)
-	}
-}
+// cacheDir is the --cache-dir the CLI runs of the tests use.
+func cacheDir() string { return compileCache }
 
 func headerValue(h [][2]string, key string) string {
 	for _, kv := range h {
@@ -81,7 +42,7 @@ const cliTopology = `{"topology":{"services":[
   {"address":"127.0.3.1:9080","locality":{"region":"us-east","zone":"us-east-1a"}}]}]}}`
 
 func TestWasmRunLoctree(t *testing.T) {
-	mod := buildModule(t, "filter")
+	mod := wasmtest.Build(t, "../../filter")
 	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
 		"--property", "xds.node.locality.region=us-west", "--property", "xds.node.locality.zone=us-west-2a",
 		"--header", ":authority=reviews:9080", "--header", "x-gateway-destination-endpoint=10.9.9.9:1", "-o", "json")
@@ -104,7 +65,7 @@ func TestWasmRunLoctree(t *testing.T) {
 }
 
 func TestWasmRunBadConfig(t *testing.T) {
-	mod := buildModule(t, "filter")
+	mod := wasmtest.Build(t, "../../filter")
 	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`)
 	if code == 0 || !strings.Contains(stderr, "plugin start failed") {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
@@ -117,7 +78,7 @@ func TestWasmRunBadConfig(t *testing.T) {
 // TestWasmRunOtherSDK runs a module that loctree did not build: another
 // export set (ABI 0.2.0, malloc), gRPC stubbed as UNIMPLEMENTED.
 func TestWasmRunOtherSDK(t *testing.T) {
-	mod := buildModule(t, "host/testdata/othersdk")
+	mod := wasmtest.Build(t, "../../host/testdata/othersdk")
 	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--header", "x-a=1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -203,7 +164,7 @@ func proxyGet(t *testing.T, url, authority string, hdr ...string) (int, string) 
 // TestWasmServe: real backends on 127.0.x.y, two proxies in two
 // localities; every request lands where the tree says.
 func TestWasmServe(t *testing.T) {
-	mod := buildModule(t, "filter")
+	mod := wasmtest.Build(t, "../../filter")
 	east1, east2 := echoBackend(t, "127.0.6.1"), echoBackend(t, "127.0.6.2")
 	west, eu := echoBackend(t, "127.0.6.3"), echoBackend(t, "127.0.6.4")
 	top := &shared.Topology{Services: []shared.ServiceSpec{
@@ -248,7 +209,7 @@ func TestWasmServe(t *testing.T) {
 // TestWasmServeFetchesTree: the filter in `wasm serve` fetches the tree
 // from an agent over real HTTP on its own timer, then routes by it.
 func TestWasmServeFetchesTree(t *testing.T) {
-	mod := buildModule(t, "filter")
+	mod := wasmtest.Build(t, "../../filter")
 	near, far := echoBackend(t, "127.0.7.1"), echoBackend(t, "127.0.7.2")
 	tree, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{{Name: "reviews", Endpoints: []shared.EndpointSpec{
 		{Address: near, Locality: shared.Locality{"region": "us-east"}},

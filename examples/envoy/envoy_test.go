@@ -6,9 +6,6 @@ package envoy_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	bootstrap "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -24,6 +21,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/wasmtest"
 )
 
 func loadBootstrap(t *testing.T) *bootstrap.Bootstrap {
@@ -88,17 +86,7 @@ func TestEnvoyExample(t *testing.T) {
 
 func checkPluginConfig(t *testing.T, config, rootID string) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "loctree.wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "../../filter")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build loctree.wasm: %v\n%s", err, b)
-	}
-	module, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(t.Context(), module, host.Options{PluginConfig: []byte(config), RootID: rootID, ManualTicks: true})
+	h, err := host.New(t.Context(), wasmtest.Bytes(t, "../../filter"), host.Options{PluginConfig: []byte(config), RootID: rootID, ManualTicks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/loctree/loctree/internal/wasmtest"
 )
 
 // tinyModule is a valid empty wasm module plus a custom section, so its bytes
@@ -25,13 +25,7 @@ func TestRoundTripTiny(t *testing.T) { roundTrip(t, tinyModule) }
 
 // TestRoundTripRealModule packs the real filter, built as `make wasm` does.
 func TestRoundTripRealModule(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "loctree.wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/loctree/loctree/filter")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the filter: %v\n%s", err, b)
-	}
-	roundTrip(t, readFile(t, out))
+	roundTrip(t, wasmtest.Bytes(t, "../../filter"))
 }
 
 // roundTrip writes module as a layout and a tar, reads both back the way

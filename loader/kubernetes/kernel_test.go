@@ -9,10 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +26,7 @@ import (
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kubernetes"
 	"github.com/loctree/loctree/shared"
@@ -103,16 +100,7 @@ type wasmFilter struct {
 
 func newFilter(t *testing.T, agentURL string, loc shared.Locality) *wasmFilter {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "loctree.wasm")
-	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/loctree/loctree/filter")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the filter: %v\n%s", err, b)
-	}
-	module, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	module := wasmtest.Bytes(t, "../../filter")
 	const cluster = "outbound|15099||loctree-agent.loctree-system.svc.cluster.local"
 	conf, _ := json.Marshal(map[string]any{"tree": map[string]any{"cluster": cluster}, "locality": loc})
 	h, err := host.New(context.Background(), module, host.Options{PluginConfig: conf, ManualTicks: true,
