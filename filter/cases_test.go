@@ -36,7 +36,22 @@ const topo = `{"services":[
   {"address":"127.0.2.5:9080","locality":{"region":"us-west","zone":"us-west-2a","subzone":"rack-1"}}]},
  {"name":"ratings","mode":"strict","scopes":["region","zone"],"endpoints":[
   {"address":"127.0.3.1:9080","locality":{"region":"us-east","zone":"us-east-1a"}},
-  {"address":"127.0.3.2:9080","locality":{"region":"us-west","zone":"us-west-2a"}}]}]}`
+  {"address":"127.0.3.2:9080","locality":{"region":"us-west","zone":"us-west-2a"}}]},
+ {"name":"details.default.svc.cluster.local","hosts":["details:9080","details.default:9080","details.default.svc:9080",
+   "details.default.svc.cluster.local:9080","details","details.default","details.default.svc"],"endpoints":[
+  {"address":"127.0.4.1:9080","locality":{"region":"us-east"}},
+  {"address":"127.0.4.2:9080","locality":{"region":"us-west"}}]},
+ {"name":"details.default.svc.cluster.local:9443","hosts":["details:9443","details.default:9443","details.default.svc:9443"],"endpoints":[
+  {"address":"127.0.4.1:9443","locality":{"region":"us-east"}},
+  {"address":"127.0.4.2:9443","locality":{"region":"us-west"}}]},
+ {"name":"ledger","scopes":["network","region","zone","subzone"],"endpoints":[
+  {"address":"127.0.5.1:8080","locality":{"network":"net-a","region":"us-east","zone":"us-east-1a"}},
+  {"address":"127.0.5.2:8080","locality":{"network":"net-b","region":"us-east","zone":"us-east-1a"}},
+  {"address":"127.0.5.3:8080","locality":{"network":"net-b","region":"us-west","zone":"us-west-2a"}}]},
+ {"name":"cache","scopes":["cluster","node"],"endpoints":[
+  {"address":"127.0.6.1:6379","locality":{"cluster":"c1","node":"node-1"}},
+  {"address":"127.0.6.2:6379","locality":{"cluster":"c1","node":"node-2"}},
+  {"address":"127.0.6.3:6379","locality":{"cluster":"c2","node":"node-2"}}]}]}`
 
 func inline(extra string) string {
 	return `{"topology":` + topo + extra + `}`
@@ -77,6 +92,53 @@ var filterCases = []filterCase{
 			`xds.node.metadata.LABELS.topology\.kubernetes\.io/zone`:   "us-east-1a",
 			`xds.node.metadata.LABELS.topology\.istio\.io/subzone`:     "rack-2"},
 		headers: req("reviews"), wantStart: true, wantHeader: []string{"127.0.2.2:9080"}},
+	// A two-port Service as the Kubernetes source names it: the first TCP
+	// port is the FQDN, the other "<fqdn>:<port>"; each port answers to
+	// "HOST:PORT".
+	{name: "two ports: cluster name of the second port", config: inline(`,"locality":{"region":"us-west"}`),
+		props:   map[string]string{"xds.cluster_name": "outbound|9443||details.default.svc.cluster.local"},
+		headers: req("details:9443"), wantStart: true, wantHeader: []string{"127.0.4.2:9443"}},
+	{name: "two ports: cluster name of the first port", config: inline(`,"locality":{"region":"us-west"}`),
+		props:   map[string]string{"xds.cluster_name": "outbound|9080||details.default.svc.cluster.local"},
+		headers: req("details:9443"), wantStart: true, wantHeader: []string{"127.0.4.2:9080"}},
+	{name: "two ports: cluster name with a subset", config: inline(`,"locality":{"region":"us-east"}`),
+		props:   map[string]string{"xds.cluster_name": "outbound|9443|v1|details.default.svc.cluster.local"},
+		headers: req("other:80"), wantStart: true, wantHeader: []string{"127.0.4.1:9443"}},
+	{name: "two ports: cluster port not in the tree falls back to the host", config: inline(`,"locality":{"region":"us-west"}`),
+		props:   map[string]string{"xds.cluster_name": "outbound|7000||details.default.svc.cluster.local"},
+		headers: req("details:7000"), wantStart: true, wantHeader: []string{"127.0.4.2:9080"}},
+	{name: "two ports: authority short name with the second port", config: inline(`,"locality":{"region":"us-west"}`),
+		headers: req("details:9443"), wantStart: true, wantHeader: []string{"127.0.4.2:9443"}},
+	{name: "two ports: authority FQDN with the second port", config: inline(`,"locality":{"region":"us-east"}`),
+		headers: req("details.default.svc.cluster.local:9443"), wantStart: true, wantHeader: []string{"127.0.4.1:9443"}},
+	{name: "two ports: authority with the first port", config: inline(`,"locality":{"region":"us-east"}`),
+		headers: req("details.default:9080"), wantStart: true, wantHeader: []string{"127.0.4.1:9080"}},
+	{name: "two ports: authority without a port is the first port", config: inline(`,"locality":{"region":"us-west"}`),
+		headers: req("details.default.svc"), wantStart: true, wantHeader: []string{"127.0.4.2:9080"}},
+	{name: "two ports: authority with an unknown port falls back to the host", config: inline(`,"locality":{"region":"us-west"}`),
+		headers: req("details:7000"), wantStart: true, wantHeader: []string{"127.0.4.2:9080"}},
+	// Istio's node metadata: NETWORK, CLUSTER_ID, NODE_NAME.
+	{name: "network from node metadata NETWORK", config: inline(`,"fallbacks":1`),
+		props: map[string]string{"xds.node.metadata.NETWORK": "net-b", "xds.node.locality.region": "us-east",
+			"xds.node.locality.zone": "us-east-1a"},
+		headers: req("ledger"), wantStart: true, wantHeader: []string{"127.0.5.2:8080"}},
+	{name: "network from the node label topology.istio.io/network", config: inline(`,"fallbacks":1`),
+		props: map[string]string{`xds.node.metadata.LABELS.topology\.istio\.io/network`: "net-a",
+			"xds.node.locality.region": "us-east"},
+		headers: req("ledger"), wantStart: true, wantHeader: []string{"127.0.5.1:8080"}},
+	{name: "network metadata wins over the label", config: inline(`,"fallbacks":1`),
+		props: map[string]string{"xds.node.metadata.NETWORK": "net-b", `xds.node.metadata.LABELS.topology\.istio\.io/network`: "net-a",
+			"xds.node.locality.region": "us-west"},
+		headers: req("ledger"), wantStart: true, wantHeader: []string{"127.0.5.3:8080"}},
+	{name: "configured locality wins over node metadata", config: inline(`,"locality":{"network":"net-a","region":"us-east"},"fallbacks":1`),
+		props:   map[string]string{"xds.node.metadata.NETWORK": "net-b", "xds.node.locality.region": "us-west"},
+		headers: req("ledger"), wantStart: true, wantHeader: []string{"127.0.5.1:8080"}},
+	{name: "cluster and node from CLUSTER_ID and NODE_NAME", config: inline(`,"fallbacks":1`),
+		props:   map[string]string{"xds.node.metadata.CLUSTER_ID": "c1", "xds.node.metadata.NODE_NAME": "node-2"},
+		headers: req("cache:6379"), wantStart: true, wantHeader: []string{"127.0.6.2:6379"}},
+	{name: "cluster only from CLUSTER_ID", config: inline(`,"fallbacks":1`),
+		props:   map[string]string{"xds.node.metadata.CLUSTER_ID": "c1", "xds.node.metadata.NODE_NAME": "node-3"},
+		headers: req("cache"), wantStart: true, wantHeader: []string{"127.0.6.1:6379,127.0.6.2:6379", "127.0.6.2:6379,127.0.6.1:6379"}},
 	{name: "no tree yet passes through", config: `{"tree":{"cluster":"outbound|15099||loctree-agent"}}`,
 		headers: req("reviews", [2]string{"x-gateway-destination-endpoint", "10.6.6.6:22"}), wantStart: true},
 	{name: "no tree yet, fail closed", config: `{"tree":{"cluster":"agent"},"fail_closed":true}`,

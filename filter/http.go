@@ -50,7 +50,8 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 		}
 		return types.ActionContinue
 	}
-	svc := p.service(st, h.serviceName())
+	key, fromCluster := serviceKey()
+	svc := p.service(st, key, fromCluster)
 	if svc == nil {
 		p.m.unknown++
 		abi.RemoveHttpRequestHeader(cfg.Header)
@@ -101,14 +102,14 @@ func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
 	return 0, false
 }
 
-// serviceName is HOST of xds.cluster_name "outbound|PORT|SUBSET|HOST", else
-// :authority without its port.
-func (h *httpContext) serviceName() string {
+// serviceKey is what names the request's service: xds.cluster_name
+// (fromCluster), else :authority. It is valid until the callback returns.
+func serviceKey() (key string, fromCluster bool) {
 	if c, err := abi.GetPropertyString(clusterNamePath); err == nil && c != "" {
-		return clusterHost(c)
+		return c, true
 	}
 	a, _ := abi.GetHttpRequestHeader(":authority")
-	return hostOf(a)
+	return a, false
 }
 
 // hostOf strips the port from "host:port" or "[v6]:port".

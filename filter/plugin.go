@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/loctree/loctree/filter/internal/abi"
@@ -40,9 +39,8 @@ type pluginContext struct {
 	fetching bool
 	failing  bool // inside a failure streak (logged once)
 	free     []*httpContext
-	lastTree *treeState
-	lastName string
-	lastSvc  *shared.Service
+	last     svcCache // the last service lookup
+	scratch  []byte   // reused to build service lookup keys
 }
 
 // OnPluginStart parses the configuration; a bad one fails the plugin with
@@ -97,20 +95,6 @@ const firstTreeTickMS = 200
 // metricsFlushMS is the tick period of an inline-topology plugin, which
 // ticks only to flush its counters.
 const metricsFlushMS = 1000
-
-// service finds the request's service, remembering the last answer (most
-// requests of a proxy go to the same few services).
-func (p *pluginContext) service(st *treeState, name string) *shared.Service {
-	if st == p.lastTree && name == p.lastName && p.lastSvc != nil {
-		return p.lastSvc
-	}
-	svc, ok := st.tree.Service(name)
-	if !ok {
-		return nil
-	}
-	p.lastTree, p.lastName, p.lastSvc = st, strings.Clone(name), svc
-	return svc
-}
 
 // NewHttpContext creates a stream context, reusing finished ones so that a
 // request allocates nothing in the VM.
