@@ -140,8 +140,10 @@ func checkKustomization(t *testing.T, p string) {
 	}
 }
 
-// TestDaemonSetPrivileges pins the agent's least privileges: only CAP_BPF and
-// CAP_NET_ADMIN, not privileged; only the mount init container is privileged.
+// TestDaemonSetPrivileges pins the agent's least privileges: only CAP_BPF,
+// CAP_NET_ADMIN and CAP_PERFMON, not privileged; only the mount init
+// container is privileged. (cmd/loctree's TestAgentLeastPrivileges runs the
+// agent with exactly these on the real kernel.)
 func TestDaemonSetPrivileges(t *testing.T) {
 	ds := decodeFile(t, "base/daemonset.yaml")[0].(*appsv1.DaemonSet)
 	spec := ds.Spec.Template.Spec
@@ -150,7 +152,7 @@ func TestDaemonSetPrivileges(t *testing.T) {
 	}
 	agent := spec.Containers[0]
 	sc := agent.SecurityContext
-	if *sc.Privileged || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"BPF", "NET_ADMIN"}) ||
+	if *sc.Privileged || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"BPF", "NET_ADMIN", "PERFMON"}) ||
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("agent security context = %+v", sc)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,8 +140,13 @@ func checkDetached(cgroup string) error {
 		}
 		for _, p := range res.Programs {
 			prog, err := ebpf.NewProgramFromID(p.ID)
-			if err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				slog.Warn("cannot check that no loctree program is still attached: reading attached programs needs CAP_SYS_ADMIN",
+					"cgroup", cgroup, "hook", h.name, "program_id", p.ID)
 				continue
+			}
+			if err != nil {
+				continue // detached or unloaded since the query
 			}
 			info, err := prog.Info()
 			prog.Close()

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+)
+
+// daemonSetCapabilities reads the capabilities the agent container of
+// istio/base/daemonset.yaml adds, as setpriv names them (bpf, net_admin, ...).
+func daemonSetCapabilities(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../istio/base/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*add: \[([A-Z_, ]+)\]`).FindAllSubmatch(b, -1)
+	if len(m) != 1 {
+		t.Fatalf("want one capabilities.add list in the DaemonSet, found %d", len(m))
+	}
+	var caps []string
+	for _, c := range strings.Split(string(m[0][1]), ",") {
+		caps = append(caps, strings.ToLower(strings.TrimSpace(c)))
+	}
+	return caps
+}
+
+// runWithCapabilities runs `loctree args...` as root limited to caps (the
+// bounding set, so an unprivileged container's view) and returns its error.
+func runWithCapabilities(t *testing.T, caps []string, args ...string) ([]byte, error) {
+	t.Helper()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
+	}
+	bset := "-all"
+	for _, c := range caps {
+		bset += ",+" + c
+	}
+	cmd := exec.Command(setpriv, append([]string{"--bounding-set", bset, "--", os.Args[0]}, args...)...)
+	cmd.Env = append(os.Environ(), "LOCTREE_TEST_MAIN=1")
+	return cmd.CombinedOutput()
+}
+
+// TestAgentLeastPrivileges runs the agent with exactly the capabilities the
+// DaemonSet grants: it must load, attach and redirect. With one of them
+// taken away it must fail, so the manifest asks for no more than it needs
+// and no less.
+func TestAgentLeastPrivileges(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	caps := daemonSetCapabilities(t)
+	cg, fs := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "loctree")
+	kerneltest.Backends(t, []string{"127.0.7.1:9100", "127.0.7.9:9100"})
+	topo := filepath.Join(t.TempDir(), "mesh.yaml")
+	os.WriteFile(topo, []byte(agentTopology("127.0.7.1:9100")), 0o644)
+	args := []string{"agent", "--once", "-f", topo, "--locality", "region=r1,zone=z1", "--cgroup", cg, "--bpffs", fs, "--listen", ""}
+	for i, dropped := range caps {
+		fewer := append(append([]string{}, caps[:i]...), caps[i+1:]...)
+		if out, err := runWithCapabilities(t, fewer, args...); err == nil {
+			t.Errorf("the agent installed without CAP_%s (with %v): the DaemonSet asks for more than it needs\n%s", strings.ToUpper(dropped), fewer, out)
+			runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+		}
+	}
+	if out, err := runWithCapabilities(t, caps, args...); err != nil {
+		t.Fatalf("the agent with the DaemonSet's capabilities %v: %v\n%s", caps, err, out)
+	}
+	if err := landsOn("127.0.7.1:9100")(); err != nil {
+		t.Fatal(err)
+	}
+	// uninstall detaches with the same capabilities; it cannot read the
+	// names of programs left attached without CAP_SYS_ADMIN, and says so.
+	out, err := runWithCapabilities(t, caps, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+	if err != nil {
+		t.Fatalf("uninstall with the DaemonSet's capabilities: %v\n%s", err, out)
+	}
+	if _, err := kerneltest.Ask("127.77.1.1:80"); err == nil {
+		t.Fatal("the VIP still answers after uninstall")
+	}
+	runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+}
