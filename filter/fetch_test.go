@@ -108,18 +108,26 @@ func (a *agent) served() []int {
 	return append([]int(nil), a.statuses...)
 }
 
-func TestTreeFetch(t *testing.T) {
+// fetchingPool starts an agent serving a tree of topo at generation gen and
+// a pool of n filter VMs that fetch from it on manual ticks.
+func fetchingPool(t *testing.T, gen uint64, cluster string, n int) (*agent, *host.Host, *host.Pool) {
+	t.Helper()
 	ag := newAgent()
-	ag.set(buildTree(t, topo, 1))
+	ag.set(buildTree(t, topo, gen))
 	srv := httptest.NewServer(ag)
-	defer srv.Close()
-	cfg := `{"tree":{"cluster":"outbound|15099||loctree-agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
-	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"outbound|15099||loctree-agent": srv.URL}})
-	pool, err := h.NewPool(context.Background(), 3)
+	t.Cleanup(srv.Close)
+	cfg := `{"tree":{"cluster":"` + cluster + `","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
+	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{cluster: srv.URL}})
+	pool, err := h.NewPool(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
+	return ag, h, pool
+}
+
+func TestTreeFetch(t *testing.T) {
+	ag, h, pool := fetchingPool(t, 1, "outbound|15099||loctree-agent", 3)
 	vms := pool.VMs()
 	// The first VM to tick takes the fetch lease; the others pick the
 	// published tree up from shared data on their next tick.
@@ -198,17 +206,7 @@ func TestTreeFetch(t *testing.T) {
 // VM must follow its tree, not keep (or flip back to) the higher generation
 // still in shared data.
 func TestTreeFetchGenerationRestarts(t *testing.T) {
-	ag := newAgent()
-	ag.set(buildTree(t, topo, 5))
-	srv := httptest.NewServer(ag)
-	defer srv.Close()
-	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
-	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
-	pool, err := h.NewPool(context.Background(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ag, _, pool := fetchingPool(t, 5, "agent", 2)
 	tick := func() {
 		t.Helper()
 		pool.Tick()
@@ -241,17 +239,7 @@ func TestTreeFetchGenerationRestarts(t *testing.T) {
 // agent) must still replace it on every VM: the version is generation and
 // checksum, and the agent's ETag names both.
 func TestTreeFetchSameGenerationOtherContent(t *testing.T) {
-	ag := newAgent()
-	ag.set(buildTree(t, topo, 5))
-	srv := httptest.NewServer(ag)
-	defer srv.Close()
-	cfg := `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}}`
-	h := newHost(t, cfg, host.Options{ManualTicks: true, Upstreams: map[string]string{"agent": srv.URL}})
-	pool, err := h.NewPool(context.Background(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ag, _, pool := fetchingPool(t, 5, "agent", 2)
 	for range 2 {
 		pool.Tick()
 		pool.WaitHTTPCalls()
