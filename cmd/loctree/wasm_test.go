@@ -45,7 +45,7 @@ func TestWasmRunLoctree(t *testing.T) {
 	mod := wasmtest.Build(t, "../../filter")
 	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
 		"--property", "xds.node.locality.region=us-west", "--property", "xds.node.locality.zone=us-west-2a",
-		"--header", ":authority=reviews:9080", "--header", "x-gateway-destination-endpoint=10.9.9.9:1", "-o", "json")
+		"--header", ":authority=reviews:9080", "--header", "x-gateway-destination-endpoint=127.99.9.9:1", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
