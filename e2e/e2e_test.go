@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/topology"
@@ -81,9 +82,9 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	install(t, topo, "testdata/mesh-v1.yaml")
 	t.Cleanup(func() { run(t, cli, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs) })
 
-	listen := freeAddr(t)
+	listen := kerneltest.FreeAddr(t)
 	agent := start(t, cli, "agent", agentArgs(topo, cg, fs, listen)...)
-	eventually(t, "agent healthz", func() error { return httpOK("http://"+listen+"/healthz", "") })
+	kerneltest.Eventually(t, 15*time.Second, "agent healthz", func() error { return httpOK("http://"+listen+"/healthz", "") })
 	proxies := startProxies(t, cli, wasm, listen)
 	planes := &planes{t: t, cg: cg, proxies: proxies}
 
@@ -92,7 +93,7 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	planes.agree(tree)
 
 	install(t, topo, "testdata/mesh-v2.yaml")
-	eventually(t, "agent reloads the topology", func() error { return etagIs(listen, `"2"`) })
+	kerneltest.Eventually(t, 15*time.Second, "agent reloads the topology", func() error { return etagIs(listen, `"2"`) })
 	tree = servedTree(t, listen, "testdata/mesh-v2.yaml", 2)
 	// The agent serves a tree only after installing it into the maps, so
 	// the kernel follows at once; the filters after their refresh tick.
@@ -118,7 +119,7 @@ func TestKernelAndFilterAgree(t *testing.T) {
 	// generation 4, must all follow it (the agent is the truth).
 	install(t, topo, "testdata/mesh-v1.yaml")
 	start(t, cli, "agent (fresh)", agentArgs(topo, cg, fs, listen)...)
-	eventually(t, "fresh agent serves generation 1", func() error { return etagIs(listen, `"1"`) })
+	kerneltest.Eventually(t, 15*time.Second, "fresh agent serves generation 1", func() error { return etagIs(listen, `"1"`) })
 	planes.kernelCanary("127.0.63.1:9080")
 	planes.waitFilters(canary, "127.0.63.1:9080")
 }
@@ -132,14 +133,14 @@ func TestKernelAndFilterAgree(t *testing.T) {
 func restart(t *testing.T, planes *planes, agent *process, cli, topo, listen string, args []string) *process {
 	t.Helper()
 	install(t, topo, "testdata/mesh-v3.yaml")
-	eventually(t, "agent applies v3", func() error { return etagIs(listen, `"3"`) })
+	kerneltest.Eventually(t, 15*time.Second, "agent applies v3", func() error { return etagIs(listen, `"3"`) })
 	servedTree(t, listen, "testdata/mesh-v3.yaml", 3)
 	planes.waitFilters(details, "127.0.64.2:9080")
 	agent.kill()
 	install(t, topo, "testdata/mesh-v4.yaml")
 	planes.kernelCanary("127.0.63.2:9080")
 	agent = start(t, cli, "agent (restarted)", args...)
-	eventually(t, "restarted agent serves v4 as generation 4", func() error { return etagIs(listen, `"4"`) })
+	kerneltest.Eventually(t, 15*time.Second, "restarted agent serves v4 as generation 4", func() error { return etagIs(listen, `"4"`) })
 	if !strings.Contains(agent.out.String(), "re-adopted pinned services") {
 		t.Fatalf("the restarted agent did not re-adopt the pinned maps:\n%s", agent.out.String())
 	}
@@ -173,7 +174,7 @@ func startProxies(t *testing.T, cli, wasm, agentAddr string) map[string]string {
 	cache := t.TempDir()
 	proxies := map[string]string{}
 	for _, s := range sources {
-		addr := freeAddr(t)
+		addr := kerneltest.FreeAddr(t)
 		args := []string{"wasm", "serve", "--module", wasm, "--cache-dir", cache, "--listen", addr,
 			"--workers", "2", "--upstream", "outbound|15099||loctree-agent=" + agentAddr}
 		cfg := map[string]any{"tree": map[string]any{"cluster": "outbound|15099||loctree-agent", "refresh_ms": 100}}

@@ -123,29 +123,6 @@ func backends(t *testing.T, addrs []string) {
 	}
 }
 
-// freeAddr returns a free TCP address on 127.0.0.1.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// eventually polls f every 50 ms until it returns nil, failing after 15 s.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = f(); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
 var client = &http.Client{Timeout: 5 * time.Second}
 
 // get sends GET url with the Host header host ("" keeps the URL's).

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/shared"
@@ -144,7 +145,7 @@ func ask(proxy, host string) ([]string, error) {
 // only endpoint is want (two rounds over its two workers).
 func (p *planes) waitFilters(svc service, want string) {
 	for _, s := range sources {
-		eventually(p.t, "filter of "+s.name+" sends "+svc.host+" to "+want, func() error {
+		kerneltest.Eventually(p.t, 15*time.Second, "filter of "+s.name+" sends "+svc.host+" to "+want, func() error {
 			for range 4 {
 				got, err := ask(p.proxies[s.name], svc.host)
 				if err != nil {

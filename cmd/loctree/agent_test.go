@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,28 +64,6 @@ func runLoctree(t *testing.T, args ...string) string {
 	return p.log.String()
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// eventually polls f until it returns nil or 10 s pass.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = f(); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
 func landsOn(want string) func() error {
 	return func() error {
 		got, err := kerneltest.Ask("127.77.1.1:80")
@@ -129,19 +106,19 @@ func TestAgentLifecycle(t *testing.T) {
 		os.Rename(topo+".tmp", topo)
 	}
 	write(agentTopology("127.0.7.1:9100"))
-	listen := freePort(t)
+	listen := kerneltest.FreeAddr(t)
 	args := []string{"agent", "-f", topo, "--locality", "region=r1,zone=z1", "--cgroup", cg, "--bpffs", fs,
 		"--listen", listen, "--watch-interval", "50ms"}
 	agent := startLoctree(t, args...)
 	base := "http://" + listen
-	eventually(t, "healthz", func() error {
+	kerneltest.Eventually(t, 10*time.Second, "healthz", func() error {
 		code, _, _, err := httpGet(base + "/healthz")
 		if err == nil && code != 200 {
 			err = fmt.Errorf("healthz %d", code)
 		}
 		return err
 	})
-	eventually(t, "first install", landsOn("127.0.7.1:9100"))
+	kerneltest.Eventually(t, 10*time.Second, "first install", landsOn("127.0.7.1:9100"))
 
 	code, h, body, err := httpGet(base + "/v1/tree")
 	if err != nil || code != 200 || h.Get("ETag") == "" || !strings.HasPrefix(body, "LTRE") {
@@ -152,10 +129,10 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 
 	write(agentTopology("127.0.7.2:9100"))
-	eventually(t, "reload after file change", landsOn("127.0.7.2:9100"))
+	kerneltest.Eventually(t, 10*time.Second, "reload after file change", landsOn("127.0.7.2:9100"))
 
 	write("services: [{name: broken, endpoints: [{address: nope}]}]\n")
-	eventually(t, "bad topology counted", func() error { return metricAtLeast(base, "loctree_install_errors_total", 1) })
+	kerneltest.Eventually(t, 10*time.Second, "bad topology counted", func() error { return metricAtLeast(base, "loctree_install_errors_total", 1) })
 	if err := landsOn("127.0.7.2:9100")(); err != nil {
 		t.Fatalf("after a bad topology: %v", err)
 	}
@@ -173,7 +150,7 @@ func TestAgentLifecycle(t *testing.T) {
 
 	write(agentTopology("127.0.7.3:9100"))
 	again := startLoctree(t, args...)
-	eventually(t, "restarted agent applies the next change", landsOn("127.0.7.3:9100"))
+	kerneltest.Eventually(t, 10*time.Second, "restarted agent applies the next change", landsOn("127.0.7.3:9100"))
 	if !strings.Contains(again.log.String(), "re-adopted pinned services") {
 		t.Fatalf("restarted agent did not re-adopt:\n%s", again.log)
 	}

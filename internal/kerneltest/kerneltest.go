@@ -185,3 +185,28 @@ func MoveTo(tb testing.TB, dir string) {
 		tb.Fatalf("move test process into %s: %v", dir, err)
 	}
 }
+
+// FreeAddr returns a TCP address on 127.0.0.1 that was free a moment ago,
+// for a server the test starts in another process.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Eventually polls f every 20 ms until it returns nil, failing the test with
+// f's last error after within.
+func Eventually(tb testing.TB, within time.Duration, what string, f func() error) {
+	tb.Helper()
+	var err error
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err = f(); err == nil {
+			return
+		}
+	}
+	tb.Fatalf("%s: %v", what, err)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -262,7 +263,7 @@ func TestAgentRunsKubernetesSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := freeAddr(t)
+	listen := kerneltest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -275,7 +276,7 @@ func TestAgentRunsKubernetesSource(t *testing.T) {
 			t.Errorf("agent: %v", err)
 		}
 	}()
-	eventually(t, "127.0.10.1 (n1's subzone)", func() bool { return ask() == "127.0.10.1:10080" })
+	kerneltest.Eventually(t, 20*time.Second, "127.0.10.1 (n1's subzone)", func() error { return reached(ask(), "127.0.10.1:10080") })
 	gen := generation(t, listen)
 
 	n1, _ := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
@@ -298,7 +299,12 @@ func TestAgentRunsKubernetesSource(t *testing.T) {
 func nextGeneration(t *testing.T, listen string, gen uint64) uint64 {
 	t.Helper()
 	var g uint64
-	eventually(t, "a new generation", func() bool { g = generation(t, listen); return g > gen })
+	kerneltest.Eventually(t, 20*time.Second, "a new generation", func() error {
+		if g = generation(t, listen); g <= gen {
+			return fmt.Errorf("still generation %d", g)
+		}
+		return nil
+	})
 	return g
 }
 
@@ -319,28 +325,17 @@ func checkPicks(t *testing.T, want ...string) {
 	}
 }
 
+// reached is nil when got is the wanted endpoint.
+func reached(got, endpoint string) error {
+	if got != endpoint {
+		return fmt.Errorf("the VIP reached %q, want %s", got, endpoint)
+	}
+	return nil
+}
+
 func ask() string {
 	got, _ := kerneltest.Ask(vip)
 	return got
-}
-
-// eventually polls f for up to 20 s.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if f() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	addr := srv.Listener.Addr().String()
-	srv.Close()
-	return addr
 }
 
 // generation is the generation of the tree the agent serves.
