@@ -1,0 +1,61 @@
+// Package pairs encodes and decodes proxy-wasm's serialized header maps, the
+// format both sides of the ABI use: the host (host/) and the filter's ABI
+// layer (filter/internal/abi). It uses the standard library only.
+package pairs
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// ErrMalformed reports a serialized map that does not parse.
+var ErrMalformed = errors.New("malformed serialized header map")
+
+// Encode serializes a header map: a u32 count, then a u32 key size and a u32
+// value size per pair, then every key and value followed by a NUL byte; all
+// integers little-endian. The empty map is a single count word of zero.
+func Encode(h [][2]string) []byte {
+	size := 4 + 8*len(h)
+	for _, kv := range h {
+		size += len(kv[0]) + len(kv[1]) + 2
+	}
+	b := make([]byte, 4+8*len(h), size)
+	binary.LittleEndian.PutUint32(b, uint32(len(h)))
+	for i, kv := range h {
+		binary.LittleEndian.PutUint32(b[4+8*i:], uint32(len(kv[0])))
+		binary.LittleEndian.PutUint32(b[8+8*i:], uint32(len(kv[1])))
+	}
+	for _, kv := range h {
+		b = append(append(b, kv[0]...), 0)
+		b = append(append(b, kv[1]...), 0)
+	}
+	return b
+}
+
+// Decode parses a serialized header map. An empty input or a single zero
+// byte is the empty map (nil). It never reads out of bounds and reports a
+// malformed map as ErrMalformed.
+func Decode(b []byte) ([][2]string, error) {
+	if len(b) == 0 || (len(b) == 1 && b[0] == 0) {
+		return nil, nil
+	}
+	if len(b) < 4 {
+		return nil, ErrMalformed
+	}
+	n := uint64(binary.LittleEndian.Uint32(b))
+	if 4+8*n > uint64(len(b)) {
+		return nil, ErrMalformed
+	}
+	out := make([][2]string, 0, n)
+	data := b[4+8*n:]
+	for i := uint64(0); i < n; i++ {
+		ks := uint64(binary.LittleEndian.Uint32(b[4+8*i:]))
+		vs := uint64(binary.LittleEndian.Uint32(b[8+8*i:]))
+		if ks+vs+2 > uint64(len(data)) || data[ks] != 0 || data[ks+1+vs] != 0 {
+			return nil, ErrMalformed
+		}
+		out = append(out, [2]string{string(data[:ks]), string(data[ks+1 : ks+1+vs])})
+		data = data[ks+vs+2:]
+	}
+	return out, nil
+}
