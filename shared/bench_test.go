@@ -43,19 +43,26 @@ func benchSources(leaves []Locality) []Locality {
 	return src
 }
 
+// benchTree builds the mesh of n endpoints and returns its service with the
+// benchmark sources, both as localities and prepared.
+func benchTree(b *testing.B, n int) (*Tree, *Service, []Locality, []*Source) {
+	b.Helper()
+	top, leaves := meshTopology(n)
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srcs := benchSources(leaves)
+	prepared := make([]*Source, len(srcs))
+	for i, l := range srcs {
+		prepared[i] = NewSource(l)
+	}
+	return tree, &tree.Services()[0], srcs, prepared
+}
+
 func BenchmarkLookup(b *testing.B) {
 	for _, n := range benchSizes {
-		top, leaves := meshTopology(n)
-		tree, err := Build(top, BuildOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		svc := &tree.Services()[0]
-		srcs := benchSources(leaves)
-		prepared := make([]*Source, len(srcs))
-		for i, l := range srcs {
-			prepared[i] = NewSource(l)
-		}
+		_, svc, srcs, prepared := benchTree(b, n)
 		lookups := map[string]func(i int) Range{
 			"map":      func(i int) Range { return svc.Lookup(srcs[i%len(srcs)]) },
 			"prepared": func(i int) Range { return svc.LookupSource(prepared[i%len(prepared)]) },
@@ -163,17 +170,8 @@ func BenchmarkRankLoop(b *testing.B) {
 // one endpoint at random in the candidate range.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range benchSizes {
-		top, leaves := meshTopology(n)
-		tree, err := Build(top, BuildOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		svc := &tree.Services()[0]
+		tree, svc, _, srcs := benchTree(b, n)
 		p := NewPicker(tree, PickerOptions{})
-		var srcs []*Source
-		for _, l := range benchSources(leaves) {
-			srcs = append(srcs, NewSource(l))
-		}
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
