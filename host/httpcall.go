@@ -78,8 +78,7 @@ func (vm *VM) dispatch(req *callRequest) {
 	if vm.broken != nil {
 		return
 	}
-	ctx, cancel := vm.callContext()
-	defer cancel()
+	ctx := vm.runCtx
 	vm.callResp, vm.effective = resp, vm.rootID
 	n := len(resp.headers)
 	vm.call(ctx, vm.fn.httpCallResponse, uint64(vm.rootID), uint64(req.id),

@@ -284,8 +284,7 @@ func (vm *VM) queueReady(ctxID, queueID uint32) {
 	if vm.broken != nil {
 		return
 	}
-	ctx, cancel := vm.callContext()
-	defer cancel()
+	ctx := vm.runCtx
 	vm.effective = ctxID
 	vm.call(ctx, vm.fn.queueReady, uint64(ctxID), uint64(queueID))
 	vm.afterCall()

@@ -49,8 +49,7 @@ func (vm *VM) NewStream(props *Properties) (*Stream, error) {
 	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
 	vm.streams[s.id] = s
 	vm.effective = s.id
-	ctx, cancel := vm.callContext()
-	defer cancel()
+	ctx := vm.runCtx
 	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(s.id), uint64(vm.rootID)); err != nil {
 		s.finish()
 		return nil, err
@@ -144,8 +143,7 @@ func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (A
 	}
 	vm.effective = s.id
 	f, n := s.enterPhase(k, h, body)
-	ctx, cancel := vm.callContext() // each callback gets the full time limit
-	defer cancel()
+	ctx := vm.runCtx // callbacks after start: no timer or cancellation per call (see watch)
 	var r uint64
 	var err error
 	if k == phaseRequestTrailers || k == phaseResponseTrailers {
@@ -199,8 +197,7 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	vm.effective = s.id
-	ctx, cancel := vm.callContext()
-	defer cancel()
+	ctx := vm.runCtx
 	if _, err := vm.call(ctx, vm.fn.log, uint64(s.id)); err != nil {
 		s.finish()
 		return err

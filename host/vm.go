@@ -201,12 +201,6 @@ func (vm *VM) initialize(ctx context.Context) error {
 	return nil
 }
 
-// callContext is the context of callbacks after start: the VM's run
-// context, with no timer or cancellation per callback (see watch).
-func (vm *VM) callContext() (context.Context, context.CancelFunc) {
-	return vm.runCtx, func() {}
-}
-
 // watch closes the module when a callback runs longer than CallTimeout
 // (checked every quarter limit). The module is compiled with
 // WithCloseOnContextDone, so its code checks the closed flag at every loop
@@ -285,12 +279,11 @@ func (vm *VM) Close() error {
 	}
 	vm.closed = true
 	if vm.broken == nil {
-		ctx, cancel := vm.callContext()
+		ctx := vm.runCtx
 		vm.effective = vm.rootID
 		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
 			vm.call(ctx, vm.fn.delete, uint64(vm.rootID))
 		}
-		cancel()
 	}
 	if vm.broken == nil {
 		vm.broken = fmt.Errorf("vm %d: closed: %w", vm.id, ErrVMBroken)
@@ -305,8 +298,7 @@ func (vm *VM) Close() error {
 func (vm *VM) Tick() error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	ctx, cancel := vm.callContext()
-	defer cancel()
+	ctx := vm.runCtx
 	vm.effective = vm.rootID
 	_, err := vm.call(ctx, vm.fn.tick, uint64(vm.rootID))
 	vm.afterCall()
@@ -367,9 +359,8 @@ func (vm *VM) afterCall() {
 		s := vm.deletes[0]
 		vm.deletes = vm.deletes[1:]
 		vm.effective = s.id
-		ctx, cancel := vm.callContext()
+		ctx := vm.runCtx
 		vm.call(ctx, vm.fn.delete, uint64(s.id))
-		cancel()
 		s.finish()
 	}
 }
