@@ -101,13 +101,14 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 	if err != nil {
 		return err
 	}
-	res := pick(t, svc, src, o)
+	r := svc.Lookup(src)
+	res := pick(t, svc, r, o)
 	if o.format == "json" {
 		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
 			return err
 		}
 	} else {
-		drawPick(cmd.OutOrStdout(), svc, src, res)
+		drawPick(cmd.OutOrStdout(), svc, src, r, res)
 	}
 	if res.Error != "" {
 		return &exitError{code: exitNoCandidate, err: fmt.Errorf("%s", res.Error)}
@@ -141,8 +142,8 @@ func sourceLocality(top *shared.Topology, svc *shared.Service, o *treePickOption
 	return src, nil
 }
 
-func pick(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions) *pickResult {
-	r := svc.Lookup(src)
+// pick picks --count times in the candidate range r of svc.
+func pick(t *shared.Tree, svc *shared.Service, r shared.Range, o *treePickOptions) *pickResult {
 	res := &pickResult{
 		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth,
 		Candidates: endpointAddrs(t, r.Lo, r.Hi), Picks: map[string]int{},
@@ -168,7 +169,7 @@ func noCandidateReason(svc *shared.Service, r shared.Range) string {
 		svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
 }
 
-func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, res *pickResult) {
+func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Range, res *pickResult) {
 	var from []string
 	for _, sc := range svc.Scopes {
 		from = append(from, fmt.Sprintf("%s=%q", sc, src[sc]))
@@ -183,7 +184,6 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, res *pickRe
 		total += n
 	}
 	t := svc.Tree()
-	r := svc.Lookup(src)
 	for i := r.Lo; i < r.Hi; i++ {
 		addr := t.Endpoint(i).Addr.String()
 		n := res.Picks[addr]
