@@ -278,13 +278,13 @@ func (t *Tree) checkChildren(s *Service, i uint32, n Node, depth int, next *uint
 	if depth >= len(s.Scopes) || n.FirstChild != *next || uint64(n.FirstChild)+uint64(n.ChildCount) > uint64(end) {
 		return corrupt("node %d: children [%d, +%d) at depth %d are not the next nodes (%d) of the service", i, n.FirstChild, n.ChildCount, depth, *next)
 	}
-	lo := n.Lo
+	lo, prev := n.Lo, uint64(0)
 	for k := uint32(0); k < n.ChildCount; k++ {
 		c := t.Node(n.FirstChild + k)
-		if c.Lo != lo || c.Hi <= c.Lo || (k > 0 && c.Label <= t.Node(n.FirstChild+k-1).Label) {
+		if c.Lo != lo || c.Hi <= c.Lo || (k > 0 && c.Label <= prev) {
 			return corrupt("node %d: child %d breaks the label order or the range partition", i, n.FirstChild+k)
 		}
-		lo = c.Hi
+		lo, prev = c.Hi, c.Label
 	}
 	if lo != n.Hi {
 		return corrupt("node %d: children cover [%d, %d) of [%d, %d)", i, n.Lo, lo, n.Lo, n.Hi)
