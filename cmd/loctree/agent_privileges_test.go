@@ -4,28 +4,43 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/manifest"
+	"github.com/loctree/loctree/istio"
 )
 
-// daemonSetCapabilities reads the capabilities the agent container of
-// istio/base/daemonset.yaml adds, as setpriv names them (bpf, net_admin, ...).
+// daemonSetCapabilities decodes istio/base/daemonset.yaml into its official
+// type and returns the capabilities its agent container adds, as setpriv
+// names them (bpf, net_admin, ...).
 func daemonSetCapabilities(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../istio/base/daemonset.yaml")
+	data, err := istio.Files.ReadFile("base/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s*add: \[([A-Z_, ]+)\]`).FindAllSubmatch(b, -1)
-	if len(m) != 1 {
-		t.Fatalf("want one capabilities.add list in the DaemonSet, found %d", len(m))
+	docs, err := manifest.Split(data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var caps []string
-	for _, c := range strings.Split(string(m[0][1]), ",") {
-		caps = append(caps, strings.ToLower(strings.TrimSpace(c)))
+	for _, d := range docs {
+		obj, err := manifest.Decode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds, ok := obj.(*appsv1.DaemonSet); ok {
+			for _, c := range ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add {
+				caps = append(caps, strings.ToLower(string(c)))
+			}
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("the DaemonSet's agent container adds no capabilities")
 	}
 	return caps
 }
