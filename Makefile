@@ -30,11 +30,11 @@ fuzz:
 .PHONY: generate generate-check
 # Regenerates the committed bpf2go output (needs clang, llvm-strip, libbpf-dev).
 generate:
-	$(GO) generate ./bpf/...
+	$(GO) generate ./bpf/... ./internal/bpftest/...
 
 # CI: regenerate and fail if the committed BPF objects or bindings differ.
 generate-check: generate
-	@git diff --exit-code -- bpf/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- bpf/ internal/bpftest/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
 
 .PHONY: test-kernel
 # CI (root): the kernel tests (BPF programs, cgroup2 and bpffs mounts) must

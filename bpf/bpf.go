@@ -4,8 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_frontend -type lt_service -type lt_sock -type lt_stat -type lt_locality loctree loctree.c
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -Iinclude" -target bpfel -type lt_test_args -type lt_test_hammer_out lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality loctree loctree.c
 
 import (
 	"fmt"
@@ -20,35 +19,36 @@ type (
 	// Endpoint is a backend; byte-identical to the endpoint record of docs/FORMAT.md.
 	Endpoint = loctreeLtEndpoint
 	// Frontend is a service's VIP and port, the key of the frontends map.
-	Frontend = loctreeLtFrontend
+	Frontend = loctreeLtAddr
+	// Backend is an endpoint's address and port, the key of the
+	// least_connections counts map.
+	Backend = loctreeLtAddr
 	// Service is one installed service, the value of the frontends map.
 	Service = loctreeLtService
 	// Locality is a cgroup's own source locality, the value of the
 	// cgroup locality map: labels of scope keys and of their values.
 	Locality = loctreeLtLocality
-	// Sock is the per-socket state the programs keep (socket storage).
+	// Sock is the per-socket state the programs keep, by socket cookie.
 	Sock = loctreeLtSock
-	// TestArgs is the context of the test-only lookup program.
-	TestArgs = lookuptestLtTestArgs
+	// RevKey is a socket cookie and a backend it sent UDP datagrams to,
+	// the key of the reverse translation map.
+	RevKey = loctreeLtRevKey
 	// Objects are the loaded programs and maps.
 	Objects = loctreeObjects
 	// Maps are the loaded maps.
 	Maps = loctreeMaps
 	// Programs are the loaded programs.
 	Programs = loctreePrograms
-	// TestHammerOut is what the test-only hammer program counts.
-	TestHammerOut = lookuptestLtTestHammerOut
-	// TestObjects is the loaded test-only lookup program.
-	TestObjects = lookuptestObjects
 )
 
 // Counters in the stats map (per CPU).
 const (
-	StatRedirect = uint32(loctreeLtStatLT_STAT_REDIRECT)
-	StatNoMatch  = uint32(loctreeLtStatLT_STAT_NO_MATCH)
-	StatError    = uint32(loctreeLtStatLT_STAT_ERROR)
-	StatSockFull = uint32(loctreeLtStatLT_STAT_SOCKS_FULL)
-	StatCount    = uint32(loctreeLtStatLT_STAT_MAX)
+	StatRedirect    = uint32(loctreeLtStatLT_STAT_REDIRECT)
+	StatNoCandidate = uint32(loctreeLtStatLT_STAT_NO_CANDIDATE)
+	StatBadIndex    = uint32(loctreeLtStatLT_STAT_BAD_INDEX)
+	StatBadFamily   = uint32(loctreeLtStatLT_STAT_BAD_FAMILY)
+	StatSockFull    = uint32(loctreeLtStatLT_STAT_SOCKS_FULL)
+	StatCount       = uint32(loctreeLtStatLT_STAT_MAX)
 )
 
 // Map names in the collection (and pin file names).
@@ -59,6 +59,7 @@ const (
 	MapConns        = loctreeMapLtConns
 	MapRR           = loctreeMapLtRr
 	MapSocks        = loctreeMapLtSocks
+	MapRev          = loctreeMapLtRev
 	MapStats        = loctreeMapLtStats
 	MapCgroupSrc    = loctreeMapLtCgroupSrc
 	MapCgroupLevels = loctreeMapLtCgroupLevels
@@ -71,27 +72,4 @@ func Spec() (*ebpf.CollectionSpec, error) {
 		return nil, fmt.Errorf("bpf: %w", err)
 	}
 	return spec, nil
-}
-
-// TestSpec returns the spec of the test-only lookup program. Its maps have
-// the same names as Spec's; load it with ebpf.CollectionOptions.MapReplacements.
-func TestSpec() (*ebpf.CollectionSpec, error) {
-	spec, err := loadLookuptest()
-	if err != nil {
-		return nil, fmt.Errorf("bpf: %w", err)
-	}
-	return spec, nil
-}
-
-// NewTestArgs is the input of the test-only programs: a service's frontend,
-// the source's labels (one per scope) and, for the hammer, how many lookups
-// one run does.
-func NewTestArgs(fe Frontend, labels [8]uint64, loops uint32) TestArgs {
-	return TestArgs{Fe: lookuptestLtFrontend(fe), Labels: labels, Loops: loops}
-}
-
-// NewTestCgroupArgs is the input of the test-only lookup program taking the
-// source from the cgroup locality map entry of cgroup.
-func NewTestCgroupArgs(fe Frontend, cgroup uint64) TestArgs {
-	return TestArgs{Fe: lookuptestLtFrontend(fe), UseCgroup: 1, Cgroup: cgroup}
 }

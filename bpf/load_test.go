@@ -3,8 +3,6 @@ package bpf
 import (
 	"testing"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/loctree/loctree/internal/kerneltest"
 )
 
@@ -27,18 +25,4 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("load: %+v", err)
 	}
 	defer objs.Close()
-
-	tspec, err := TestSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tobjs TestObjects
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		MapFrontends: objs.LtFrontends, MapNodes: objs.LtNodes, MapEndpoints: objs.LtEndpoints,
-		MapConns: objs.LtConns, MapRR: objs.LtRr, MapStats: objs.LtStats, MapCgroupSrc: objs.LtCgroupSrc, MapCgroupLevels: objs.LtCgroupLevels,
-	}}
-	if err := tspec.LoadAndAssign(&tobjs, opts); err != nil {
-		t.Fatalf("load test program: %+v", err)
-	}
-	defer tobjs.Close()
 }

@@ -13,6 +13,8 @@
 #define SK_PASS 1
 #define SK_DROP 0
 
+#define IPPROTO_UDP 17
+
 /*
  * Redirected sockets by socket cookie, deleted by sock_release. A hash, not
  * socket storage: creating socket storage on every connect measured about
@@ -28,23 +30,62 @@ struct {
 	__type(value, struct lt_sock);
 } lt_socks SEC(".maps");
 
+/*
+ * Reverse translation for UDP: (socket, backend) -> VIP, for every backend
+ * a socket sent to, so a reply still in flight from an earlier backend is
+ * shown from the VIP too. An LRU as Cilium's reverse socket map: entries of
+ * closed sockets age out (their cookies are never reused).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LT_DEF_SOCKETS);
+	__type(key, struct lt_rev_key);
+	__type(value, struct lt_addr);
+} lt_rev SEC(".maps");
+
+/* lt_conns_add counts one more connection to backend b. */
+static __always_inline int lt_conns_add(const struct lt_addr *b)
+{
+	__u64 zero = 0, *c = bpf_map_lookup_elem(&lt_conns, b);
+
+	if (!c) {
+		bpf_map_update_elem(&lt_conns, b, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&lt_conns, b);
+	}
+	if (!c)
+		return 0;
+	__sync_fetch_and_add(c, 1);
+	return 1;
+}
+
+/* lt_conns_sub gives one connection back, never below zero: a
+ * compare-and-swap loop, so two sockets closing at once cannot both take
+ * the last count. */
+static __always_inline void lt_conns_sub(const struct lt_addr *b)
+{
+	__u64 *c = bpf_map_lookup_elem(&lt_conns, b);
+
+	if (!c)
+		return;
+	for (int i = 0; i < 16; i++) {
+		__u64 old = *(volatile __u64 *)c;
+
+		if (old == 0 || __sync_val_compare_and_swap(c, old, old - 1) == old)
+			return;
+	}
+}
+
 /* lt_uncount gives back the least_connections count of a socket entry. */
 static __always_inline void lt_uncount(const struct lt_sock *s)
 {
-	__u32 ep = s->ep;
-	__u64 *c;
-
-	if (!s->counted)
-		return;
-	c = bpf_map_lookup_elem(&lt_conns, &ep);
-	if (c && *c > 0)
-		__sync_fetch_and_add(c, -1);
+	if (s->counted)
+		lt_conns_sub(&s->backend);
 }
 
-/* lt_refuse makes the syscall fail with ECONNREFUSED. */
-static __always_inline int lt_refuse(__u32 stat)
+/* lt_refuse makes the syscall fail with ECONNREFUSED, counted by reason. */
+static __always_inline int lt_refuse(__u32 reason)
 {
-	lt_count(stat);
+	lt_count(reason);
 	bpf_set_retval(-ECONNREFUSED);
 	return SK_DROP;
 }
@@ -57,72 +98,93 @@ static __always_inline int lt_v4mapped(struct bpf_sock_addr *ctx)
 	return ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 && ctx->user_ip6[2] == LT_V4MAPPED;
 }
 
-static __always_inline void lt_frontend_of(struct bpf_sock_addr *ctx, struct lt_frontend *fe,
-					   int v6)
+/* lt_addr_of reads the socket address (a v4-mapped one as IPv4). */
+static __always_inline void lt_addr_of(struct bpf_sock_addr *ctx, struct lt_addr *a, int v6)
 {
-	__builtin_memset(fe, 0, sizeof(*fe));
-	fe->port = (__u16)ctx->user_port;
+	__builtin_memset(a, 0, sizeof(*a));
+	a->port = (__u16)ctx->user_port;
 	if (v6 && lt_v4mapped(ctx)) {
-		fe->family = LT_FAMILY_V4;
-		fe->addr[0] = ctx->user_ip6[3];
+		a->family = LT_FAMILY_V4;
+		a->addr[0] = ctx->user_ip6[3];
 	} else if (v6) {
-		fe->family = LT_FAMILY_V6;
-		fe->addr[0] = ctx->user_ip6[0];
-		fe->addr[1] = ctx->user_ip6[1];
-		fe->addr[2] = ctx->user_ip6[2];
-		fe->addr[3] = ctx->user_ip6[3];
+		a->family = LT_FAMILY_V6;
+		a->addr[0] = ctx->user_ip6[0];
+		a->addr[1] = ctx->user_ip6[1];
+		a->addr[2] = ctx->user_ip6[2];
+		a->addr[3] = ctx->user_ip6[3];
 	} else {
-		fe->family = LT_FAMILY_V4;
-		fe->addr[0] = ctx->user_ip4;
+		a->family = LT_FAMILY_V4;
+		a->addr[0] = ctx->user_ip4;
 	}
 }
 
 /* lt_set_addr rewrites the socket address; an IPv4 address on an IPv6
  * socket is written v4-mapped. */
-static __always_inline void lt_set_addr(struct bpf_sock_addr *ctx, int v6, int v4, const __u32 *addr,
-					__u16 port)
+static __always_inline void lt_set_addr(struct bpf_sock_addr *ctx, int v6, const struct lt_addr *a)
 {
-	if (v6 && v4) {
+	if (v6 && a->family == LT_FAMILY_V4) {
 		ctx->user_ip6[0] = 0;
 		ctx->user_ip6[1] = 0;
 		ctx->user_ip6[2] = LT_V4MAPPED;
-		ctx->user_ip6[3] = addr[0];
+		ctx->user_ip6[3] = a->addr[0];
 	} else if (v6) {
-		ctx->user_ip6[0] = addr[0];
-		ctx->user_ip6[1] = addr[1];
-		ctx->user_ip6[2] = addr[2];
-		ctx->user_ip6[3] = addr[3];
+		ctx->user_ip6[0] = a->addr[0];
+		ctx->user_ip6[1] = a->addr[1];
+		ctx->user_ip6[2] = a->addr[2];
+		ctx->user_ip6[3] = a->addr[3];
 	} else {
-		ctx->user_ip4 = addr[0];
+		ctx->user_ip4 = a->addr[0];
 	}
-	ctx->user_port = port;
+	ctx->user_port = a->port;
 }
 
-/* lt_remember records the VIP and backend of a redirected socket. */
-static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct lt_frontend *fe,
-					const struct lt_endpoint *ep, __u32 idx, int v6, int count)
+static __always_inline int lt_same(const struct lt_addr *a, const struct lt_addr *b)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx);
-	struct lt_sock s = {}, *old;
+	return a->addr[0] == b->addr[0] && a->addr[1] == b->addr[1] && a->addr[2] == b->addr[2] &&
+	       a->addr[3] == b->addr[3] && a->port == b->port && a->family == b->family;
+}
 
-	old = bpf_map_lookup_elem(&lt_socks, &cookie);
-	if (old) /* a reconnect or another datagram */
+/*
+ * lt_kept reports whether a socket's earlier backend may serve this
+ * datagram too: same VIP, and the endpoint is still at its index inside
+ * the candidate range (Cilium keeps a UDP socket's backend while it is
+ * valid; here: while it is a candidate).
+ */
+static __always_inline int lt_kept(const struct lt_sock *s, const struct lt_addr *fe, const struct lt_range *r)
+{
+	struct lt_endpoint *ep;
+	struct lt_addr b;
+
+	if (!lt_same(&s->vip, fe) || s->ep < r->lo || s->ep >= r->hi)
+		return 0;
+	ep = lt_ep_at(s->ep);
+	if (!ep)
+		return 0;
+	lt_backend_of(ep, &b);
+	return lt_same(&b, &s->backend);
+}
+
+/* lt_rev_add lets replies from backend b on this socket show the VIP;
+ * written only when the entry is missing or names another VIP. */
+static __always_inline void lt_rev_add(__u64 cookie, const struct lt_addr *b, const struct lt_addr *fe)
+{
+	struct lt_rev_key k = {.cookie = cookie, .backend = *b};
+	struct lt_addr *vip = bpf_map_lookup_elem(&lt_rev, &k);
+
+	if (!vip || !lt_same(vip, fe))
+		bpf_map_update_elem(&lt_rev, &k, fe, BPF_ANY);
+}
+
+/* lt_remember records the VIP and the new backend of a redirected socket. */
+static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old, const struct lt_addr *fe,
+					const struct lt_addr *b, __u32 idx, int count)
+{
+	struct lt_sock s = {.vip = *fe, .backend = *b, .ep = idx};
+
+	if (old) /* a reconnect, or a datagram to another backend */
 		lt_uncount(old);
-	__builtin_memcpy(s.vip, fe->addr, sizeof(s.vip));
-	__builtin_memcpy(s.backend, ep->addr, sizeof(s.backend));
-	s.vip_port = fe->port;
-	s.backend_port = ep->port;
-	s.family = fe->family;
-	s.mapped = v6 && fe->family == LT_FAMILY_V4;
-	s.ep = idx;
-	if (count) {
-		__u64 *c = bpf_map_lookup_elem(&lt_conns, &idx);
-
-		if (c) {
-			__sync_fetch_and_add(c, 1);
-			s.counted = 1;
-		}
-	}
+	if (count)
+		s.counted = lt_conns_add(b);
 	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
 		lt_uncount(&s); /* nobody would give it back */
 		lt_count(LT_STAT_SOCKS_FULL);
@@ -131,34 +193,50 @@ static __always_inline void lt_remember(struct bpf_sock_addr *ctx, const struct 
 
 /*
  * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
- * anything that is not a VIP and for a successful rewrite.
+ * anything that is not a VIP and for a successful rewrite. A socket that
+ * already has a backend which is still a candidate keeps it, without a map
+ * update; UDP sockets record every backend they used for recvmsg.
  */
-static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6)
+static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
 {
-	struct lt_frontend fe;
 	struct lt_service *found, svc;
-	__u64 labels[LT_MAX_LEVELS];
+	struct lt_addr fe, b;
+	__u64 labels[LT_MAX_LEVELS], cookie;
 	struct lt_endpoint *ep;
+	struct lt_sock *old;
 	struct lt_range r;
 	__u32 idx = 0;
 	int ret;
 
-	lt_frontend_of(ctx, &fe, v6);
+	lt_addr_of(ctx, &fe, v6);
 	found = bpf_map_lookup_elem(&lt_frontends, &fe);
 	if (!found)
 		return SK_PASS;
 	/* One copy of the published value: the walk never mixes two of them. */
 	__builtin_memcpy(&svc, found, sizeof(svc));
-	ret = lt_lookup(&svc, lt_source(&svc, lt_task_locality(), labels), &r);
-	if (ret == -1)
-		return lt_refuse(LT_STAT_NO_MATCH);
-	if (ret < 0 || lt_pick(&svc, &r, &idx) < 0)
-		return lt_refuse(LT_STAT_ERROR);
+	ret = lt_lookup(&svc, lt_source(&svc, labels), &r);
+	if (ret != LT_OK)
+		return lt_refuse(ret);
+	cookie = bpf_get_socket_cookie(ctx);
+	old = bpf_map_lookup_elem(&lt_socks, &cookie);
+	if (old && lt_kept(old, &fe, &r)) {
+		lt_set_addr(ctx, v6, &old->backend);
+		lt_count(LT_STAT_REDIRECT);
+		return SK_PASS;
+	}
+	ret = lt_pick(&svc, &r, &idx);
+	if (ret != LT_OK)
+		return lt_refuse(ret);
 	ep = lt_ep_at(idx);
-	if (!ep || ep->family != fe.family)
-		return lt_refuse(LT_STAT_ERROR);
-	lt_set_addr(ctx, v6, fe.family == LT_FAMILY_V4, ep->addr, ep->port);
-	lt_remember(ctx, &fe, ep, idx, v6, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
+	if (!ep)
+		return lt_refuse(LT_STAT_BAD_INDEX);
+	if (ep->family != fe.family)
+		return lt_refuse(LT_STAT_BAD_FAMILY);
+	lt_backend_of(ep, &b);
+	lt_set_addr(ctx, v6, &b);
+	lt_remember(cookie, old, &fe, &b, idx, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
+	if (udp)
+		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }
@@ -166,105 +244,89 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6)
 SEC("cgroup/connect4")
 int lt_connect4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0);
+	return lt_redirect(ctx, 0, ctx->protocol == IPPROTO_UDP);
 }
 
 SEC("cgroup/connect6")
 int lt_connect6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1);
+	return lt_redirect(ctx, 1, ctx->protocol == IPPROTO_UDP);
 }
 
 SEC("cgroup/sendmsg4")
 int lt_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0);
+	return lt_redirect(ctx, 0, 1);
 }
 
 SEC("cgroup/sendmsg6")
 int lt_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1);
+	return lt_redirect(ctx, 1, 1);
 }
 
-/* lt_same_addr compares the socket address with a remembered one. The
- * context is read field by field into locals: the verifier rejects reads
- * through a ctx pointer the compiler has moved. */
-static __always_inline int lt_same_addr(struct bpf_sock_addr *ctx, int v6, int v4, const __u32 *addr,
-					__u16 port)
-{
-	__u32 w0, w1, w2, w3, p;
-
-	p = ctx->user_port;
-	if (!v6) {
-		w3 = ctx->user_ip4;
-		return p == port && w3 == addr[0];
-	}
-	w0 = ctx->user_ip6[0];
-	w1 = ctx->user_ip6[1];
-	w2 = ctx->user_ip6[2];
-	w3 = ctx->user_ip6[3];
-	if (p != port)
-		return 0;
-	if (v4)
-		return w0 == 0 && w1 == 0 && w2 == LT_V4MAPPED && w3 == addr[0];
-	return w0 == addr[0] && w1 == addr[1] && w2 == addr[2] && w3 == addr[3];
-}
-
-/* lt_restore_vip shows the VIP where the socket talks to its backend. */
-static __always_inline int lt_restore_vip(struct bpf_sock_addr *ctx, int v6, int match_backend)
+/* lt_restore_vip shows the VIP where a connected socket talks to its backend (getpeername). */
+static __always_inline int lt_restore_vip(struct bpf_sock_addr *ctx, int v6)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
-	struct lt_sock *s;
-	int v4;
+	struct lt_sock *s = bpf_map_lookup_elem(&lt_socks, &cookie);
 
-	s = bpf_map_lookup_elem(&lt_socks, &cookie);
-	if (!s)
-		return SK_PASS;
-	v4 = s->family == LT_FAMILY_V4;
-	if (v6 ? (!v4 && s->family != LT_FAMILY_V6) || (v4 && !s->mapped) : !v4)
-		return SK_PASS;
-	if (match_backend && !lt_same_addr(ctx, v6, v4, s->backend, s->backend_port))
-		return SK_PASS;
-	lt_set_addr(ctx, v6, v4, s->vip, s->vip_port);
+	if (s && (v6 || s->vip.family == LT_FAMILY_V4))
+		lt_set_addr(ctx, v6, &s->vip);
+	return SK_PASS;
+}
+
+/* lt_restore_from shows the VIP as the source of a datagram from any
+ * backend this socket sent to (recvmsg). */
+static __always_inline int lt_restore_from(struct bpf_sock_addr *ctx, int v6)
+{
+	struct lt_rev_key k = {.cookie = bpf_get_socket_cookie(ctx)};
+	struct lt_addr *vip;
+
+	lt_addr_of(ctx, &k.backend, v6);
+	vip = bpf_map_lookup_elem(&lt_rev, &k);
+	if (vip && (v6 || vip->family == LT_FAMILY_V4))
+		lt_set_addr(ctx, v6, vip);
 	return SK_PASS;
 }
 
 SEC("cgroup/getpeername4")
 int lt_getpeername4(struct bpf_sock_addr *ctx)
 {
-	return lt_restore_vip(ctx, 0, 0);
+	return lt_restore_vip(ctx, 0);
 }
 
 SEC("cgroup/getpeername6")
 int lt_getpeername6(struct bpf_sock_addr *ctx)
 {
-	return lt_restore_vip(ctx, 1, 0);
+	return lt_restore_vip(ctx, 1);
 }
 
 SEC("cgroup/recvmsg4")
 int lt_recvmsg4(struct bpf_sock_addr *ctx)
 {
-	return lt_restore_vip(ctx, 0, 1);
+	return lt_restore_from(ctx, 0);
 }
 
 SEC("cgroup/recvmsg6")
 int lt_recvmsg6(struct bpf_sock_addr *ctx)
 {
-	return lt_restore_vip(ctx, 1, 1);
+	return lt_restore_from(ctx, 1);
 }
 
 /* lt_sock_release forgets a closed socket and gives back its least_connections count. */
 SEC("cgroup/sock_release")
 int lt_sock_release(struct bpf_sock *sk)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	struct lt_sock *s = bpf_map_lookup_elem(&lt_socks, &cookie);
+	struct lt_rev_key k = {.cookie = bpf_get_socket_cookie(sk)};
+	struct lt_sock *s = bpf_map_lookup_elem(&lt_socks, &k.cookie);
 
 	if (!s)
 		return SK_PASS;
+	k.backend = s->backend;
 	lt_uncount(s);
-	bpf_map_delete_elem(&lt_socks, &cookie);
+	bpf_map_delete_elem(&lt_rev, &k); /* earlier backends' entries age out */
+	bpf_map_delete_elem(&lt_socks, &k.cookie);
 	return SK_PASS;
 }
 

@@ -48,14 +48,22 @@ enum lt_mode {
 	LT_MODE_STRICT = 1,
 };
 
-/* Counters in lt_stats (per CPU). */
+/*
+ * Counters in lt_stats (per CPU): redirects, and the reasons a connect or
+ * datagram to a VIP was refused, named as Cilium names its drop reasons
+ * (bpf/lib/common.h DROP_*). A lookup or pick returns LT_OK or one of the
+ * refusal reasons.
+ */
 enum lt_stat {
-	LT_STAT_REDIRECT = 0, /* destination rewritten */
-	LT_STAT_NO_MATCH = 1, /* VIP with no candidate: refused */
-	LT_STAT_ERROR = 2,    /* inconsistent maps: refused */
-	LT_STAT_SOCKS_FULL = 3, /* redirected, but lt_socks was full: no getpeername rewrite */
-	LT_STAT_MAX = 4,
+	LT_STAT_REDIRECT = 0,     /* destination rewritten */
+	LT_STAT_NO_CANDIDATE = 1, /* refused: no eligible endpoint (strict mode, or none eligible) */
+	LT_STAT_BAD_INDEX = 2,    /* refused: a node or endpoint index outside the service's regions */
+	LT_STAT_BAD_FAMILY = 3,   /* refused: the endpoint's address family is not the VIP's */
+	LT_STAT_SOCKS_FULL = 4,   /* redirected, but lt_socks was full: no getpeername rewrite */
+	LT_STAT_MAX = 5,
 };
+
+#define LT_OK LT_STAT_REDIRECT
 
 /* Node record: FORMAT.md "Node record (24 bytes)". */
 struct lt_node {
@@ -76,8 +84,12 @@ struct lt_endpoint {
 	__u64 cum_weight;
 };
 
-/* Key of lt_frontends: a service VIP and port. */
-struct lt_frontend {
+/*
+ * An address and port: the key of lt_frontends (a service VIP) and of
+ * lt_conns (a backend). Its first 19 bytes are laid out as an endpoint
+ * record's, so a backend is the prefix of its endpoint.
+ */
+struct lt_addr {
 	__u32 addr[4]; /* network byte order; IPv4 in addr[0] */
 	__u16 port;    /* network byte order */
 	__u8 family;
@@ -85,9 +97,11 @@ struct lt_frontend {
 };
 
 /*
- * Value of lt_frontends: one installed service. A hash map value is
- * replaced as a whole (the map has no preallocation, so the old value
- * lives until readers are done), which makes publishing a service atomic.
+ * Value of lt_frontends: one installed service. Readers copy it once and
+ * walk only that copy; the loader publishes a changed service by replacing
+ * the value, and reuses the old copy's regions only after an RCU grace
+ * period (loader/grace.go). Every index a walk computes is checked against
+ * the copy's own regions, so even a torn walk stays inside its service.
  */
 struct lt_service {
 	__u64 src[LT_MAX_LEVELS];        /* labels of this node's locality, per scope */
@@ -121,17 +135,28 @@ struct lt_locality {
 	__u32 level; /* the cgroup's depth below the cgroup v2 root */
 };
 
-/* Per-socket state (lt_socks, by socket cookie) for getpeername, recvmsg and counts. */
+/*
+ * Per-socket state (lt_socks, by socket cookie): the VIP the socket
+ * addressed and the backend it was sent to, for getpeername, for keeping an
+ * unconnected UDP socket on one backend, and for least_connections counts.
+ */
 struct lt_sock {
-	__u32 vip[4];
-	__u32 backend[4];
-	__u16 vip_port;
-	__u16 backend_port;
-	__u8 family;  /* of the VIP */
-	__u8 counted; /* 1: lt_conns[ep] was incremented for this socket */
-	__u8 mapped;  /* an IPv6 socket talking to an IPv4 VIP (::ffff:a.b.c.d) */
-	__u8 pad;
-	__u32 ep;
+	struct lt_addr vip;
+	struct lt_addr backend;
+	__u32 ep;     /* map index of backend when it was picked */
+	__u8 counted; /* 1: lt_conns[backend] was incremented for this socket */
+	__u8 pad[3];
+};
+
+/*
+ * Key of lt_rev: a socket and a backend it sent datagrams to. recvmsg turns
+ * a reply from any backend a socket used back into the VIP (Cilium's
+ * cilium_lb4_reverse_sk, bpf/bpf_sock.c).
+ */
+struct lt_rev_key {
+	__u64 cookie;
+	struct lt_addr backend;
+	__u32 pad;
 };
 
 /* A lookup result: map indices. */
@@ -146,7 +171,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, LT_DEF_SERVICES);
-	__type(key, struct lt_frontend);
+	__type(key, struct lt_addr);
 	__type(value, struct lt_service);
 } lt_frontends SEC(".maps");
 
@@ -182,11 +207,16 @@ struct {
 	__type(value, __u64);
 } lt_cgroup_levels SEC(".maps");
 
-/* Open connections per endpoint map index (least_connections). */
+/*
+ * Open connections per backend (least_connections), keyed by address so a
+ * count follows its endpoint when an update moves it. An LRU: entries of
+ * backends that are gone age out; a live backend is looked up at every
+ * pick of its service and stays.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, LT_DEF_ENDPOINTS);
-	__type(key, __u32);
+	__type(key, struct lt_addr);
 	__type(value, __u64);
 } lt_conns SEC(".maps");
 
@@ -213,28 +243,33 @@ static __always_inline void lt_count(__u32 stat)
 		*v += 1;
 }
 
-static __always_inline struct lt_node *lt_node_at(__u32 idx)
+/* lt_node_of is node idx if it lies in svc's node region, else NULL. */
+static __always_inline struct lt_node *lt_node_of(const struct lt_service *svc, __u32 idx)
 {
+	if (idx - svc->node_base >= svc->node_len)
+		return NULL;
 	return bpf_map_lookup_elem(&lt_nodes, &idx);
 }
 
 /*
- * lt_find_child returns the child of n whose label is want, or NULL.
- * Children are sorted by label: one binary search, at most LT_MAX_SEARCH
- * steps.
+ * lt_find_child returns the child of n whose label is want, or NULL (*bad
+ * set when an index left svc's node region). Children are sorted by label:
+ * one binary search, at most LT_MAX_SEARCH steps.
  */
 static __always_inline struct lt_node *
-lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want, __u32 *at)
+lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want, __u32 *at, int *bad)
 {
 	__u32 base = n->first_child + svc->node_delta;
 	__u32 a = 0, b = n->child_count;
 
 	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
 		__u32 mid = a + (b - a) / 2;
-		struct lt_node *c = lt_node_at(base + mid);
+		struct lt_node *c = lt_node_of(svc, base + mid);
 
-		if (!c)
+		if (!c) {
+			*bad = 1;
 			return NULL;
+		}
 		if (c->label == want) {
 			*at = base + mid;
 			return c;
@@ -249,19 +284,20 @@ lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want,
 
 /*
  * lt_lookup walks svc's tree with the source labels (one per scope) and
- * stores the deepest node's endpoint range in r. It returns 0 when r holds
- * at least one candidate, -1 when there is none (an empty service, or a
- * strict service whose walk did not reach full depth) and -2 when the maps
- * are inconsistent.
+ * stores the deepest node's endpoint range in r. It returns LT_OK when r
+ * holds at least one candidate, LT_STAT_NO_CANDIDATE when there is none (an
+ * empty service, or a strict service whose walk did not reach full depth)
+ * and LT_STAT_BAD_INDEX when an index leaves svc's regions.
  */
 static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *labels,
 				     struct lt_range *r)
 {
 	__u32 idx = svc->root;
-	struct lt_node *n = lt_node_at(idx);
+	struct lt_node *n = lt_node_of(svc, idx);
+	int bad = 0;
 
 	if (!n)
-		return -2;
+		return LT_STAT_BAD_INDEX;
 	r->depth = 0;
 	for (int d = 0; d < LT_MAX_LEVELS; d++) {
 		__u32 at = 0;
@@ -269,7 +305,9 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 
 		if (d >= svc->levels || n->child_count == 0)
 			break;
-		c = lt_find_child(svc, n, labels[d], &at);
+		c = lt_find_child(svc, n, labels[d], &at, &bad);
+		if (bad)
+			return LT_STAT_BAD_INDEX;
 		if (!c)
 			break;
 		n = c;
@@ -279,71 +317,22 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 	r->node = idx;
 	r->lo = n->lo + svc->ep_delta;
 	r->hi = n->hi + svc->ep_delta;
+	if (r->hi < r->lo || r->lo - svc->ep_base > svc->ep_len || r->hi - svc->ep_base > svc->ep_len)
+		return LT_STAT_BAD_INDEX;
 	if (svc->mode == LT_MODE_STRICT && r->depth < svc->levels)
-		return -1;
+		return LT_STAT_NO_CANDIDATE;
 	if (r->lo >= r->hi)
-		return -1;
-	return 0;
-}
-
-struct lt_cgroup_search {
-	__u64 mask;  /* levels with entries */
-	__u64 found; /* cgroup id with its own locality, 0 if none */
-};
-
-/* lt_cgroup_level checks one level, deepest first (a bpf_loop callback, so
- * the verifier checks it once instead of once per level and branch). */
-static long lt_cgroup_level(__u64 i, void *data)
-{
-	struct lt_cgroup_search *c = data;
-	int level = LT_MAX_CGROUP_LEVEL - (int)i;
-	__u64 id;
-
-	if (level < 0 || !(c->mask & (1ULL << level)))
-		return 0;
-	id = bpf_get_current_ancestor_cgroup_id(level);
-	if (id && bpf_map_lookup_elem(&lt_cgroup_src, &id)) {
-		c->found = id;
-		return 1;
-	}
-	return 0;
+		return LT_STAT_NO_CANDIDATE;
+	return LT_OK;
 }
 
 /*
- * lt_task_cgroup returns the id of the calling task's cgroup, or of its
- * nearest ancestor, that has its own locality in lt_cgroup_src, or 0 (the
- * node's applies). Only levels that hold entries are looked up; with no
- * entry at all it costs one array read.
+ * lt_labels_for writes the source labels for svc's scopes from a cgroup's
+ * own locality: the value of each scope key, or the empty value.
  */
-static __always_inline __u64 lt_task_cgroup(void)
+static __always_inline void lt_labels_for(const struct lt_service *svc, const struct lt_locality *loc,
+					  __u64 *buf)
 {
-	__u32 zero = 0;
-	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero);
-	struct lt_cgroup_search c = {.mask = mask ? *mask : 0};
-
-	if (c.mask)
-		bpf_loop(LT_MAX_CGROUP_LEVEL + 1, lt_cgroup_level, &c, 0);
-	return c.found;
-}
-
-/* lt_task_locality is the locality of lt_task_cgroup, or NULL. */
-static __always_inline struct lt_locality *lt_task_locality(void)
-{
-	__u64 id = lt_task_cgroup();
-
-	return id ? bpf_map_lookup_elem(&lt_cgroup_src, &id) : NULL;
-}
-
-/*
- * lt_source returns the source labels for svc: the node's, precomputed in
- * svc->src, or, with a cgroup's own locality loc, that locality's values for
- * svc's scopes (a missing scope is the empty value), written to buf.
- */
-static __always_inline const __u64 *lt_source(const struct lt_service *svc, const struct lt_locality *loc,
-					      __u64 *buf)
-{
-	if (!loc)
-		return svc->src;
 	for (int d = 0; d < LT_MAX_LEVELS; d++) {
 		buf[d] = LT_LABEL_EMPTY;
 		for (int j = 0; j < LT_MAX_LEVELS; j++) {
@@ -351,7 +340,52 @@ static __always_inline const __u64 *lt_source(const struct lt_service *svc, cons
 				buf[d] = loc->values[j];
 		}
 	}
-	return buf;
+}
+
+struct lt_cgroup_search {
+	__u64 mask;                    /* levels with entries */
+	const struct lt_service *svc;  /* the service being looked up */
+	__u64 *labels;                 /* out: svc's source labels, when found */
+	__u64 found;                   /* 1: the task's cgroup or an ancestor has its own locality */
+};
+
+/* lt_cgroup_level checks one level, deepest first (a bpf_loop callback, so
+ * the verifier checks it once instead of once per level and branch). The
+ * locality is read once, where it is found. */
+static long lt_cgroup_level(__u64 i, void *data)
+{
+	struct lt_cgroup_search *c = data;
+	int level = LT_MAX_CGROUP_LEVEL - (int)i;
+	struct lt_locality *loc;
+	__u64 id;
+
+	if (level < 0 || !(c->mask & (1ULL << level)))
+		return 0;
+	id = bpf_get_current_ancestor_cgroup_id(level);
+	loc = id ? bpf_map_lookup_elem(&lt_cgroup_src, &id) : NULL;
+	if (!loc)
+		return 0;
+	lt_labels_for(c->svc, loc, c->labels);
+	c->found = 1;
+	return 1;
+}
+
+/*
+ * lt_source returns the source labels for svc: those of the calling task's
+ * cgroup, or of its nearest ancestor, with its own locality in
+ * lt_cgroup_src (written to buf), or else the node's, precomputed in
+ * svc->src. Only levels that hold entries are looked up; with no entry at
+ * all it costs one array read.
+ */
+static __always_inline const __u64 *lt_source(const struct lt_service *svc, __u64 *buf)
+{
+	__u32 zero = 0;
+	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero);
+	struct lt_cgroup_search c = {.mask = mask ? *mask : 0, .svc = svc, .labels = buf};
+
+	if (c.mask)
+		bpf_loop(LT_MAX_CGROUP_LEVEL + 1, lt_cgroup_level, &c, 0);
+	return c.found ? buf : svc->src;
 }
 
 static __always_inline __u64 lt_rand64(void)
@@ -376,12 +410,12 @@ static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, __u32 *out)
 	__u32 a = lo, b = hi - 1;
 
 	if (!first || !last)
-		return -2;
+		return LT_STAT_BAD_INDEX;
 	base = first->cum_weight - first->weight;
 	total = last->cum_weight - base;
 	if (total == 0) {
 		*out = lo + bpf_get_prandom_u32() % (hi - lo);
-		return 0;
+		return LT_OK;
 	}
 	target = base + lt_rand64() % total;
 	/* smallest i in [a, b] with cum_weight[i] > target; b always qualifies */
@@ -390,28 +424,45 @@ static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, __u32 *out)
 		struct lt_endpoint *e = lt_ep_at(mid);
 
 		if (!e)
-			return -2;
+			return LT_STAT_BAD_INDEX;
 		if (e->cum_weight > target)
 			b = mid;
 		else
 			a = mid + 1;
 	}
 	*out = a;
-	return 0;
+	return LT_OK;
 }
 
+/* lt_backend_of is an endpoint's address and port, the key of lt_conns. */
+static __always_inline void lt_backend_of(const struct lt_endpoint *ep, struct lt_addr *b)
+{
+	__builtin_memcpy(b->addr, ep->addr, sizeof(b->addr));
+	b->port = ep->port;
+	b->family = ep->family;
+	b->pad = 0;
+}
+
+/* lt_conns_of is the number of open connections to endpoint idx. */
 static __always_inline __u64 lt_conns_of(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&lt_conns, &idx);
+	struct lt_endpoint *ep = lt_ep_at(idx);
+	struct lt_addr b;
+	__u64 *v;
 
+	if (!ep)
+		return 0;
+	lt_backend_of(ep, &b);
+	v = bpf_map_lookup_elem(&lt_conns, &b);
 	return v ? *v : 0;
 }
 
 /*
  * lt_pick chooses one endpoint (map index) in r by svc's policy.
  * least_connections is the power of two random choices over the open
- * connection counts; least_request and consistent_hash are random here
- * (the loader warns at install time).
+ * connection counts, two distinct candidates as shared's picker draws
+ * them; least_request and consistent_hash are random here (the loader
+ * warns at install time).
  */
 static __always_inline int lt_pick(const struct lt_service *svc, const struct lt_range *r,
 				   __u32 *out)
@@ -427,18 +478,19 @@ static __always_inline int lt_pick(const struct lt_service *svc, const struct lt
 		__u64 k = cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32();
 
 		*out = r->lo + (__u32)(k % n);
-		return 0;
+		return LT_OK;
 	}
 	case LT_POLICY_LEAST_CONNECTIONS: {
-		__u32 a = r->lo + bpf_get_prandom_u32() % n;
-		__u32 b = r->lo + bpf_get_prandom_u32() % n;
+		__u32 a = bpf_get_prandom_u32() % n, b = a;
 
-		*out = lt_conns_of(b) < lt_conns_of(a) ? b : a;
-		return 0;
+		if (n > 1)
+			b = (a + 1 + bpf_get_prandom_u32() % (n - 1)) % n;
+		*out = lt_conns_of(r->lo + b) < lt_conns_of(r->lo + a) ? r->lo + b : r->lo + a;
+		return LT_OK;
 	}
 	default:
 		*out = r->lo + bpf_get_prandom_u32() % n;
-		return 0;
+		return LT_OK;
 	}
 }
 

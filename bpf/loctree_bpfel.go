@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type loctreeLtAddr struct {
+	_      structs.HostLayout
+	Addr   [4]uint32
+	Port   uint16
+	Family uint8
+	Pad    uint8
+}
+
 type loctreeLtEndpoint struct {
 	_         structs.HostLayout
 	Addr      [4]uint32
@@ -21,14 +29,6 @@ type loctreeLtEndpoint struct {
 	Flags     uint8
 	Weight    uint32
 	CumWeight uint64
-}
-
-type loctreeLtFrontend struct {
-	_      structs.HostLayout
-	Addr   [4]uint32
-	Port   uint16
-	Family uint8
-	Pad    uint8
 }
 
 type loctreeLtLocality struct {
@@ -46,6 +46,13 @@ type loctreeLtNode struct {
 	Hi         uint32
 	FirstChild uint32
 	ChildCount uint32
+}
+
+type loctreeLtRevKey struct {
+	_       structs.HostLayout
+	Cookie  uint64
+	Backend loctreeLtAddr
+	Pad     uint32
 }
 
 type loctreeLtService struct {
@@ -70,26 +77,23 @@ type loctreeLtService struct {
 }
 
 type loctreeLtSock struct {
-	_           structs.HostLayout
-	Vip         [4]uint32
-	Backend     [4]uint32
-	VipPort     uint16
-	BackendPort uint16
-	Family      uint8
-	Counted     uint8
-	Mapped      uint8
-	Pad         uint8
-	Ep          uint32
+	_       structs.HostLayout
+	Vip     loctreeLtAddr
+	Backend loctreeLtAddr
+	Ep      uint32
+	Counted uint8
+	Pad     [3]uint8
 }
 
 type loctreeLtStat uint32
 
 const (
-	loctreeLtStatLT_STAT_REDIRECT   loctreeLtStat = 0
-	loctreeLtStatLT_STAT_NO_MATCH   loctreeLtStat = 1
-	loctreeLtStatLT_STAT_ERROR      loctreeLtStat = 2
-	loctreeLtStatLT_STAT_SOCKS_FULL loctreeLtStat = 3
-	loctreeLtStatLT_STAT_MAX        loctreeLtStat = 4
+	loctreeLtStatLT_STAT_REDIRECT     loctreeLtStat = 0
+	loctreeLtStatLT_STAT_NO_CANDIDATE loctreeLtStat = 1
+	loctreeLtStatLT_STAT_BAD_INDEX    loctreeLtStat = 2
+	loctreeLtStatLT_STAT_BAD_FAMILY   loctreeLtStat = 3
+	loctreeLtStatLT_STAT_SOCKS_FULL   loctreeLtStat = 4
+	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 5
 )
 
 // Names of all BPF objects in the ELF.
@@ -102,6 +106,7 @@ const (
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
 	loctreeMapLtNodes         = "lt_nodes"
+	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
 	loctreeMapLtStats         = "lt_stats"
@@ -179,6 +184,7 @@ type loctreeMapSpecs struct {
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
@@ -216,6 +222,7 @@ type loctreeMaps struct {
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
+	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
@@ -229,6 +236,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtRev,
 		m.LtRr,
 		m.LtSocks,
 		m.LtStats,

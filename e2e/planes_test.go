@@ -181,10 +181,11 @@ func (p *planes) checkKernelCounters(agent string, gen int) {
 		p.t.Fatal(err)
 	}
 	want := map[string]string{
-		"loctree_kernel_redirects_total": fmt.Sprint(p.redirected),
-		"loctree_kernel_no_match_total":  fmt.Sprint(p.refused),
-		"loctree_kernel_errors_total":    "0",
-		"loctree_generation":             fmt.Sprint(gen),
+		"loctree_kernel_redirects_total":                      fmt.Sprint(p.redirected),
+		`loctree_kernel_refused_total{reason="no_candidate"}`: fmt.Sprint(p.refused),
+		`loctree_kernel_refused_total{reason="bad_index"}`:    "0",
+		`loctree_kernel_refused_total{reason="bad_family"}`:   "0",
+		"loctree_generation":                                  fmt.Sprint(gen),
 	}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {

@@ -65,10 +65,9 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 			changed = append(changed, p)
 		}
 	}
-	if err := in.fits(plans, changed); err != nil {
+	if err := in.makeRoom(plans, changed); err != nil {
 		return Result{}, err
 	}
-	in.freeRetired()
 	res := Result{Generation: t.Generation(), Services: len(plans), Endpoints: endpoints}
 	// Removals first: the frontends map never holds more than its capacity.
 	removed, err := in.removeGone(plans)
@@ -102,7 +101,7 @@ func (in *Installer) removeGone(plans map[bpf.Frontend]plan) (int, error) {
 			return n, fmt.Errorf("remove service: %w", err)
 		}
 		delete(in.installed, fe)
-		in.retired = append(in.retired, old)
+		in.retire(old)
 		in.slots.release(span{old.Slot, 1})
 		n++
 	}
@@ -116,10 +115,6 @@ func (in *Installer) fits(plans map[bpf.Frontend]plan, changed []plan) error {
 		return fmt.Errorf("%w: %d services with a VIP, capacity %d (--max-services)", ErrCapacity, n, in.k.capacity().Services)
 	}
 	nodes, eps := in.nodes.clone(), in.eps.clone()
-	for _, r := range in.retired {
-		nodes.release(span{r.NodeBase, r.NodeLen})
-		eps.release(span{r.EpBase, r.EpLen})
-	}
 	for _, p := range changed {
 		if _, ok := nodes.alloc(p.svc.NodeCount); !ok {
 			return fmt.Errorf("%w: service %s needs %d nodes, %d of %d free (--max-nodes; updates need room for old and new copies)",
@@ -133,12 +128,46 @@ func (in *Installer) fits(plans map[bpf.Frontend]plan, changed []plan) error {
 	return nil
 }
 
-func (in *Installer) freeRetired() {
+// retired is a region no longer published, free once grace period after
+// has ended.
+type retired struct {
+	svc   bpf.Service
+	after uint64
+}
+
+// retire queues the regions of a service value that was just replaced or
+// removed behind the next grace period.
+func (in *Installer) retire(old bpf.Service) {
+	in.retired = append(in.retired, retired{old, in.grace.next()})
+}
+
+// reclaim frees the retired regions whose grace period has ended.
+func (in *Installer) reclaim() {
+	keep := in.retired[:0]
 	for _, r := range in.retired {
-		in.nodes.release(span{r.NodeBase, r.NodeLen})
-		in.eps.release(span{r.EpBase, r.EpLen})
+		if !in.grace.ended(r.after) {
+			keep = append(keep, r)
+			continue
+		}
+		in.nodes.release(span{r.svc.NodeBase, r.svc.NodeLen})
+		in.eps.release(span{r.svc.EpBase, r.svc.EpLen})
 	}
-	in.retired = in.retired[:0]
+	in.retired = keep
+}
+
+// makeRoom checks that the changed services fit; when they fit only with
+// regions still waiting for their grace period, it waits for it.
+func (in *Installer) makeRoom(plans map[bpf.Frontend]plan, changed []plan) error {
+	in.reclaim()
+	err := in.fits(plans, changed)
+	if !errors.Is(err, ErrCapacity) || len(in.retired) == 0 {
+		return err
+	}
+	if !in.grace.wait(in.retired[len(in.retired)-1].after) {
+		return err
+	}
+	in.reclaim()
+	return in.fits(plans, changed)
 }
 
 // write copies a service's records to fresh regions and publishes them.
@@ -173,7 +202,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	}
 	in.installed[p.fe] = v
 	if had {
-		in.retired = append(in.retired, old)
+		in.retire(old)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/bpftest"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
@@ -138,7 +138,7 @@ func TestAtomicUpdatesKernelLoop(t *testing.T) {
 	}
 	kl := newKernelLookup(t, in)
 	svc, _ := trees[1].Service("flip")
-	args := bpf.NewTestArgs(frontendOf(svc.VIP), sourceLabels(svc, src), 20000)
+	args := bpftest.NewArgs(frontendOf(svc.VIP), sourceLabels(svc, src), 20000)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -160,7 +160,7 @@ func TestAtomicUpdatesKernelLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out bpf.TestHammerOut
+	var out bpftest.HammerOut
 	if err := kl.objs.LtTestHammerRes.Lookup(uint32(0), &out); err != nil {
 		t.Fatal(err)
 	}

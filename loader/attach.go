@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -39,41 +40,73 @@ func linkPin(dir, name string) string { return filepath.Join(dir, "link_"+name) 
 // Attach attaches the programs to a cgroup v2 directory. With a bpffs dir
 // the links are pinned and outlive the agent; links pinned by an earlier
 // agent are re-adopted and switched to the new programs without a gap.
+// It is all or nothing: when one hook fails, the links this call created
+// are detached again and the error names the hook.
 func (in *Installer) Attach(cgroup string) error {
 	id, err := cgroupID(cgroup)
 	if err != nil {
 		return err
 	}
+	var created []attached
 	for _, h := range hooks {
-		if err := in.attach(cgroup, id, h); err != nil {
-			return fmt.Errorf("attach %s to %s: %w", h.name, cgroup, err)
+		a, err := in.attach(cgroup, id, h)
+		if err != nil {
+			return errors.Join(fmt.Errorf("attach %s to %s: %w", h.name, cgroup, err), in.detach(created))
+		}
+		if a.link != nil {
+			created = append(created, a)
 		}
 	}
 	return nil
 }
 
-func (in *Installer) attach(cgroup string, id uint64, h hook) error {
+// attached is a link Attach created (nil for a re-adopted one) and its pin.
+type attached struct {
+	link link.Link
+	pin  string
+}
+
+// detach undoes the links one Attach created, last first.
+func (in *Installer) detach(created []attached) error {
+	var errs []error
+	for _, a := range slices.Backward(created) {
+		if a.pin != "" {
+			errs = append(errs, a.link.Unpin())
+		}
+		errs = append(errs, a.link.Close())
+		in.links = slices.DeleteFunc(in.links, func(l link.Link) bool { return l == a.link })
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach after a failed attach: %w", err)
+	}
+	return nil
+}
+
+func (in *Installer) attach(cgroup string, id uint64, h hook) (attached, error) {
 	prog := h.prog(&in.k.objs)
 	if in.k.pinned != "" {
 		l, err := link.LoadPinnedLink(linkPin(in.k.pinned, h.name), nil)
 		if err == nil {
 			defer l.Close()
-			return readopt(l, id, prog)
+			return attached{}, readopt(l, id, prog)
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %w", ErrPinned, err)
+			return attached{}, fmt.Errorf("%w: %w", ErrPinned, err)
 		}
 	}
 	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroup, Attach: h.attach, Program: prog})
 	if err != nil {
-		return err
+		return attached{}, err
 	}
+	in.links = append(in.links, l)
 	if in.k.pinned == "" {
-		in.links = append(in.links, l)
-		return nil
+		return attached{link: l}, nil
 	}
-	defer l.Close()
-	return l.Pin(linkPin(in.k.pinned, h.name))
+	pin := linkPin(in.k.pinned, h.name)
+	if err := l.Pin(pin); err != nil {
+		return attached{link: l}, errors.Join(err, in.detach([]attached{{link: l}}))
+	}
+	return attached{link: l, pin: pin}, nil
 }
 
 // readopt switches a pinned link to prog if it is attached to cgroup id.
@@ -96,7 +129,7 @@ func Uninstall(cgroup, bpffsDir string) error {
 	for _, h := range hooks {
 		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))
 	}
-	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels, mapGeneration} {
+	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapRev, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels, mapGeneration} {
 		if err := os.Remove(filepath.Join(bpffsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", name, err))
 		}

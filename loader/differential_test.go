@@ -7,45 +7,34 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/bpftest"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/treetest"
 	"github.com/loctree/loctree/shared"
 )
 
 // kernelLookup runs the kernel's lookup (loctree.h) through the test-only
-// program on the installer's maps.
+// programs on the installer's maps.
 type kernelLookup struct {
-	objs bpf.TestObjects
+	objs *bpftest.Objects
 }
 
 func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 	t.Helper()
-	spec, err := bpf.TestSpec()
+	objs, err := bpftest.Load(&in.k.objs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &in.k.objs
-	kl := &kernelLookup{}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
-		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc, bpf.MapCgroupLevels: m.LtCgroupLevels,
-	}}
-	for name, m := range opts.MapReplacements {
-		spec.Maps[name].MaxEntries = m.MaxEntries()
-	}
-	if err := spec.LoadAndAssign(&kl.objs, opts); err != nil {
-		t.Fatalf("load test program: %v", err)
-	}
-	t.Cleanup(func() { kl.objs.Close() })
-	return kl
+	t.Cleanup(func() { objs.Close() })
+	return &kernelLookup{objs: objs}
 }
 
-func (kl *kernelLookup) lookup(t testing.TB, args bpf.TestArgs) bpf.TestArgs {
+func (kl *kernelLookup) lookup(t testing.TB, args bpftest.Args) bpftest.Args {
 	t.Helper()
 	if _, err := kl.objs.LtTestLookup.Run(&ebpf.RunOptions{Context: args}); err != nil {
 		t.Fatalf("run test program: %v", err)
 	}
-	var out bpf.TestArgs
+	var out bpftest.Args
 	if err := kl.objs.LtTestOut.Lookup(uint32(0), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +89,7 @@ func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, s
 	t.Helper()
 	fe := frontendOf(s.VIP)
 	labels := sourceLabels(s, src)
-	check(t, in, s, src, s.LookupLabels(labels[:len(s.Scopes)]), kl.lookup(t, bpf.NewTestArgs(fe, labels, 0)))
+	check(t, in, s, src, s.LookupLabels(labels[:len(s.Scopes)]), kl.lookup(t, bpftest.NewArgs(fe, labels, 0)))
 }
 
 // compareCgroup is compare with the source given as a cgroup's own
@@ -112,20 +101,20 @@ func compareCgroup(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Serv
 	if err := in.setCgroupLocality(fakeCgroup, 0, src); err != nil {
 		t.Fatal(err)
 	}
-	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpf.NewTestCgroupArgs(frontendOf(s.VIP), fakeCgroup)))
+	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpftest.NewCgroupArgs(frontendOf(s.VIP), fakeCgroup)))
 }
 
-func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, want shared.Range, got bpf.TestArgs) {
+func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, want shared.Range, got bpftest.Args) {
 	t.Helper()
 	svc := in.installed[frontendOf(s.VIP)]
 	if want.Len() == 0 {
-		if got.Status != 1 {
+		if got.Status != bpf.StatNoCandidate {
 			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name, src, s.Mode, got.Status, got.R)
 		}
 		return
 	}
 	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta}
-	if got.Status != 0 || r != want {
+	if got.Status != bpf.StatRedirect || r != want {
 		t.Fatalf("%s %v (%s): kernel status %d range %+v, Go %+v", s.Name, src, s.Mode, got.Status, r, want)
 	}
 	if got.Pick < got.R.Lo || got.Pick >= got.R.Hi {

@@ -16,7 +16,8 @@ import (
 // atomically: its nodes and endpoints go to fresh regions of the arrays and
 // become visible with one replacement of its frontends value, so a connect
 // walks either the old copy or the new one. The old regions are reused only
-// one Apply later. Services whose records did not change are not touched.
+// after an RCU grace period that began after the replacement (grace.go).
+// Services whose records did not change are not touched.
 type Installer struct {
 	mu        sync.Mutex
 	k         *kernel
@@ -26,9 +27,10 @@ type Installer struct {
 	eps       *allocator
 	slots     *allocator
 	installed map[bpf.Frontend]bpf.Service
-	retired   []bpf.Service // regions still possibly read, freed next Apply
+	retired   []retired // regions still possibly read, freed after their grace period
+	grace     *grace
 	gen       uint64
-	links     []link.Link // unpinned attachments, detached by Close
+	links     []link.Link // links this agent created; Close detaches the unpinned ones
 	digests   map[bpf.Frontend]digestCache
 }
 
@@ -77,6 +79,13 @@ func Open(cfg Config) (*Installer, error) {
 		k.close()
 		return nil, err
 	}
+	// Regions an earlier agent retired are free in our allocators: wait out
+	// any connect still walking them before the first Apply reuses them.
+	if err := k.rcu.synchronize(); err != nil {
+		k.close()
+		return nil, err
+	}
+	in.grace = newGrace(k.rcu.synchronize, in.log)
 	if len(in.installed) > 0 {
 		in.log.Info("re-adopted pinned services", "services", len(in.installed), "generation", in.gen, "bpffs", cfg.BPFFS)
 	}
@@ -123,6 +132,7 @@ func (in *Installer) Generation() uint64 {
 // kernel path keeps working); unpinned ones are detached and freed.
 func (in *Installer) Close() error {
 	var errs []error
+	in.grace.close()
 	for _, l := range in.links {
 		errs = append(errs, l.Close())
 	}

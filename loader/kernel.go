@@ -29,6 +29,7 @@ type kernel struct {
 	nodes  *ebpf.Memory
 	eps    *ebpf.Memory
 	gen    *ebpf.Map // generation of the last applied tree (generation.go)
+	rcu    *rcuSync  // waits for RCU grace periods (grace.go)
 	pinned string    // bpffs directory, "" when not pinned
 }
 
@@ -42,7 +43,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 	sizes := map[string]uint32{
 		bpf.MapFrontends: c.Services, bpf.MapRR: c.Services,
 		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
-		bpf.MapSocks: c.Sockets,
+		bpf.MapSocks: c.Sockets, bpf.MapRev: c.Sockets,
 	}
 	for name, m := range spec.Maps {
 		if n, ok := sizes[name]; ok {
@@ -71,6 +72,10 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		return nil, err
 	}
 	if k.gen, err = openGeneration(pinDir); err != nil {
+		k.close()
+		return nil, err
+	}
+	if k.rcu, err = newRCUSync(); err != nil {
 		k.close()
 		return nil, err
 	}
@@ -115,6 +120,9 @@ func (k *kernel) stats() ([bpf.StatCount]uint64, error) {
 func (k *kernel) close() error {
 	if k.gen != nil {
 		k.gen.Close()
+	}
+	if k.rcu != nil {
+		k.rcu.close()
 	}
 	return k.objs.Close()
 }

@@ -76,12 +76,26 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
-			pw.metric("loctree_kernel_no_match_total", "counter", "Connections to a VIP refused because no endpoint matched (strict mode or no eligible endpoint).", float64(st[bpf.StatNoMatch]))
-			pw.metric("loctree_kernel_errors_total", "counter", "Connections to a VIP refused because the maps were inconsistent.", float64(st[bpf.StatError]))
+			pw.labeled("loctree_kernel_refused_total", "counter", "Connections and datagrams to a VIP refused, by reason: no_candidate (strict mode, or no eligible endpoint), bad_index (a walk left its service's regions), bad_family (an endpoint of another address family).",
+				"reason", refusals(st))
 			pw.metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
 		}
 	}
 	return pw.n, pw.err
+}
+
+// refusals are the kernel's refusal counters by reason label.
+func refusals(st [bpf.StatCount]uint64) []labeledValue {
+	return []labeledValue{
+		{"no_candidate", float64(st[bpf.StatNoCandidate])},
+		{"bad_index", float64(st[bpf.StatBadIndex])},
+		{"bad_family", float64(st[bpf.StatBadFamily])},
+	}
+}
+
+type labeledValue struct {
+	label string
+	v     float64
 }
 
 type promWriter struct {
@@ -101,6 +115,13 @@ func (p *promWriter) printf(format string, args ...any) {
 
 func (p *promWriter) metric(name, typ, help string, v float64) {
 	p.printf("# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, typ, name, strconv.FormatFloat(v, 'f', -1, 64))
+}
+
+func (p *promWriter) labeled(name, typ, help, key string, vs []labeledValue) {
+	p.printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	for _, v := range vs {
+		p.printf("%s{%s=%q} %s\n", name, key, v.label, strconv.FormatFloat(v.v, 'f', -1, 64))
+	}
 }
 
 func (p *promWriter) histogram(name, help string, buckets []uint64, sum float64, count uint64) {

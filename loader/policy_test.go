@@ -1,9 +1,12 @@
 package loader
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/kerneltest"
@@ -74,17 +77,33 @@ func TestLeastConnections(t *testing.T) {
 	}
 }
 
+// connCounts are the least_connections counts of the endpoints of an
+// installed service, in region order.
 func connCounts(t *testing.T, in *Installer, svc bpf.Service) []uint64 {
 	t.Helper()
 	var out []uint64
 	for i := svc.EpBase; i < svc.EpBase+svc.EpLen; i++ {
-		var v uint64
-		if err := in.k.objs.LtConns.Lookup(i, &v); err != nil {
+		var ep bpf.Endpoint
+		if err := in.k.objs.LtEndpoints.Lookup(i, &ep); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, v)
+		out = append(out, backendConns(t, in, backendOf(ep)))
 	}
 	return out
+}
+
+func backendOf(ep bpf.Endpoint) bpf.Backend {
+	return bpf.Backend{Addr: ep.Addr, Port: ep.Port, Family: ep.Family}
+}
+
+// backendConns is the least_connections count of one backend.
+func backendConns(t *testing.T, in *Installer, b bpf.Backend) uint64 {
+	t.Helper()
+	var v uint64
+	if err := in.k.objs.LtConns.Lookup(&b, &v); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestSocketsFull: with more redirected sockets open than --max-sockets,

@@ -1,0 +1,83 @@
+// Package bpftest holds the test-only BPF programs (lookuptest.c) and their
+// bindings. They run the kernel's lookup of bpf/loctree.h through
+// BPF_PROG_TEST_RUN on the agent's maps. Only tests import this package, so
+// the programs are neither exported by the production bpf package nor
+// embedded in the loctree binary (cilium/ebpf keeps its test programs apart
+// the same way, under testdata/).
+package bpftest
+
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out lookuptest lookuptest.c
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/bpf"
+)
+
+type (
+	// Args is the context of the lookup and hammer programs.
+	Args = lookuptestLtTestArgs
+	// HammerOut is what the hammer program counts.
+	HammerOut = lookuptestLtTestHammerOut
+	// StaleIn is the input of the stale-walk program.
+	StaleIn = lookuptestLtTestStaleIn
+	// StaleOut is what the stale-walk program counts.
+	StaleOut = lookuptestLtTestStaleOut
+	// Objects are the loaded test programs.
+	Objects = lookuptestObjects
+)
+
+// StatusNoService is Args.Status when the frontend has no service.
+const StatusNoService = 100
+
+// Load loads the test programs on the maps of objs (the agent's).
+func Load(objs *bpf.Objects) (*Objects, error) {
+	spec, err := loadLookuptest()
+	if err != nil {
+		return nil, fmt.Errorf("bpftest: %w", err)
+	}
+	m := objs
+	repl := map[string]*ebpf.Map{
+		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
+		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc,
+		bpf.MapCgroupLevels: m.LtCgroupLevels,
+	}
+	for name, m := range repl {
+		if ms, ok := spec.Maps[name]; ok {
+			ms.MaxEntries = m.MaxEntries()
+		} else {
+			delete(repl, name)
+		}
+	}
+	var out Objects
+	if err := spec.LoadAndAssign(&out, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, fmt.Errorf("bpftest: load: %w", err)
+	}
+	return &out, nil
+}
+
+// NewArgs is the input of the lookup and hammer programs: a service's
+// frontend, the source's labels (one per scope) and, for the hammer, how
+// many lookups one run does.
+func NewArgs(fe bpf.Frontend, labels [8]uint64, loops uint32) Args {
+	return Args{Fe: addrOf(fe), Labels: labels, Loops: loops}
+}
+
+// NewCgroupArgs is the input of the lookup program taking the source from
+// the cgroup locality map entry of cgroup.
+func NewCgroupArgs(fe bpf.Frontend, cgroup uint64) Args {
+	return Args{Fe: addrOf(fe), UseCgroup: 1, Cgroup: cgroup}
+}
+
+// NewStaleIn is the input of the stale-walk program: the service, the port
+// every one of its endpoints has (host byte order), the source labels and
+// the walks per run.
+func NewStaleIn(fe bpf.Frontend, port uint16, labels [8]uint64, loops uint32) StaleIn {
+	return StaleIn{Fe: addrOf(fe), Port: port<<8 | port>>8, Labels: labels, Loops: loops}
+}
+
+func addrOf(fe bpf.Frontend) lookuptestLtAddr {
+	return lookuptestLtAddr{Addr: fe.Addr, Port: fe.Port, Family: fe.Family}
+}

@@ -1,0 +1,218 @@
+//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Test-only programs, loaded only by tests (never by the agent): they run
+ * the kernel's tree lookup and pick (bpf/loctree.h) through
+ * BPF_PROG_TEST_RUN, so tests can compare the kernel's answer with the Go
+ * lookup without sockets, hammer a service with lookups while the loader
+ * updates it, and hold one service value across many walks while the
+ * loader reuses regions. Never attached.
+ */
+#include "loctree.h"
+
+/* Input and output of lt_test_lookup (the program's context in, lt_test_out out). */
+struct lt_test_args {
+	struct lt_addr fe; /* in: the service's VIP */
+	__u32 use_cgroup;      /* in: 1: source from lt_cgroup_src[cgroup] instead of labels */
+	__u64 cgroup;          /* in: a cgroup id, with use_cgroup */
+	__u32 status;          /* out: an enum lt_stat (LT_OK: found), or LT_TEST_NO_SERVICE */
+	__u64 labels[LT_MAX_LEVELS]; /* in: source labels, one per scope */
+	struct lt_range r;     /* out: map indices */
+	__u32 pick;            /* out: picked endpoint (map index) */
+	__u32 loops;           /* in: lt_test_hammer's lookups per run */
+};
+
+/* Output of lt_test_hammer, accumulated over runs. */
+struct lt_test_hammer_out {
+	__u64 runs;    /* lookups done */
+	__u64 torn;    /* picked endpoint's weight != the service value's generation */
+	__u64 missing; /* no candidate, inconsistent maps or no service */
+};
+
+#define LT_TEST_NO_SERVICE 100
+
+/* The kernel does not copy a syscall program's context back, so the
+ * result goes to this one-entry array. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_args);
+} lt_test_out SEC(".maps");
+
+SEC("syscall")
+int lt_test_lookup(struct lt_test_args *args)
+{
+	struct lt_addr fe = args->fe;
+	struct lt_service *svc;
+	__u64 labels[LT_MAX_LEVELS];
+	struct lt_range r = {};
+	struct lt_test_args *out;
+	__u32 pick = 0, zero = 0;
+	int ret;
+
+#pragma unroll
+	for (int i = 0; i < LT_MAX_LEVELS; i++)
+		labels[i] = args->labels[i];
+	out = bpf_map_lookup_elem(&lt_test_out, &zero);
+	if (!out)
+		return 1;
+	out->fe = fe;
+	svc = bpf_map_lookup_elem(&lt_frontends, &fe);
+	if (!svc) {
+		out->status = LT_TEST_NO_SERVICE;
+		return 0;
+	}
+	if (args->use_cgroup) {
+		__u64 cg = args->cgroup;
+		struct lt_locality *loc = bpf_map_lookup_elem(&lt_cgroup_src, &cg);
+
+		if (loc)
+			lt_labels_for(svc, loc, labels);
+	}
+	ret = lt_lookup(svc, labels, &r);
+	if (ret == LT_OK)
+		ret = lt_pick(svc, &r, &pick);
+	out->status = ret;
+	out->r = r;
+	out->pick = pick;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_hammer_out);
+} lt_test_hammer_res SEC(".maps");
+
+struct lt_hammer_ctx {
+	struct lt_addr fe;
+	__u64 labels[LT_MAX_LEVELS];
+	struct lt_test_hammer_out *out;
+};
+
+/* lt_hammer_one is one lookup and pick; the topologies the test installs
+ * give every endpoint of generation g the weight g, so a pick that mixes a
+ * service value with records of another generation is seen as torn. */
+static long lt_hammer_one(__u64 i, void *data)
+{
+	struct lt_hammer_ctx *c = data;
+	struct lt_service *found = bpf_map_lookup_elem(&lt_frontends, &c->fe), svc;
+	struct lt_endpoint *ep;
+	struct lt_range r = {};
+	__u32 pick = 0;
+
+	c->out->runs++;
+	if (!found) {
+		c->out->missing++;
+		return 0;
+	}
+	__builtin_memcpy(&svc, found, sizeof(svc)); /* as lt_redirect does */
+	if (lt_lookup(&svc, c->labels, &r) != LT_OK || lt_pick(&svc, &r, &pick) != LT_OK) {
+		c->out->missing++;
+		return 0;
+	}
+	ep = lt_ep_at(pick);
+	if (!ep || ep->weight != (__u32)svc.generation)
+		c->out->torn++;
+	return 0;
+}
+
+SEC("syscall")
+int lt_test_hammer(struct lt_test_args *args)
+{
+	struct lt_hammer_ctx c = {.fe = args->fe};
+	__u32 zero = 0;
+
+#pragma unroll
+	for (int i = 0; i < LT_MAX_LEVELS; i++)
+		c.labels[i] = args->labels[i];
+	c.out = bpf_map_lookup_elem(&lt_test_hammer_res, &zero);
+	if (!c.out)
+		return 1;
+	bpf_loop(args->loops, lt_hammer_one, &c, 0);
+	return 0;
+}
+
+/*
+ * lt_test_stale: one service value held across many walks. The program
+ * copies the service's published value once and then walks and picks with
+ * that copy lt_test_stale_in.loops times, all inside one RCU read-side
+ * section (BPF_PROG_TEST_RUN runs a tc program under rcu_read_lock), as a
+ * connect preempted mid-walk would. Every endpoint of the service the test
+ * installs has the port lt_test_stale_in.port; a pick with another port
+ * landed in a region the loader had already given to another service.
+ */
+struct lt_test_stale_in {
+	struct lt_addr fe;
+	__u16 port;  /* network byte order, as in endpoint records */
+	__u16 pad;
+	__u32 loops;
+	__u64 labels[LT_MAX_LEVELS];
+};
+
+struct lt_test_stale_out {
+	__u64 runs;    /* walks done */
+	__u64 foreign; /* picks of another service's endpoint */
+	__u64 refused; /* walks that refused (allowed: a stale walk may refuse) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_stale_in);
+} lt_test_stale_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_stale_out);
+} lt_test_stale_res SEC(".maps");
+
+struct lt_stale_ctx {
+	struct lt_service svc;
+	struct lt_test_stale_in *in;
+	struct lt_test_stale_out *out;
+};
+
+static long lt_stale_one(__u64 i, void *data)
+{
+	struct lt_stale_ctx *c = data;
+	struct lt_endpoint *ep;
+	struct lt_range r = {};
+	__u32 pick = 0;
+
+	c->out->runs++;
+	if (lt_lookup(&c->svc, c->in->labels, &r) != LT_OK || lt_pick(&c->svc, &r, &pick) != LT_OK) {
+		c->out->refused++;
+		return 0;
+	}
+	ep = lt_ep_at(pick);
+	if (!ep || ep->port != c->in->port)
+		c->out->foreign++;
+	return 0;
+}
+
+SEC("tc")
+int lt_test_stale(struct __sk_buff *skb)
+{
+	struct lt_stale_ctx c = {};
+	struct lt_service *found;
+	__u32 zero = 0;
+
+	c.in = bpf_map_lookup_elem(&lt_test_stale_args, &zero);
+	c.out = bpf_map_lookup_elem(&lt_test_stale_res, &zero);
+	if (!c.in || !c.out)
+		return 0;
+	found = bpf_map_lookup_elem(&lt_frontends, &c.in->fe);
+	if (!found)
+		return 0;
+	__builtin_memcpy(&c.svc, found, sizeof(c.svc));
+	bpf_loop(c.in->loops, lt_stale_one, &c, 0);
+	return 0;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";
