@@ -34,6 +34,8 @@ type AgentConfig struct {
 	// and its own-node locality replaces Locality once known.
 	Source source.Source
 	Logger *slog.Logger
+
+	beforeAttach func() // tests: runs after the first install, before the programs attach
 }
 
 // agent is one running agent: the installer and what it serves.
@@ -43,8 +45,9 @@ type agent struct {
 	in      *Installer
 	trees   TreeServer
 	metrics *Metrics
-	ready   atomic.Bool
-	last    []byte // the topology file's content last applied (or rejected)
+	ready   atomic.Bool  // the programs are attached: the kernel path is live
+	tree    *shared.Tree // the tree installed last
+	last    []byte       // the topology file's content last applied (or rejected)
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -127,10 +130,16 @@ func (a *agent) attach() error {
 			return fmt.Errorf("--cgroup-locality %s: %w", dir, err)
 		}
 	}
+	if a.cfg.beforeAttach != nil {
+		a.cfg.beforeAttach()
+	}
 	if err := a.in.Attach(a.cfg.Cgroup); err != nil {
 		return err
 	}
+	// Ready means redirected: /healthz and /v1/tree answer only now, so a
+	// client that waits for either finds the kernel path live.
 	a.ready.Store(true)
+	a.trees.Set(a.tree)
 	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.cfg.Listen)
 	return nil
 }
@@ -161,7 +170,10 @@ func (a *agent) apply(top *shared.Topology, name string) error {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	a.trees.Set(tree)
+	a.tree = tree
+	if a.ready.Load() {
+		a.trees.Set(tree)
+	}
 	a.metrics.installed(res)
 	a.log.Info("tree installed", "topology", name, "generation", res.Generation, "services", res.Services,
 		"endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)

@@ -47,7 +47,7 @@ func (s *TreeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	blob, etag := s.blob, s.etag
 	s.mu.RUnlock()
 	if blob == nil {
-		http.Error(w, "no tree installed yet", http.StatusServiceUnavailable)
+		http.Error(w, "not ready: no tree installed and attached yet", http.StatusServiceUnavailable)
 		return
 	}
 	h := w.Header()
