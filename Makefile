@@ -36,14 +36,19 @@ generate:
 generate-check: generate
 	@git diff --exit-code -- bpf/ internal/bpftest/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
 
-.PHONY: test-kernel
+.PHONY: test-kernel test-race
 # CI (root): the kernel tests (BPF programs, cgroup2 and bpffs mounts) must
-# run, not skip.
+# run, not skip. On a failure the whole output is shown, not just its summary.
 test-kernel:
-	@out=$$($(GO) test -count=1 -v ./bpf/... ./loader/... ./cmd/loctree/... ./e2e/... 2>&1); status=$$?; \
-	echo "$$out" | grep -E '^(--- |ok|FAIL|panic)'; \
+	@out=$$($(GO) test -count=1 -v ./bpf/... ./internal/bpftest/... ./loader/... ./cmd/loctree/... ./e2e/... 2>&1); status=$$?; \
+	if [ $$status -ne 0 ]; then echo "$$out"; else echo "$$out" | grep -E '^(--- |ok|FAIL|panic)'; fi; \
 	if echo "$$out" | grep -q -- '--- SKIP'; then echo "kernel tests skipped: CI runs as root and must not skip them"; exit 1; fi; \
 	exit $$status
+
+# The native packages with the race detector (CI runs it after make test).
+RACE_PKGS := ./shared/... ./loader/... ./host/... ./filter/...
+test-race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 # The proxy-wasm filter, built with the standard Go compiler as a reactor.
 wasm:

@@ -42,10 +42,11 @@ type grace struct {
 	started uint64 // highest grace period begun
 	done    uint64 // highest grace period ended
 	closed  bool
+	exited  chan struct{} // closed when run returns
 }
 
 func newGrace(synchronize func() error, log *slog.Logger) *grace {
-	g := &grace{sync: synchronize, log: log}
+	g := &grace{sync: synchronize, log: log, exited: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	go g.run()
 	return g
@@ -81,6 +82,7 @@ func (g *grace) wait(n uint64) bool {
 }
 
 func (g *grace) run() {
+	defer close(g.exited)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for {
@@ -93,23 +95,32 @@ func (g *grace) run() {
 		g.started++
 		n, sync := g.started, g.sync
 		g.mu.Unlock()
-		g.synchronize(sync)
+		ok := g.synchronize(sync)
 		g.mu.Lock()
+		if !ok {
+			return
+		}
 		g.done = n
 		g.cond.Broadcast()
 	}
 }
 
-// synchronize runs one grace period, retrying until the kernel accepts it:
-// a region must never be reused on a guess.
-func (g *grace) synchronize(sync func() error) {
+// synchronize runs one grace period, retrying until the kernel accepts it
+// (a region must never be reused on a guess) or g is closed.
+func (g *grace) synchronize(sync func() error) bool {
 	for {
 		err := sync()
 		if err == nil {
-			return
+			return true
 		}
 		g.log.Error("cannot wait for an RCU grace period; retired regions stay unused", "err", err)
 		time.Sleep(100 * time.Millisecond)
+		g.mu.Lock()
+		closed := g.closed
+		g.mu.Unlock()
+		if closed {
+			return false
+		}
 	}
 }
 
@@ -121,11 +132,14 @@ func (g *grace) setSync(f func() error) {
 	g.sync = f
 }
 
+// close stops the background goroutine and returns once it has stopped
+// (after a grace period in flight), so the kernel objects it uses can go.
 func (g *grace) close() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.closed = true
 	g.cond.Broadcast()
+	g.mu.Unlock()
+	<-g.exited
 }
 
 // rcuSync is a map-in-map whose update makes the kernel run
