@@ -1,7 +1,9 @@
 package shared
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -74,6 +76,41 @@ func TestReliabilityNonUnicastEndpoint(t *testing.T) {
 		err := buildOne(t, top)
 		if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "unicast") {
 			t.Errorf("endpoint %s: error %v, want a unicast error", addr, err)
+		}
+	}
+}
+
+// countingZeros is an endless stream of zero bytes that counts what is read.
+type countingZeros struct{ n int }
+
+func (z *countingZeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.n += len(p)
+	return len(p), nil
+}
+
+// Item 9: a blob is read header first, then exactly the header's size.
+func TestReliabilityReadBlobBounded(t *testing.T) {
+	z := &countingZeros{}
+	if _, err := ReadBlob(z); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "magic") || z.n > HeaderSize {
+		t.Fatalf("endless zeros: error %v after %d bytes, want a bad magic after %d", err, z.n, HeaderSize)
+	}
+	tree, err := Build(&Topology{Services: []ServiceSpec{{Name: "a", Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}}}, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := tree.Bytes()
+	got, err := ReadBlob(bytes.NewReader(blob))
+	if err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("round trip: %v", err)
+	}
+	for name, in := range map[string]io.Reader{
+		"truncated": bytes.NewReader(blob[:len(blob)-1]),
+		"trailing":  io.MultiReader(bytes.NewReader(blob), &countingZeros{}),
+		"short":     bytes.NewReader(blob[:10]),
+	} {
+		if _, err := ReadBlob(in); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: error %v, want ErrCorrupt", name, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -38,6 +39,9 @@ Examples:
   loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkAgentFlags(&cfg); err != nil {
+				return err
+			}
 			loc, err := loader.ParseLocality(locality)
 			if err != nil {
 				return err
@@ -75,6 +79,34 @@ Examples:
 	cmd.MarkFlagRequired("bpffs")
 	cmd.AddCommand(newAgentUninstallCmd())
 	return cmd
+}
+
+// checkAgentFlags range-checks the numeric flags before anything runs.
+func checkAgentFlags(cfg *loader.AgentConfig) error {
+	if cfg.Watch <= 0 {
+		return fmt.Errorf("--watch-interval %s: must be positive", cfg.Watch)
+	}
+	return checkCapacity(cfg.Capacity)
+}
+
+// checkCapacity refuses 0 (the installer would silently use the default)
+// and sizes beyond what a tree can hold (docs/FORMAT.md limits; nodes and
+// endpoints twice, for the old and the new copy during an update).
+func checkCapacity(c loader.Capacity) error {
+	for _, f := range []struct {
+		flag   string
+		v, max uint32
+	}{
+		{"--max-services", c.Services, shared.MaxServices},
+		{"--max-nodes", c.Nodes, 2 * shared.MaxNodes},
+		{"--max-endpoints", c.Endpoints, 2 * shared.MaxEndpoints},
+		{"--max-sockets", c.Sockets, 1 << 24},
+	} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("%s %d: must be 1..%d", f.flag, f.v, f.max)
+		}
+	}
+	return nil
 }
 
 func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/fileread"
 	"github.com/loctree/loctree/internal/wasmproxy"
 )
 
@@ -47,9 +48,9 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 
 // newHost compiles the module with the options' configuration.
 func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(host.LogEntry)) (*host.Host, error) {
-	module, err := os.ReadFile(o.module)
+	module, err := fileread.Regular(o.module, maxModuleBytes, "module")
 	if err != nil {
-		return nil, fmt.Errorf("read module: %w", err)
+		return nil, err
 	}
 	plugin, err := textOrFile(o.pluginConfig)
 	if err != nil {
@@ -88,9 +89,17 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 	return host.New(ctx, module, opts)
 }
 
+// Limits of the files `wasm run` and `wasm serve` read. A configuration
+// over the filter's own limit (16 MiB, filter/config_check.go) could not
+// start the plugin anyway.
+const (
+	maxModuleBytes = 256 << 20
+	maxConfigBytes = 16 << 20
+)
+
 func textOrFile(s string) ([]byte, error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		return os.ReadFile(name)
+		return fileread.Regular(name, maxConfigBytes, "configuration")
 	}
 	return []byte(s), nil
 }
@@ -255,6 +264,9 @@ Examples:
     --plugin-config '{"tree":{"cluster":"agent"}}' --upstream agent=127.0.0.1:15099`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if workers < 1 || workers > maxWorkers {
+				return fmt.Errorf("--workers %d: must be 1..%d (each worker is a VM with its own memory)", workers, maxWorkers)
+			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, &o, listen, header, workers, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -263,9 +275,13 @@ Examples:
 	o.register(cmd)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:15001", "address to listen on")
 	cmd.Flags().StringVar(&header, "header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into")
-	cmd.Flags().IntVar(&workers, "workers", 2, "VMs (Envoy worker threads)")
+	cmd.Flags().IntVar(&workers, "workers", 2, fmt.Sprintf("VMs (Envoy worker threads), 1..%d", maxWorkers))
 	return cmd
 }
+
+// maxWorkers bounds --workers: every worker is a wazero VM with its own
+// linear memory and copy of the tree.
+const maxWorkers = 64
 
 func contextOf(cmd *cobra.Command) context.Context {
 	if ctx := cmd.Context(); ctx != nil {

@@ -2,8 +2,8 @@ package topology
 
 import (
 	"fmt"
-	"io"
-	"os"
+
+	"github.com/loctree/loctree/internal/fileread"
 )
 
 // MaxFileSize is the largest topology document accepted, 256 MiB: about
@@ -20,46 +20,9 @@ func ReadFile(path string) ([]byte, error) {
 }
 
 func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, openFlags, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read topology: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read topology: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read topology %s: not a regular file but %s; give the path of a YAML or JSON file", path, kind(fi.Mode()))
-	}
-	if fi.Size() > limit {
-		return nil, tooLarge(path, fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read topology: %w", err)
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge(path, int64(len(data)), limit)
-	}
-	return data, nil
+	return fileread.Regular(path, limit, "topology")
 }
 
 func tooLarge(name string, size, limit int64) error {
-	return fmt.Errorf("%s: %d bytes or more is over the topology size limit of %d bytes; split the topology or remove unused services", name, size, limit)
-}
-
-// kind names a non-regular file type.
-func kind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "a special file (" + m.Type().String() + ")"
+	return fmt.Errorf("%w; split the topology", fileread.TooLarge("topology", name, size, limit))
 }

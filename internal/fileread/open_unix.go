@@ -1,6 +1,6 @@
 //go:build unix
 
-package topology
+package fileread
 
 import (
 	"os"
