@@ -6,16 +6,18 @@ package wasmproxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loctree/loctree/host"
@@ -33,20 +35,38 @@ type Proxy struct {
 	Client *http.Client
 	// Timeout bounds one request end to end; 0 means 30s.
 	Timeout time.Duration
-	Log     *slog.Logger
+	// MaxBuffered bounds the body bytes (requests and responses) held by
+	// all requests at once; 0 means 64 MiB. Past it, requests get 503.
+	MaxBuffered int64
+	Log         *slog.Logger
+
+	bodies     bodyBudget
+	bodiesOnce sync.Once
 }
 
-const maxBody = 16 << 20
+func (p *Proxy) budget() *bodyBudget {
+	p.bodiesOnce.Do(func() { p.bodies.max = cmp.Or(p.MaxBuffered, defaultMaxBuffered) })
+	return &p.bodies
+}
 
 // ServeHTTP runs the filter, then forwards or answers locally.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout())
 	defer cancel()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	held := new(atomic.Int64) // body bytes this request holds, given back at the end
+	defer func() { p.budget().give(held.Load()) }()
+	ctx = context.WithValue(ctx, heldKey{}, held)
+	body, n, err := readBody(r.Body, r.ContentLength, p.budget())
+	held.Add(n)
 	if err != nil {
-		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		p.bodyError(w, err)
 		return
 	}
+	p.run(ctx, w, r, body)
+}
+
+// run passes the request through a VM of the pool and answers.
+func (p *Proxy) run(ctx context.Context, w http.ResponseWriter, r *http.Request, body []byte) {
 	vm, err := p.Pool.Pick(ctx)
 	if err != nil {
 		p.fail(w, http.StatusServiceUnavailable, "wasm plugin unavailable", err)
@@ -64,6 +84,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, http.StatusInternalServerError, "wasm plugin failed", err)
 	default:
 		writeResponse(w, res.Response)
+	}
+}
+
+// heldKey is the context key of a request's held body bytes.
+type heldKey struct{}
+
+// hold charges n body bytes to the request of ctx, given back when it
+// ends; without one (a caller other than ServeHTTP) at once.
+func (p *Proxy) hold(ctx context.Context, n int64) {
+	if held, ok := ctx.Value(heldKey{}).(*atomic.Int64); ok {
+		held.Add(n)
+		return
+	}
+	p.budget().give(n)
+}
+
+// bodyError answers a request whose body could not be read.
+func (p *Proxy) bodyError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		http.Error(w, "request "+err.Error(), http.StatusRequestEntityTooLarge)
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
 	}
 }
 
@@ -134,9 +180,10 @@ func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
 		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, n, err := readBody(resp.Body, resp.ContentLength, p.budget())
+	p.hold(out.Context(), n)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read upstream body: %w", errBadGateway, err)
+		return nil, fmt.Errorf("%w: upstream response %w", errBadGateway, err)
 	}
 	h := host.Headers{{":status", strconv.Itoa(resp.StatusCode)}}
 	for k, vs := range resp.Header {
