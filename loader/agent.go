@@ -131,7 +131,7 @@ func (a *agent) attach() error {
 		return err
 	}
 	a.ready.Store(true)
-	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.cfg.Listen)
+	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.listenLog())
 	return nil
 }
 
