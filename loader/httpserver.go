@@ -20,7 +20,9 @@ var serverLimits = httpserve.Limits{
 
 func newHTTPServer(h http.Handler) *http.Server { return httpserve.New(h, serverLimits) }
 
-func listenHTTP(addr string) (net.Listener, error) { return httpserve.Listen(addr, serverLimits.MaxConns) }
+func listenHTTP(addr string) (net.Listener, error) {
+	return httpserve.Listen(addr, serverLimits.MaxConns)
+}
 
 // listenLog is the listen address for the agent's log: none with --once,
 // which serves nothing.
