@@ -1,15 +1,23 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
 )
@@ -135,4 +143,76 @@ func TestReliabilityPluginConfigFile(t *testing.T) {
 			t.Errorf("exit %d, stderr %q; want not a regular file", code, errs)
 		}
 	})
+}
+
+// Item 10: `wasm serve` closes idle keep-alive connections.
+func TestReliabilityServeClosesIdleConnections(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	url := startServe(t, "--module", mod, "--idle-timeout", "300ms", "--max-connections", "16",
+		"--plugin-config", `{"topology":{"services":[{"name":"a","endpoints":[{"address":"127.0.0.1:9"}]}]}}`)
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: unknown\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive connection: %v, want closed after the 300ms idle timeout", err)
+	}
+}
+
+// Item 17: a failing tree fetch is logged once per failure streak (by the
+// filter), not once per attempt by the host as well.
+func TestReliabilityServeLogsFetchFailuresOnce(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"wasm", "serve", "--listen", "127.0.0.1:0", "--module", mod, "--workers", "1", "--upstream", "agent=" + closedAddr(t),
+		"--plugin-config", `{"tree":{"cluster":"agent","refresh_ms":100}}`})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	time.Sleep(1500 * time.Millisecond) // several failed fetches
+	cancel()
+	<-done
+	if n := strings.Count(stderr.String(), "level=WARN"); n > 1 {
+		t.Fatalf("%d warnings for one failure streak, want at most 1:\n%s", n, stderr.String())
+	}
+}
+
+// closedAddr is a 127.0.0.1 address that refuses connections.
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
