@@ -42,7 +42,7 @@ func Regular(path string, limit int64, what string) ([]byte, error) {
 
 // TooLarge is the error for a file of size bytes over limit.
 func TooLarge(what, name string, size, limit int64) error {
-	return fmt.Errorf("%s %s: %d bytes or more is over the %s size limit of %d bytes", what, name, size, what, limit)
+	return fmt.Errorf("%s %s: %d bytes, over the %s size limit of %d bytes; give a smaller file", what, name, size, what, limit)
 }
 
 // kind names a non-regular file type.
