@@ -1,10 +1,6 @@
 package topology
 
-import (
-	"fmt"
-
-	"github.com/loctree/loctree/internal/fileread"
-)
+import "github.com/loctree/loctree/internal/fileread"
 
 // MaxFileSize is the largest topology document accepted, 256 MiB: about
 // three million endpoints in JSON. Larger files are refused before they are
@@ -24,5 +20,5 @@ func readFile(path string, limit int64) ([]byte, error) {
 }
 
 func tooLarge(name string, size, limit int64) error {
-	return fmt.Errorf("%w; split the topology", fileread.TooLarge("topology", name, size, limit))
+	return fileread.TooLarge("topology", name, size, limit)
 }
