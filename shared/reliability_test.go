@@ -114,3 +114,23 @@ func TestReliabilityReadBlobBounded(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadBlob: ReadBlob returns exactly its input when it accepts it, and
+// never reads more than the header promises.
+func FuzzReadBlob(f *testing.F) {
+	tree, err := Build(&Topology{Services: []ServiceSpec{{Name: "a", Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}}}, BuildOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(tree.Bytes())
+	f.Add(tree.Bytes()[:HeaderSize])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ReadBlob(bytes.NewReader(b))
+		if err == nil && !bytes.Equal(got, b) {
+			t.Fatalf("accepted %d bytes as %d", len(b), len(got))
+		}
+		if err == nil {
+			_, _ = Decode(got)
+		}
+	})
+}
