@@ -1,11 +1,11 @@
 package wasmproxy
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
+	"sync"
 )
 
 // maxBody is the largest request or response body the proxy forwards. The
@@ -13,54 +13,79 @@ import (
 // is refused (413 for a request, 502 for a response), never cut.
 const maxBody = 16 << 20
 
-// defaultMaxBuffered bounds the body bytes held by all requests at once.
+// defaultMaxBuffered bounds the body bytes held at once, per direction.
 const defaultMaxBuffered = 4 * maxBody
 
 var (
 	errBodyTooLarge = fmt.Errorf("body over the %d-byte limit of wasm serve", maxBody)
-	errBusy         = errors.New("wasm serve is holding its limit of buffered bodies; retry")
+	errBusy         = errors.New("wasm serve holds its limit of buffered bodies and none was freed in time; retry")
 )
 
-// bodyBudget counts body bytes held in memory across requests.
+// bodyBudget is a byte budget for bodies held in memory. A body reserves
+// its whole size (its Content-Length, else maxBody) before it is read and
+// waits, up to its request's deadline, until that much is free: requests
+// beyond the budget queue instead of growing memory, and no request holds
+// part of what it needs while waiting for the rest.
 type bodyBudget struct {
-	used atomic.Int64
-	max  int64
+	mu   sync.Mutex
+	free int64
+	wake chan struct{} // closed and replaced when bytes are given back
 }
 
-func (b *bodyBudget) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
+func newBodyBudget(max int64) *bodyBudget {
+	return &bodyBudget{free: max, wake: make(chan struct{})}
+}
+
+func (b *bodyBudget) take(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if n <= b.free {
+			b.free -= n
+			b.mu.Unlock()
+			return nil
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return errBusy
+		}
 	}
-	return true
 }
 
-func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
+func (b *bodyBudget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.free += n
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+}
 
-// readBody reads r whole, up to maxBody bytes, taking every byte from b
-// before holding it. held is what the caller gives back to b when done,
-// whatever the error.
-func readBody(r io.Reader, size int64, b *bodyBudget) (body []byte, held int64, err error) {
+// readBody reads r whole, up to maxBody bytes, once its size is reserved in
+// b. held is what stays reserved, for the caller to give back when done.
+func readBody(ctx context.Context, r io.Reader, size int64, b *bodyBudget) (body []byte, held int64, err error) {
 	if size > maxBody {
 		return nil, 0, errBodyTooLarge
 	}
-	var buf bytes.Buffer
-	chunk := make([]byte, 32<<10)
-	for {
-		n, rerr := r.Read(chunk)
-		if buf.Len()+n > maxBody {
-			return nil, held, errBodyTooLarge
-		}
-		if !b.take(int64(n)) {
-			return nil, held, errBusy
-		}
-		held += int64(n)
-		buf.Write(chunk[:n])
-		if errors.Is(rerr, io.EOF) {
-			return buf.Bytes(), held, nil
-		}
-		if rerr != nil {
-			return nil, held, rerr
-		}
+	want := size
+	if size < 0 { // unknown length: reserve the most, keep what is read
+		want = maxBody
 	}
+	if err := b.take(ctx, want); err != nil {
+		return nil, 0, err
+	}
+	body, err = io.ReadAll(io.LimitReader(r, want+1))
+	switch {
+	case int64(len(body)) > want:
+		err = errBodyTooLarge
+	case err == nil:
+		b.give(want - int64(len(body)))
+		return body, int64(len(body)), nil
+	}
+	b.give(want)
+	return nil, 0, err
 }

@@ -35,34 +35,46 @@ type Proxy struct {
 	Client *http.Client
 	// Timeout bounds one request end to end; 0 means 30s.
 	Timeout time.Duration
-	// MaxBuffered bounds the body bytes (requests and responses) held by
-	// all requests at once; 0 means 64 MiB. Past it, requests get 503.
+	// MaxBuffered bounds the request bodies held by all requests at once,
+	// and the response bodies likewise; 0 means 64 MiB, and it is at least
+	// 16 MiB, the largest body. Requests past it wait (until Timeout, then
+	// 503).
 	MaxBuffered int64
 	Log         *slog.Logger
 
-	bodies     bodyBudget
-	bodiesOnce sync.Once
+	budgets    [2]*bodyBudget // request bodies, response bodies
+	budgetOnce sync.Once
 }
 
-func (p *Proxy) budget() *bodyBudget {
-	p.bodiesOnce.Do(func() { p.bodies.max = cmp.Or(p.MaxBuffered, defaultMaxBuffered) })
-	return &p.bodies
+// budget is the body budget of requests (0) or responses (1). Separate
+// budgets keep a request that holds its body and waits for room for the
+// response from blocking the responses that would free that room.
+func (p *Proxy) budget(dir int) *bodyBudget {
+	p.budgetOnce.Do(func() {
+		max := max(cmp.Or(p.MaxBuffered, defaultMaxBuffered), maxBody)
+		p.budgets = [2]*bodyBudget{newBodyBudget(max), newBodyBudget(max)}
+	})
+	return p.budgets[dir]
 }
+
+const (
+	requestBodies  = 0
+	responseBodies = 1
+)
 
 // ServeHTTP runs the filter, then forwards or answers locally.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout())
 	defer cancel()
-	held := new(atomic.Int64) // body bytes this request holds, given back at the end
-	defer func() { p.budget().give(held.Load()) }()
-	ctx = context.WithValue(ctx, heldKey{}, held)
-	body, n, err := readBody(r.Body, r.ContentLength, p.budget())
-	held.Add(n)
+	body, n, err := readBody(ctx, r.Body, r.ContentLength, p.budget(requestBodies))
+	defer p.budget(requestBodies).give(n)
 	if err != nil {
 		p.bodyError(w, err)
 		return
 	}
-	p.run(ctx, w, r, body)
+	held := new(atomic.Int64) // response body bytes, given back at the end
+	defer func() { p.budget(responseBodies).give(held.Load()) }()
+	p.run(context.WithValue(ctx, heldKey{}, held), w, r, body)
 }
 
 // run passes the request through a VM of the pool and answers.
@@ -87,17 +99,17 @@ func (p *Proxy) run(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	}
 }
 
-// heldKey is the context key of a request's held body bytes.
+// heldKey is the context key of a request's held response body bytes.
 type heldKey struct{}
 
-// hold charges n body bytes to the request of ctx, given back when it
-// ends; without one (a caller other than ServeHTTP) at once.
+// hold charges n response body bytes to the request of ctx, given back
+// when it ends; without one (a caller other than ServeHTTP) at once.
 func (p *Proxy) hold(ctx context.Context, n int64) {
 	if held, ok := ctx.Value(heldKey{}).(*atomic.Int64); ok {
 		held.Add(n)
 		return
 	}
-	p.budget().give(n)
+	p.budget(responseBodies).give(n)
 }
 
 // bodyError answers a request whose body could not be read.
@@ -180,7 +192,7 @@ func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
 		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
 	}
 	defer resp.Body.Close()
-	body, n, err := readBody(resp.Body, resp.ContentLength, p.budget())
+	body, n, err := readBody(out.Context(), resp.Body, resp.ContentLength, p.budget(responseBodies))
 	p.hold(out.Context(), n)
 	if err != nil {
 		return nil, fmt.Errorf("%w: upstream response %w", errBadGateway, err)

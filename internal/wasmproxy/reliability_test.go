@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Reliability: bodies through `wasm serve` (issue 9 item 6): never cut and
@@ -51,14 +52,32 @@ func TestReliabilityResponseBodyTooLarge(t *testing.T) {
 	}
 }
 
+// Bodies held at once are bounded: past the budget a request waits, and
+// gets 503 when its time is up.
 func TestReliabilityBodyBudget(t *testing.T) {
-	p := &Proxy{Header: "h", MaxBuffered: 100}
-	p.budget().take(100)
+	p := &Proxy{Header: "h", Timeout: 100 * time.Millisecond}
+	all := int64(defaultMaxBuffered)
+	p.budget(requestBodies).take(context.Background(), all)
 	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/x", strings.NewReader("hello"))
 	w := httptest.NewRecorder()
 	p.ServeHTTP(w, r)
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("status %d, want 503 with Retry-After", w.Code)
+	}
+	// A waiting body goes on as soon as room is given back.
+	done := make(chan error, 1)
+	go func() {
+		_, n, err := readBody(context.Background(), strings.NewReader("hello"), 5, p.budget(requestBodies))
+		p.budget(requestBodies).give(n)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	p.budget(requestBodies).give(all)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if free := p.budget(requestBodies).free; free != all {
+		t.Fatalf("budget free %d after all bodies were given back, want %d", free, all)
 	}
 }
 
@@ -72,7 +91,7 @@ func TestReliabilityResponseHeld(t *testing.T) {
 	if _, err := p.roundTrip(req); err != nil {
 		t.Fatal(err)
 	}
-	if held.Load() != 5 || p.budget().used.Load() != 5 {
-		t.Fatalf("held %d, budget used %d; want 5 and 5", held.Load(), p.budget().used.Load())
+	if used := defaultMaxBuffered - p.budget(responseBodies).free; held.Load() != 5 || used != 5 {
+		t.Fatalf("held %d, budget used %d; want 5 and 5", held.Load(), used)
 	}
 }
