@@ -35,11 +35,12 @@ func checkRange(name string, v, lo, hi int) error {
 }
 
 // forbiddenHeaders may not carry the chosen endpoint: hop-by-hop fields
-// (RFC 9110 section 7.6.1, and proxy-connection, which Envoy rejects too),
-// host (Envoy's "system" header along with the pseudo-headers, which its
-// header mutation rules never let a filter set:
-// source/extensions/filters/common/mutation_rules/mutation_rules.cc) and
-// content-length, which frames the body.
+// (RFC 9110 section 7.6.1, and proxy-connection), host and content-length,
+// which frames the body. Envoy's header mutation rules refuse, by default,
+// changes to the routing headers (host, :authority, :method, :scheme) and
+// to x-envoy-* headers, and to every ':' header with disallow_system
+// (source/extensions/filters/common/mutation_rules/mutation_rules.cc,
+// Checker::isAllowed); loctree refuses all of them.
 var forbiddenHeaders = map[string]bool{
 	"connection": true, "proxy-connection": true, "keep-alive": true, "te": true,
 	"transfer-encoding": true, "upgrade": true, "trailer": true,
@@ -58,8 +59,8 @@ func checkHeaderName(h string) error {
 			return fmt.Errorf("header %q: byte %q is not allowed in a field name (RFC 9110 token: letters, digits and !#$%%&'*+-.^_`|~); pseudo-headers cannot be set", h, h[i])
 		}
 	}
-	if forbiddenHeaders[h] {
-		return fmt.Errorf("header %q: a hop-by-hop or framing header cannot carry the endpoint; use e.g. %s", h, defaultHeader)
+	if forbiddenHeaders[h] || strings.HasPrefix(h, "x-envoy-") {
+		return fmt.Errorf("header %q: a hop-by-hop, routing, framing or x-envoy- header cannot carry the endpoint; use e.g. %s", h, defaultHeader)
 	}
 	return nil
 }

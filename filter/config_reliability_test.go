@@ -40,7 +40,7 @@ func TestReliabilityConfigTrailingData(t *testing.T) {
 // token), not a pseudo-header, not hop-by-hop, not host.
 func TestReliabilityConfigHeaderName(t *testing.T) {
 	for _, h := range []string{":path", ":authority", "x y", "x\r\nz", "x\nz", "x:y", "é", "connection", "Transfer-Encoding",
-		"te", "upgrade", "keep-alive", "proxy-connection", "host", "content-length", "x\x00"} {
+		"te", "upgrade", "keep-alive", "proxy-connection", "host", "content-length", "x\x00", "x-envoy-original-dst-host"} {
 		configErr(t, withHeader(h), "header")
 	}
 	for in, want := range map[string]string{"X-Chosen-Endpoint": "x-chosen-endpoint", "x_e.p~1": "x_e.p~1", "": defaultHeader} {
