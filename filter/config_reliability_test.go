@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/loctree/loctree/host"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
@@ -82,4 +86,19 @@ func TestReliabilityConfigEmptyAndSize(t *testing.T) {
 	if got := p.OnPluginStart(maxConfigBytes + 1); got != types.OnPluginStartStatusFailed {
 		t.Fatalf("a configuration of %d bytes started the plugin", maxConfigBytes+1)
 	}
+}
+
+// Item 15 in the wasm host: a configuration over the limit fails plugin
+// start from its size with one clear line, without the VM reading it.
+func TestReliabilityConfigSizeInWasm(t *testing.T) {
+	big := strings.Repeat(" ", maxConfigBytes) + treeConfig + "}"
+	h := newHost(t, big, host.Options{})
+	start := time.Now()
+	if _, err := h.NewVM(context.Background()); !errors.Is(err, host.ErrPluginStart) {
+		t.Fatalf("a %d-byte configuration: %v, want a failed plugin start", len(big), err)
+	}
+	if n := countLogs(h, "over the limit of 16777216 bytes"); n != 1 {
+		t.Fatalf("%d clear log lines, want 1: %v", n, h.Logs())
+	}
+	t.Logf("refused in %s", time.Since(start))
 }
