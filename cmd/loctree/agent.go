@@ -73,7 +73,7 @@ Examples:
 	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
-	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked")
+	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
 	cmd.MarkFlagRequired("cgroup")
 	cmd.MarkFlagRequired("bpffs")
@@ -112,10 +112,10 @@ func checkCapacity(c loader.Capacity) error {
 func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {
 	d := loader.DefaultCapacity
 	f := cmd.Flags()
-	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP")
-	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies)")
-	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies)")
-	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count)")
+	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP (1..65536)")
+	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies; 1..2^26)")
+	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies; 1..2^25)")
+	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count; 1..2^24)")
 }
 
 func newAgentUninstallCmd() *cobra.Command {
