@@ -137,12 +137,25 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if s.health, err = ParseHealth(spec.Health); err != nil {
 		return nil, invalid("service %q: %v", spec.Name, err)
 	}
-	if spec.VIP != "" {
-		if s.vip, err = parseAddr(spec.VIP); err != nil {
-			return nil, invalid("service %q: vip: %v", spec.Name, err)
-		}
+	if s.vip, err = parseVIP(spec); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// parseVIP parses the optional VIP; none is the zero AddrPort.
+func parseVIP(spec *ServiceSpec) (netip.AddrPort, error) {
+	if spec.VIP == "" {
+		return netip.AddrPort{}, nil
+	}
+	vip, err := parseAddr(spec.VIP)
+	if err != nil {
+		return vip, invalid("service %q: vip: %v", spec.Name, err)
+	}
+	if err := checkUnicast(vip.Addr()); err != nil {
+		return vip, invalid("service %q: vip %s: %v", spec.Name, vip, err)
+	}
+	return vip, nil
 }
 
 func checkStrings(spec *ServiceSpec) error {

@@ -77,6 +77,10 @@ func TestReliabilityNonUnicastEndpoint(t *testing.T) {
 		if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "unicast") {
 			t.Errorf("endpoint %s: error %v, want a unicast error", addr, err)
 		}
+		top = &Topology{Services: []ServiceSpec{{Name: "a", VIP: addr, Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}}}
+		if err := buildOne(t, top); !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "vip") {
+			t.Errorf("vip %s: error %v, want a unicast error", addr, err)
+		}
 	}
 }
 
