@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/loctree/loctree/shared"
@@ -53,11 +54,17 @@ var errConfig = errors.New("invalid loctree plugin configuration")
 // parseConfig decodes and validates the plugin configuration, filling in
 // defaults. Errors say which field is wrong.
 func parseConfig(data []byte) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf(`%w: empty; give a JSON object with "topology" or "tree"`, errConfig)
+	}
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: data after the JSON object at byte %d; give one object", errConfig, dec.InputOffset())
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
@@ -81,6 +88,9 @@ func (c *Config) validate() error {
 		c.Header = defaultHeader
 	}
 	c.Header = strings.ToLower(c.Header)
+	if err := checkHeaderName(c.Header); err != nil {
+		return err
+	}
 	if c.Tree != nil {
 		return c.Tree.validate()
 	}
@@ -90,9 +100,6 @@ func (c *Config) validate() error {
 func (t *TreeSource) validate() error {
 	if t.Cluster == "" {
 		return errors.New(`tree.cluster: required (the Envoy cluster of the loctree agent)`)
-	}
-	if t.RefreshMS < 0 || t.TimeoutMS < 0 {
-		return errors.New("tree.refresh_ms and tree.timeout_ms must not be negative")
 	}
 	if t.Path == "" {
 		t.Path = defaultPath
@@ -109,7 +116,10 @@ func (t *TreeSource) validate() error {
 	if t.TimeoutMS == 0 {
 		t.TimeoutMS = defaultTimeoutMS
 	}
-	return nil
+	if err := checkRange("tree.refresh_ms", t.RefreshMS, minRefreshMS, maxRefreshMS); err != nil {
+		return err
+	}
+	return checkRange("tree.timeout_ms", t.TimeoutMS, minTimeoutMS, maxTimeoutMS)
 }
 
 // clusterHost returns HOST of an Istio cluster name "outbound|PORT|SUBSET|HOST",

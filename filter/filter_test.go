@@ -73,10 +73,18 @@ func TestHostOf(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(inline(`,"fallbacks":2`)))
 	f.Add([]byte(`{"tree":{"cluster":"a","path":"/x"}}`))
+	f.Add([]byte(`{"tree":{"cluster":"a","refresh_ms":4294967296},"header":":path"}`))
+	f.Add([]byte(`{"tree":{"cluster":"a"}} {"tree":{"cluster":"b"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := parseConfig(b)
-		if err == nil && (c.Header == "" || (c.Topology == nil) == (c.Tree == nil)) {
+		if err != nil {
+			return
+		}
+		if c.Header == "" || (c.Topology == nil) == (c.Tree == nil) || checkHeaderName(c.Header) != nil {
 			t.Fatalf("accepted an invalid configuration: %+v", c)
+		}
+		if c.Tree != nil && (c.Tree.RefreshMS < minRefreshMS || c.Tree.RefreshMS > maxRefreshMS || c.Tree.TimeoutMS < minTimeoutMS || c.Tree.TimeoutMS > maxTimeoutMS) {
+			t.Fatalf("accepted out-of-range numbers: %+v", c.Tree)
 		}
 	})
 }

@@ -45,7 +45,11 @@ type pluginContext struct {
 
 // OnPluginStart parses the configuration; a bad one fails the plugin with
 // one clear log line, as Envoy expects.
-func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
+func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
+	if err := checkConfigSize(size); err != nil {
+		abi.LogCritical("loctree: plugin start failed: " + err.Error())
+		return types.OnPluginStartStatusFailed
+	}
 	data, err := abi.GetPluginConfiguration()
 	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 		abi.LogCritical("loctree: plugin start failed: read plugin configuration: " + err.Error())

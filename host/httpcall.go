@@ -119,7 +119,7 @@ func (h *Host) send(req *callRequest) *callResponse {
 func (h *Host) roundTrip(hreq *http.Request) *callResponse {
 	resp, err := h.client.Do(hreq)
 	if err != nil {
-		h.log.Warn("proxy_http_call failed", "url", hreq.URL.String(), "err", err)
+		h.log.Debug("proxy_http_call failed", "url", hreq.URL.String(), "err", err) // the plugin gets the failure and reports it
 		return &callResponse{message: err.Error()}
 	}
 	defer resp.Body.Close()

@@ -140,7 +140,7 @@ func (a *agent) attach() error {
 	// client that waits for either finds the kernel path live.
 	a.ready.Store(true)
 	a.trees.Set(a.tree)
-	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.cfg.Listen)
+	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.listenLog())
 	return nil
 }
 
@@ -149,9 +149,9 @@ func (a *agent) read() (*shared.Topology, string, error) {
 	if a.cfg.Topology == "" {
 		return topology.Default(), topology.DefaultName, nil
 	}
-	data, err := os.ReadFile(a.cfg.Topology)
+	data, err := topology.ReadFile(a.cfg.Topology)
 	if err != nil {
-		return nil, a.cfg.Topology, fmt.Errorf("read topology: %w", err)
+		return nil, a.cfg.Topology, err
 	}
 	a.last = data
 	top, err := topology.Parse(data, a.cfg.Topology)
@@ -199,7 +199,7 @@ func (a *agent) watch(ctx context.Context) {
 }
 
 func (a *agent) reload() {
-	data, err := os.ReadFile(a.cfg.Topology)
+	data, err := topology.ReadFile(a.cfg.Topology)
 	if err != nil || bytes.Equal(data, a.last) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("cannot read topology; keeping the installed tree", "topology", a.cfg.Topology, "err", err)

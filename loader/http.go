@@ -3,7 +3,6 @@ package loader
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 )
@@ -23,11 +22,11 @@ func (a *agent) serve() (func(), error) {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	ln, err := net.Listen("tcp", a.cfg.Listen)
+	ln, err := listenHTTP(a.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(mux)
 	go srv.Serve(ln)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

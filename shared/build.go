@@ -75,10 +75,14 @@ func prepareServices(top *Topology) ([]*builtService, error) {
 	svcs := make([]*builtService, 0, len(top.Services))
 	names := map[string]string{}
 	labels := map[uint64]string{}
+	vips := vipOwners{}
 	var nEps, nNodes int
 	for i := range top.Services {
 		s, err := prepareService(&top.Services[i], labels)
 		if err != nil {
+			return nil, err
+		}
+		if err := vips.claim(s); err != nil {
 			return nil, err
 		}
 		for _, n := range append([]string{s.name}, s.hosts...) {
@@ -133,17 +137,33 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if s.health, err = ParseHealth(spec.Health); err != nil {
 		return nil, invalid("service %q: %v", spec.Name, err)
 	}
-	if spec.VIP != "" {
-		if s.vip, err = parseAddr(spec.VIP); err != nil {
-			return nil, invalid("service %q: vip: %v", spec.Name, err)
-		}
+	if s.vip, err = parseVIP(spec); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// parseVIP parses the optional VIP; none is the zero AddrPort.
+func parseVIP(spec *ServiceSpec) (netip.AddrPort, error) {
+	if spec.VIP == "" {
+		return netip.AddrPort{}, nil
+	}
+	vip, err := parseAddr(spec.VIP)
+	if err != nil {
+		return vip, invalid("service %q: vip: %v", spec.Name, err)
+	}
+	if err := checkUnicast(vip.Addr()); err != nil {
+		return vip, invalid("service %q: vip %s: %v", spec.Name, vip, err)
+	}
+	return vip, nil
 }
 
 func checkStrings(spec *ServiceSpec) error {
 	if len(spec.Name) > MaxString {
 		return invalid("service name of %d bytes (limit %d)", len(spec.Name), MaxString)
+	}
+	if err := checkText(spec.Name); err != nil {
+		return invalid("service name %v", err)
 	}
 	if len(spec.Hosts) > MaxHosts {
 		return invalid("service %q: %d hosts (limit %d)", spec.Name, len(spec.Hosts), MaxHosts)
@@ -151,6 +171,9 @@ func checkStrings(spec *ServiceSpec) error {
 	for _, h := range spec.Hosts {
 		if h == "" || len(h) > MaxString {
 			return invalid("service %q: host %q is empty or longer than %d bytes", spec.Name, h, MaxString)
+		}
+		if err := checkText(h); err != nil {
+			return invalid("service %q: host %v", spec.Name, err)
 		}
 	}
 	if len(spec.Scopes) > MaxLevels {
@@ -160,6 +183,9 @@ func checkStrings(spec *ServiceSpec) error {
 	for _, sc := range spec.Scopes {
 		if sc == "" || len(sc) > MaxString || seen[sc] {
 			return invalid("service %q: scope %q is empty, too long or repeated", spec.Name, sc)
+		}
+		if err := checkText(sc); err != nil {
+			return invalid("service %q: scope %v", spec.Name, err)
 		}
 		seen[sc] = true
 	}
@@ -276,6 +302,9 @@ func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec, lab
 	if e.addr, err = parseAddr(spec.Address); err != nil {
 		return invalid("service %q: endpoint: %v", s.name, err)
 	}
+	if err := checkUnicast(e.addr.Addr()); err != nil {
+		return invalid("service %q: endpoint %s: %v", s.name, e.addr, err)
+	}
 	a16 := e.addr.Addr().As16()
 	e.hi, e.lo = binary.BigEndian.Uint64(a16[:8]), binary.BigEndian.Uint64(a16[8:])
 	if spec.Weight != nil {
@@ -328,6 +357,9 @@ func (s *builtService) split(n, depth int, specs []EndpointSpec, labels map[uint
 			j++
 		}
 		value := specs[s.order[i]].Locality[s.scopes[depth]]
+		if err := checkText(value); err != nil {
+			return invalid("service %q: %s value %v", s.name, s.scopes[depth], err)
+		}
 		if prev, ok := labels[label]; ok && prev != value {
 			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev, value, label)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -38,6 +39,9 @@ Examples:
   loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkAgentFlags(&cfg); err != nil {
+				return err
+			}
 			loc, err := loader.ParseLocality(locality)
 			if err != nil {
 				return err
@@ -69,7 +73,7 @@ Examples:
 	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
-	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked")
+	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
 	cmd.MarkFlagRequired("cgroup")
 	cmd.MarkFlagRequired("bpffs")
@@ -77,13 +81,41 @@ Examples:
 	return cmd
 }
 
+// checkAgentFlags range-checks the numeric flags before anything runs.
+func checkAgentFlags(cfg *loader.AgentConfig) error {
+	if cfg.Watch <= 0 {
+		return fmt.Errorf("--watch-interval %s: must be positive", cfg.Watch)
+	}
+	return checkCapacity(cfg.Capacity)
+}
+
+// checkCapacity refuses 0 (the installer would silently use the default)
+// and sizes beyond what a tree can hold (docs/FORMAT.md limits; nodes and
+// endpoints twice, for the old and the new copy during an update).
+func checkCapacity(c loader.Capacity) error {
+	for _, f := range []struct {
+		flag   string
+		v, max uint32
+	}{
+		{"--max-services", c.Services, shared.MaxServices},
+		{"--max-nodes", c.Nodes, 2 * shared.MaxNodes},
+		{"--max-endpoints", c.Endpoints, 2 * shared.MaxEndpoints},
+		{"--max-sockets", c.Sockets, 1 << 24},
+	} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("%s %d: must be 1..%d", f.flag, f.v, f.max)
+		}
+	}
+	return nil
+}
+
 func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {
 	d := loader.DefaultCapacity
 	f := cmd.Flags()
-	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP")
-	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies)")
-	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies)")
-	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count)")
+	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP (1..65536)")
+	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services (updates need room for old and new copies; 1..2^26)")
+	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies; 1..2^25)")
+	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count; 1..2^24)")
 }
 
 func newAgentUninstallCmd() *cobra.Command {

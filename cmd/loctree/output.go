@@ -33,13 +33,24 @@ func writeJSON(w io.Writer, v any) error {
 
 // readTree reads and decodes an encoded tree file.
 func readTree(path string) (*shared.Tree, error) {
-	b, err := os.ReadFile(path)
+	b, err := readBlob(path)
 	if err != nil {
-		return nil, fmt.Errorf("read tree: %w", err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	t, err := shared.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// readBlob reads a tree file header first (shared.ReadBlob), so a wrong
+// file or an endless stream costs 64 bytes, not all of it.
+func readBlob(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tree: %w", err)
+	}
+	defer f.Close()
+	return shared.ReadBlob(f)
 }

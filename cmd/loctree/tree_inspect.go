@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -114,10 +117,10 @@ func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
 
 func drawTree(w io.Writer, name string, t *shared.Tree) {
 	fmt.Fprintf(w, "%s: generation %d, %d services, %d endpoints, %d nodes, %d bytes\n",
-		name, t.Generation(), len(t.Services()), t.NumEndpoints(), t.NumNodes(), len(t.Bytes()))
+		safe(name), t.Generation(), len(t.Services()), t.NumEndpoints(), t.NumNodes(), len(t.Bytes()))
 	for i := range t.Services() {
 		s := &t.Services()[i]
-		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", s.Name, s.Mode, s.Policy, strings.Join(s.Scopes, "/"))
+		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name), s.Mode, s.Policy, joinSafe(s.Scopes, "/"))
 		if s.VIP.IsValid() {
 			fmt.Fprintf(w, "  vip %s", s.VIP)
 		}
@@ -138,7 +141,7 @@ func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) 
 			branch, next = "└─ ", "   "
 		}
 		c := t.Node(k)
-		v := s.NodeValue(k)
+		v := safe(s.NodeValue(k))
 		if v == "" {
 			v = `""`
 		}
@@ -155,5 +158,23 @@ func orNone(s []string) string {
 	if len(s) == 0 {
 		return "(none)"
 	}
-	return strings.Join(s, ", ")
+	return joinSafe(s, ", ")
+}
+
+// safe returns s as it is when it is printable text, else quoted with Go
+// escapes ("evil\x1b[2J"), so a name from a tree built elsewhere cannot
+// drive the terminal. Build refuses such names; a blob may still hold them.
+func safe(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+func joinSafe(list []string, sep string) string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = safe(s)
+	}
+	return strings.Join(out, sep)
 }

@@ -174,7 +174,7 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 	for _, sc := range svc.Scopes {
 		from = append(from, fmt.Sprintf("%s=%q", sc, src[sc]))
 	}
-	fmt.Fprintf(w, "%s (%s, %s) from %s\n", svc.Name, svc.Mode, svc.Policy, strings.Join(from, " "))
+	fmt.Fprintf(w, "%s (%s, %s) from %s\n", safe(svc.Name), svc.Mode, svc.Policy, strings.Join(from, " "))
 	fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
 	if res.Error != "" {
 		return
@@ -187,7 +187,7 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 	for i := r.Lo; i < r.Hi; i++ {
 		addr := t.Endpoint(i).Addr.String()
 		n := res.Picks[addr]
-		fmt.Fprintf(w, "  %-22s %-36s %s %d", addr, strings.Join(svc.EndpointValues(i), "/"), bar(n, total, 30), n)
+		fmt.Fprintf(w, "  %-22s %-36s %s %d", addr, joinSafe(svc.EndpointValues(i), "/"), bar(n, total, 30), n)
 		if total > 0 {
 			fmt.Fprintf(w, " (%.1f%%)", 100*float64(n)/float64(total))
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,6 +18,8 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/fileread"
+	"github.com/loctree/loctree/internal/httpserve"
 	"github.com/loctree/loctree/internal/wasmproxy"
 )
 
@@ -47,9 +48,9 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 
 // newHost compiles the module with the options' configuration.
 func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(host.LogEntry)) (*host.Host, error) {
-	module, err := os.ReadFile(o.module)
+	module, err := fileread.Regular(o.module, maxModuleBytes, "module")
 	if err != nil {
-		return nil, fmt.Errorf("read module: %w", err)
+		return nil, err
 	}
 	plugin, err := textOrFile(o.pluginConfig)
 	if err != nil {
@@ -88,9 +89,17 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 	return host.New(ctx, module, opts)
 }
 
+// Limits of the files `wasm run` and `wasm serve` read. A configuration
+// over the filter's own limit (16 MiB, filter/config_check.go) could not
+// start the plugin anyway.
+const (
+	maxModuleBytes = 256 << 20
+	maxConfigBytes = 16 << 20
+)
+
 func textOrFile(s string) ([]byte, error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		return os.ReadFile(name)
+		return fileread.Regular(name, maxConfigBytes, "configuration")
 	}
 	return []byte(s), nil
 }
@@ -235,12 +244,17 @@ func parseHeaders(flags []string) (host.Headers, error) {
 	return append(out, h...), nil
 }
 
+// serveOptions are the flags of `wasm serve` beyond wasmOptions.
+type serveOptions struct {
+	listen, header string
+	workers        int
+	limits         httpserve.Limits
+}
+
 func newWasmServeCmd() *cobra.Command {
 	var (
-		o       wasmOptions
-		listen  string
-		header  string
-		workers int
+		o  wasmOptions
+		so serveOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --module FILE --listen 127.0.0.1:PORT [flags]",
@@ -255,17 +269,44 @@ Examples:
     --plugin-config '{"tree":{"cluster":"agent"}}' --upstream agent=127.0.0.1:15099`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := so.check(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, &o, listen, header, workers, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return serve(ctx, &o, &so, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	o.register(cmd)
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:15001", "address to listen on")
-	cmd.Flags().StringVar(&header, "header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into")
-	cmd.Flags().IntVar(&workers, "workers", 2, "VMs (Envoy worker threads)")
+	f := cmd.Flags()
+	f.StringVar(&so.listen, "listen", "127.0.0.1:15001", "address to listen on")
+	f.StringVar(&so.header, "header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into")
+	f.IntVar(&so.workers, "workers", 2, fmt.Sprintf("VMs (Envoy worker threads), 1..%d", maxWorkers))
+	f.IntVar(&so.limits.MaxConns, "max-connections", httpserve.Default.MaxConns, "client connections open at once (at most half the open-file limit); more wait")
+	f.DurationVar(&so.limits.Idle, "idle-timeout", httpserve.Default.Idle, "close a keep-alive connection idle this long")
 	return cmd
 }
+
+func (so *serveOptions) check() error {
+	if so.workers < 1 || so.workers > maxWorkers {
+		return fmt.Errorf("--workers %d: must be 1..%d (each worker is a VM with its own memory)", so.workers, maxWorkers)
+	}
+	if so.limits.MaxConns < 1 || so.limits.MaxConns > maxConnections {
+		return fmt.Errorf("--max-connections %d: must be 1..%d", so.limits.MaxConns, maxConnections)
+	}
+	if so.limits.Idle <= 0 {
+		return fmt.Errorf("--idle-timeout %s: must be positive", so.limits.Idle)
+	}
+	return nil
+}
+
+// maxWorkers bounds --workers: every worker is a wazero VM with its own
+// linear memory and copy of the tree.
+const maxWorkers = 64
+
+// maxConnections bounds --max-connections (the listener also stays under
+// half the open-file limit).
+const maxConnections = 1 << 16
 
 func contextOf(cmd *cobra.Command) context.Context {
 	if ctx := cmd.Context(); ctx != nil {
@@ -274,26 +315,26 @@ func contextOf(cmd *cobra.Command) context.Context {
 	return context.Background()
 }
 
-func serve(ctx context.Context, o *wasmOptions, listen, header string, workers int, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	h, err := o.newHost(ctx, stderr, nil)
 	if err != nil {
 		return err
 	}
 	defer h.Close(context.Background())
-	pool, err := h.NewPool(ctx, workers)
+	pool, err := h.NewPool(ctx, so.workers)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
-	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(header), Allowed: allow.Allowed, Log: log}
-	ln, err := net.Listen("tcp", listen)
+	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log}
+	ln, err := httpserve.Listen(so.listen, so.limits.MaxConns)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "loctree wasm serve: listening on http://%s (%d workers, ABI %s)\n", ln.Addr(), workers, h.ABIVersion())
+	srv := httpserve.New(proxy, so.limits)
+	fmt.Fprintf(stdout, "loctree wasm serve: listening on http://%s (%d workers, ABI %s)\n", ln.Addr(), so.workers, h.ABIVersion())
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

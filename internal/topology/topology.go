@@ -3,14 +3,10 @@
 package topology
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/loctree/loctree/examples"
 	"github.com/loctree/loctree/shared"
@@ -19,11 +15,11 @@ import (
 // DefaultName is how the embedded default topology is named in messages.
 const DefaultName = "examples/mesh.yaml (embedded)"
 
-// Load reads a topology file. JSON is accepted too (it is YAML).
+// Load reads a topology file (see ReadFile): YAML, or one JSON object.
 func Load(path string) (*shared.Topology, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read topology: %w", err)
+		return nil, err
 	}
 	return Parse(data, path)
 }
@@ -46,13 +42,16 @@ func LoadOrDefault(path string) (*shared.Topology, string, error) {
 	return top, path, err
 }
 
-// Parse decodes a topology document. Unknown fields are errors, so a typo in
-// a key is reported rather than silently ignored. name is used in errors.
+// Parse decodes a topology document: one JSON object (decoded as JSON) or
+// one YAML document. Unknown fields, a second document, data after the JSON
+// object and fractional weights are errors, so nothing in the file is
+// ignored silently. name is used in errors.
 func Parse(data []byte, name string) (*shared.Topology, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var top shared.Topology
-	if err := dec.Decode(&top); err != nil {
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(name, int64(len(data)), MaxFileSize)
+	}
+	top, err := decode(data)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty topology (want a services: list)", name)
 		}
@@ -61,10 +60,17 @@ func Parse(data []byte, name string) (*shared.Topology, error) {
 	if len(top.Services) == 0 {
 		return nil, fmt.Errorf("%s: no services", name)
 	}
-	if err := checkNodes(&top); err != nil {
+	if err := checkNodes(top); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &top, nil
+	return top, nil
+}
+
+func decode(data []byte) (*shared.Topology, error) {
+	if isJSON(data) {
+		return parseJSON(data)
+	}
+	return parseYAML(data)
 }
 
 func checkNodes(top *shared.Topology) error {

@@ -1,10 +1,13 @@
 package topology
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/loctree/loctree/shared"
 )
@@ -93,14 +96,50 @@ func TestNodeLocality(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:80\n    locality: {zone: z}\n"))
 	f.Add([]byte(`{"services":[{"name":"a","endpoints":[{"address":"[::1]:80","weight":2}]}]}`))
+	// The rules of issue 9: fractional weights, second documents, trailing
+	// JSON, surrogate pairs, control characters, duplicate VIPs, non-unicast
+	// endpoints.
+	f.Add([]byte("services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:80\n    weight: 0.4\n"))
+	f.Add([]byte("services:\n- name: a\n  endpoints: []\n---\nservices:\n- name: b\n  endpoints: []\n"))
+	f.Add([]byte(`{"services":[{"name":"a","endpoints":[]}]} {"services":[]}`))
+	f.Add([]byte(`{"services":[{"name":"\ud83d\ude00\u001b","endpoints":[{"address":"127.0.0.1:80","weight":2.5}]}]}`))
+	f.Add([]byte("services:\n- {name: a, vip: '127.77.0.1:80', endpoints: []}\n- {name: b, vip: '[::ffff:127.77.0.1]:80', endpoints: []}\n"))
+	f.Add([]byte("services:\n- name: a\n  endpoints:\n  - address: 224.0.0.1:80\n  - address: '[::]:80'\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		top, err := Parse(doc, "fuzz.yaml")
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
-				t.Fatalf("error does not name the file: %v", err)
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error does not name the file on one line: %q", err)
 			}
 			return
 		}
-		_, _ = shared.Build(top, shared.BuildOptions{})
+		tree, err := shared.Build(top, shared.BuildOptions{})
+		if err == nil {
+			checkBuilt(t, tree)
+		}
 	})
+}
+
+// checkBuilt holds a built tree to the rules of issue 9: printable names,
+// unicast endpoints, one service per VIP.
+func checkBuilt(t *testing.T, tree *shared.Tree) {
+	vips := map[netip.AddrPort]bool{}
+	for i := range tree.Services() {
+		s := &tree.Services()[i]
+		for _, v := range append(append([]string{s.Name}, s.Hosts...), s.Scopes...) {
+			if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+				t.Fatalf("service %q: accepted %q", s.Name, v)
+			}
+		}
+		if s.VIP.IsValid() && vips[s.VIP] {
+			t.Fatalf("vip %s accepted twice", s.VIP)
+		}
+		vips[s.VIP] = s.VIP.IsValid()
+	}
+	for i := range tree.NumEndpoints() {
+		a := tree.Endpoint(uint32(i)).Addr.Addr()
+		if a.IsUnspecified() || a.IsMulticast() {
+			t.Fatalf("accepted endpoint %s", a)
+		}
+	}
 }

@@ -6,16 +6,18 @@ package wasmproxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loctree/loctree/host"
@@ -33,20 +35,50 @@ type Proxy struct {
 	Client *http.Client
 	// Timeout bounds one request end to end; 0 means 30s.
 	Timeout time.Duration
-	Log     *slog.Logger
+	// MaxBuffered bounds the request bodies held by all requests at once,
+	// and the response bodies likewise; 0 means 64 MiB, and it is at least
+	// 16 MiB, the largest body. Requests past it wait (until Timeout, then
+	// 503).
+	MaxBuffered int64
+	Log         *slog.Logger
+
+	budgets    [2]*bodyBudget // request bodies, response bodies
+	budgetOnce sync.Once
 }
 
-const maxBody = 16 << 20
+// budget is the body budget of requests (0) or responses (1). Separate
+// budgets keep a request that holds its body and waits for room for the
+// response from blocking the responses that would free that room.
+func (p *Proxy) budget(dir int) *bodyBudget {
+	p.budgetOnce.Do(func() {
+		max := max(cmp.Or(p.MaxBuffered, defaultMaxBuffered), maxBody)
+		p.budgets = [2]*bodyBudget{newBodyBudget(max), newBodyBudget(max)}
+	})
+	return p.budgets[dir]
+}
+
+const (
+	requestBodies  = 0
+	responseBodies = 1
+)
 
 // ServeHTTP runs the filter, then forwards or answers locally.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout())
 	defer cancel()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, n, err := readBody(ctx, r.Body, r.ContentLength, p.budget(requestBodies))
+	defer p.budget(requestBodies).give(n)
 	if err != nil {
-		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		p.bodyError(w, err)
 		return
 	}
+	held := new(atomic.Int64) // response body bytes, given back at the end
+	defer func() { p.budget(responseBodies).give(held.Load()) }()
+	p.run(context.WithValue(ctx, heldKey{}, held), w, r, body)
+}
+
+// run passes the request through a VM of the pool and answers.
+func (p *Proxy) run(ctx context.Context, w http.ResponseWriter, r *http.Request, body []byte) {
 	vm, err := p.Pool.Pick(ctx)
 	if err != nil {
 		p.fail(w, http.StatusServiceUnavailable, "wasm plugin unavailable", err)
@@ -64,6 +96,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, http.StatusInternalServerError, "wasm plugin failed", err)
 	default:
 		writeResponse(w, res.Response)
+	}
+}
+
+// heldKey is the context key of a request's held response body bytes.
+type heldKey struct{}
+
+// hold charges n response body bytes to the request of ctx, given back
+// when it ends; without one (a caller other than ServeHTTP) at once.
+func (p *Proxy) hold(ctx context.Context, n int64) {
+	if held, ok := ctx.Value(heldKey{}).(*atomic.Int64); ok {
+		held.Add(n)
+		return
+	}
+	p.budget(responseBodies).give(n)
+}
+
+// bodyError answers a request whose body could not be read.
+func (p *Proxy) bodyError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		http.Error(w, "request "+err.Error(), http.StatusRequestEntityTooLarge)
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
 	}
 }
 
@@ -134,9 +192,10 @@ func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
 		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, n, err := readBody(out.Context(), resp.Body, resp.ContentLength, p.budget(responseBodies))
+	p.hold(out.Context(), n)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read upstream body: %w", errBadGateway, err)
+		return nil, fmt.Errorf("%w: upstream response %w", errBadGateway, err)
 	}
 	h := host.Headers{{":status", strconv.Itoa(resp.StatusCode)}}
 	for k, vs := range resp.Header {

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package fileread
+
+import "os"
+
+const openFlags = os.O_RDONLY

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package httpserve
+
+func capToFiles(n int) int { return n }

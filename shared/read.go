@@ -1,0 +1,63 @@
+package shared
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ReadBlob reads one encoded tree from r without trusting r's length: the
+// 64-byte header is read and checked first (magic, version, header size,
+// total_size within MaxBlobSize), then exactly total_size bytes. A wrong
+// input (another file, /dev/zero, an endless stream) fails after 64 bytes,
+// and memory grows only with the bytes actually read. Errors wrap
+// ErrCorrupt. The blob still needs Decode.
+func ReadBlob(r io.Reader) ([]byte, error) {
+	hdr := make([]byte, HeaderSize)
+	if n, err := io.ReadFull(r, hdr); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, corrupt("%d bytes, shorter than the %d-byte header", n, HeaderSize)
+		}
+		return nil, err
+	}
+	total, err := blobSize(hdr)
+	if err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(hdr)
+	buf.Grow(min(int(total), preallocMax) - HeaderSize + 1)
+	if _, err := buf.ReadFrom(io.LimitReader(r, int64(total)-HeaderSize+1)); err != nil {
+		return nil, err
+	}
+	switch got := buf.Len(); {
+	case got < int(total):
+		return nil, corrupt("header says %d bytes, input ends after %d", total, got)
+	case got > int(total):
+		return nil, corrupt("header says %d bytes, input has more; one tree per file", total)
+	}
+	return buf.Bytes(), nil
+}
+
+// preallocMax bounds what ReadBlob allocates on the header's word alone;
+// beyond it the buffer grows with the bytes read.
+const preallocMax = 64 << 20
+
+// blobSize checks the fields of a header that say what the input is and
+// how long, and returns total_size.
+func blobSize(hdr []byte) (uint32, error) {
+	if !bytes.Equal(hdr[hMagic:hMagic+4], Magic[:]) {
+		return 0, corrupt("bad magic %q (want %q): not a loctree tree", hdr[:4], Magic[:])
+	}
+	if v := le.Uint16(hdr[hVersion:]); v != FormatVersion {
+		return 0, corrupt("format version %d (this build reads %d)", v, FormatVersion)
+	}
+	if h := le.Uint16(hdr[hHeaderSize:]); h != HeaderSize {
+		return 0, corrupt("header size %d (want %d)", h, HeaderSize)
+	}
+	total := le.Uint32(hdr[hTotalSize:])
+	if total < HeaderSize || uint64(total) > MaxBlobSize {
+		return 0, fmt.Errorf("%w: header says %d bytes (want %d..%d)", ErrCorrupt, total, HeaderSize, uint64(MaxBlobSize))
+	}
+	return total, nil
+}
