@@ -133,8 +133,12 @@ func (h *httpContext) reject(reason string) types.Action {
 }
 
 // OnHttpStreamDone releases the least-request in-flight count and recycles
-// the context (the SDK calls nothing on it afterwards).
+// the context (the SDK calls nothing on it afterwards). A second call is a
+// no-op.
 func (h *httpContext) OnHttpStreamDone() {
+	if h.p == nil {
+		return
+	}
 	if h.counted {
 		h.st.picker.Done(h.inflight)
 	}

@@ -44,8 +44,19 @@ type pluginContext struct {
 }
 
 // OnPluginStart parses the configuration; a bad one fails the plugin with
-// one clear log line, as Envoy expects.
-func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
+// one clear log line, as Envoy expects. A panic while starting fails the
+// plugin the same way instead of trapping the VM.
+func (p *pluginContext) OnPluginStart(int) (status types.OnPluginStartStatus) {
+	defer func() {
+		if r := recover(); r != nil {
+			abi.LogCritical(fmt.Sprintf("loctree: plugin start failed: internal error: %v", r))
+			status = types.OnPluginStartStatusFailed
+		}
+	}()
+	return p.start()
+}
+
+func (p *pluginContext) start() types.OnPluginStartStatus {
 	data, err := abi.GetPluginConfiguration()
 	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 		abi.LogCritical("loctree: plugin start failed: read plugin configuration: " + err.Error())

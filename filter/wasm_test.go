@@ -214,3 +214,62 @@ func vmGoroutines() int {
 	}
 	return n
 }
+
+// TestLeastRequestReleasedOnDelete: a stream Envoy destroys without access
+// logging (proxy_on_done and proxy_on_delete, no proxy_on_log: cpp-host
+// src/context.cc:242-248) still releases its in-flight count.
+func TestLeastRequestReleasedOnDelete(t *testing.T) {
+	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
+	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
+	  "locality":{"region":"r"}}`
+	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	open := func() (*host.Stream, string) {
+		t.Helper()
+		s, err := vm.NewStream(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
+			t.Fatal(err)
+		}
+		hs, _ := s.Headers()
+		v, _ := hs.Get(defaultHeader)
+		return s, v
+	}
+	a, busy := open() // stays open: one in flight on busy
+	defer a.Close()
+	for i := range 20 {
+		s, got := open()
+		if got == busy { // the other endpoint has 0 in flight unless a reset leaked
+			t.Fatalf("stream %d sent to the busy endpoint %s: a reset stream kept its count", i, busy)
+		}
+		if err := s.Reset(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBadConfigsFailPluginStart: every bad configuration fails plugin start
+// (proxy_on_configure returns false) with one critical log line; none traps
+// the VM.
+func TestBadConfigsFailPluginStart(t *testing.T) {
+	for _, cfg := range []string{
+		``, `null`, `not json`, `[]`, `{"tree":{"cluster":""}}`, `{"tree":{"cluster":"a","path":"x"}}`,
+		`{"topology":{"services":[{"name":"a","endpoints":[{"address":"bad"}]}]}}`,
+		`{"topology":{"services":[]},"tree":{"cluster":"a"}}`, inline(`,"fallbacks":99`),
+		inline(`,"header_format":"hex"`), inline(`,"unknown":1`), `{"topology":{"services":[{"name":""}]}}`,
+	} {
+		h := newHost(t, cfg, host.Options{})
+		_, err := h.NewVM(context.Background())
+		if !errors.Is(err, host.ErrPluginStart) {
+			t.Errorf("config %q: %v, want ErrPluginStart", cfg, err)
+		}
+		if n := countLogs(h, "loctree: plugin start failed: "); n != 1 {
+			t.Errorf("config %q: %d plugin-start log lines, want 1: %v", cfg, n, h.Logs())
+		}
+	}
+}

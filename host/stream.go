@@ -216,6 +216,27 @@ func (s *Stream) Close() error {
 	return err
 }
 
+// Reset ends the stream without access logging: proxy_on_done, then
+// proxy_on_delete, no proxy_on_log. Envoy destroys a filter's context this
+// way (cpp-host src/context.cc:242-248, ContextBase::destroy calls only
+// onDone); proxy_on_log comes from the access-log path, which a stream may
+// never reach.
+func (s *Stream) Reset() error {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed || s.awaitDone {
+		return nil
+	}
+	vm.effective = s.id
+	defer s.finish()
+	if _, err := vm.call(vm.runCtx, vm.fn.done, uint64(s.id)); err != nil {
+		return err
+	}
+	_, err := vm.call(vm.runCtx, vm.fn.delete, uint64(s.id))
+	return err
+}
+
 // finish forgets the stream. vm.mu is held.
 func (s *Stream) finish() {
 	s.closed = true
