@@ -18,12 +18,15 @@ func (vm *VM) writeU32(ptr uint64, v uint32) bool { return vm.mem.WriteUint32Le(
 
 func (vm *VM) writeU64(ptr uint64, v uint64) bool { return vm.mem.WriteUint64Le(uint32(ptr), v) }
 
-// alloc asks the module's allocator for size bytes.
+// alloc asks the module's allocator for size bytes, with only the
+// allocator's allow-list of host functions callable (cpp-host
+// include/proxy-wasm/wasm.h:393-407, WasmBase::allocMemory).
 func (vm *VM) alloc(size int) (uint32, bool) {
 	var st [1]uint64
 	st[0] = uint64(size)
+	defer vm.restrict("the allocator", allocAllowed)()
 	// The allocation runs inside the hostcall, under the hostcall's context.
-	if err := vm.allocFn.CallWithStack(vm.allocCtx, st[:]); err != nil {
+	if err := vm.fn.alloc.CallWithStack(vm.allocCtx, st[:]); err != nil {
 		return 0, false
 	}
 	p := uint32(st[0])

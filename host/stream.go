@@ -146,7 +146,7 @@ func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (A
 	ctx := vm.runCtx // callbacks after start: no timer or cancellation per call (see watch)
 	var r uint64
 	var err error
-	if k == phaseRequestTrailers || k == phaseResponseTrailers {
+	if k == phaseRequestTrailers || k == phaseResponseTrailers || vm.h.abi == abi010 && (k == phaseRequestHeaders || k == phaseResponseHeaders) {
 		r, err = vm.call(ctx, f, uint64(s.id), uint64(n))
 	} else {
 		r, err = vm.call(ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))

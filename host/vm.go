@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -51,25 +49,11 @@ type VM struct {
 	callResp *callResponse
 	deferred []*Stream
 	deletes  []*Stream
-	allocFn  api.Function
 	allocCtx context.Context
-}
-
-type callbacks struct {
-	contextCreate, vmStart, configure, tick, httpCallResponse, queueReady api.Function
-	requestHeaders, requestBody, requestTrailers                          api.Function
-	responseHeaders, responseBody, responseTrailers                       api.Function
-	log, done, delete                                                     api.Function
-}
-
-// want lists the callbacks with the parameter count ABI 0.2.x gives them.
-var want = map[string]int{
-	"proxy_on_context_create": 2, "proxy_on_vm_start": 2, "proxy_on_configure": 2,
-	"proxy_on_tick": 1, "proxy_on_http_call_response": 5, "proxy_on_queue_ready": 2,
-	"proxy_on_request_headers": 3, "proxy_on_request_body": 3, "proxy_on_request_trailers": 2,
-	"proxy_on_response_headers": 3, "proxy_on_response_body": 3, "proxy_on_response_trailers": 2,
-	"proxy_on_log": 1, "proxy_on_done": 1, "proxy_on_delete": 1,
-	"proxy_on_memory_allocate": 1, "malloc": 1,
+	// allowed, when set, is the only host functions the running phase
+	// (phase) may call; see restrict.
+	allowed map[string]bool
+	phase   string
 }
 
 // NewVM instantiates the module and starts the plugin as Envoy does:
@@ -81,9 +65,7 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 	id := int(h.nextVM.Add(1))
 	vm := &VM{h: h, id: id, rootID: 1, nextID: 1, streams: map[uint32]*Stream{}}
 	vm.ctx, vm.cancel = context.WithCancel(context.WithValue(context.Background(), vmKey{}, vm))
-	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions().
-		WithStdout(&logWriter{vm: vm, level: LogInfo}).WithStderr(&logWriter{vm: vm, level: LogError}).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions()
 	mod, err := h.runtime.InstantiateModule(ctx, h.compiled, cfg)
 	if err != nil {
 		vm.cancel()
@@ -102,56 +84,9 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 	return vm, nil
 }
 
-func (vm *VM) bind() error {
-	get := func(name string) (api.Function, error) {
-		f := vm.mod.ExportedFunction(name)
-		if f != nil && len(f.Definition().ParamTypes()) != want[name] {
-			return nil, fmt.Errorf("%w: %s takes %d parameters, ABI 0.2.x says %d",
-				ErrMissingExport, name, len(f.Definition().ParamTypes()), want[name])
-		}
-		return f, nil
-	}
-	var errs []error
-	bind := func(dst *api.Function, name string) {
-		f, err := get(name)
-		errs = append(errs, err)
-		*dst = f
-	}
-	c := &vm.fn
-	bind(&c.contextCreate, "proxy_on_context_create")
-	bind(&c.vmStart, "proxy_on_vm_start")
-	bind(&c.configure, "proxy_on_configure")
-	bind(&c.tick, "proxy_on_tick")
-	bind(&c.httpCallResponse, "proxy_on_http_call_response")
-	bind(&c.queueReady, "proxy_on_queue_ready")
-	bind(&c.requestHeaders, "proxy_on_request_headers")
-	bind(&c.requestBody, "proxy_on_request_body")
-	bind(&c.requestTrailers, "proxy_on_request_trailers")
-	bind(&c.responseHeaders, "proxy_on_response_headers")
-	bind(&c.responseBody, "proxy_on_response_body")
-	bind(&c.responseTrailers, "proxy_on_response_trailers")
-	bind(&c.log, "proxy_on_log")
-	bind(&c.done, "proxy_on_done")
-	bind(&c.delete, "proxy_on_delete")
-	bind(&vm.allocFn, "proxy_on_memory_allocate")
-	if vm.allocFn == nil {
-		bind(&vm.allocFn, "malloc")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if vm.allocFn == nil {
-		return fmt.Errorf("%w: neither proxy_on_memory_allocate nor malloc is exported", ErrMissingExport)
-	}
-	if c.contextCreate == nil {
-		return fmt.Errorf("%w: proxy_on_context_create", ErrMissingExport)
-	}
-	return nil
-}
-
 func (vm *VM) start() error {
-	if err := vm.bind(); err != nil {
-		return err
+	if err := vm.fn.bind(vm.mod, vm.h.abi); err != nil {
+		return fmt.Errorf("vm %d: %w", vm.id, err)
 	}
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
@@ -182,23 +117,26 @@ func (vm *VM) start() error {
 	return nil
 }
 
-// initialize runs the module's start function(s).
+// initialize runs the module's start functions as cpp-host's
+// WasmBase::startVm does (src/wasm.cc:379-459): `_initialize` then `main`
+// (or `__main_void`), else `_start`, with only the start allow-list of host
+// functions callable.
 func (vm *VM) initialize(ctx context.Context) error {
-	if f := vm.mod.ExportedFunction("_initialize"); f != nil {
-		if _, err := vm.call(ctx, f); err != nil {
-			return err
-		}
-		if f := vm.mod.ExportedFunction("main"); f != nil && len(f.Definition().ParamTypes()) == 2 {
-			_, err := vm.call(ctx, f, 0, 0)
-			return err
-		}
-		return nil
-	}
-	if f := vm.mod.ExportedFunction("_start"); f != nil {
-		_, err := vm.call(ctx, f)
+	defer vm.restrict("start", startAllowed)()
+	c := &vm.fn
+	if c.initialize == nil {
+		_, err := vm.call(ctx, c.start)
 		return err
 	}
-	return nil
+	if _, err := vm.call(ctx, c.initialize); err != nil {
+		return err
+	}
+	if c.main != nil {
+		_, err := vm.call(ctx, c.main, 0, 0)
+		return err
+	}
+	_, err := vm.call(ctx, c.mainVoid)
+	return err
 }
 
 // watch closes the module when a callback runs longer than CallTimeout
@@ -363,20 +301,6 @@ func (vm *VM) afterCall() {
 		vm.call(ctx, vm.fn.delete, uint64(s.id))
 		s.finish()
 	}
-}
-
-// logWriter turns stdout/stderr writes into log lines, as Envoy does.
-type logWriter struct {
-	vm    *VM
-	level LogLevel
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	msg := strings.TrimRight(string(p), "\n")
-	if msg != "" {
-		w.vm.h.emit(LogEntry{VM: w.vm.id, Level: w.level, Message: msg})
-	}
-	return len(p), nil
 }
 
 // MemorySize returns the size of the VM's linear memory in bytes.
