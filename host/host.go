@@ -158,7 +158,7 @@ func abiOf(m wazero.CompiledModule) string {
 // offered returns the host functions by import module for the module's ABI.
 func (h *Host) offered() map[string][]hostFunc {
 	return map[string][]hostFunc{
-		"env":         hostcallsFor(h.abi),
+		"env":          hostcallsFor(h.abi),
 		wasiModules[0]: wasi(wasiModules[0]),
 		wasiModules[1]: wasi(wasiModules[1]),
 	}

@@ -256,7 +256,9 @@ func (vm *VM) writev(fd, iovs, n uint64) (uint32, uint32) {
 	return uint32(len(msg)), errnoSuccess
 }
 
-func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 // wasiClockTimeGet: realtime and monotonic; CPU-time clocks are ENOTSUP.
 func wasiClockTimeGet(vm *VM, st []uint64) uint32 {
