@@ -27,7 +27,7 @@ func (vm *VM) alloc(size int) (uint32, bool) {
 	defer vm.restrict("the allocator", allocAllowed)()
 	// The allocation runs inside the hostcall, under the hostcall's context.
 	if err := vm.fn.alloc.CallWithStack(vm.allocCtx, st[:]); err != nil {
-		return 0, false
+		panic(err) // a trap in the allocator fails the VM, as in cpp-host
 	}
 	p := uint32(st[0])
 	return p, p != 0 || size == 0
