@@ -133,7 +133,9 @@ func section(id byte, content []byte) []byte {
 	return slices.Concat([]byte{id}, uleb(uint64(len(content))), content)
 }
 
-func vector(items [][]byte) []byte { return slices.Concat(append([][]byte{uleb(uint64(len(items)))}, items...)...) }
+func vector(items [][]byte) []byte {
+	return slices.Concat(append([][]byte{uleb(uint64(len(items)))}, items...)...)
+}
 
 func name(s string) []byte { return append(uleb(uint64(len(s))), s...) }
 
