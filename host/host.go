@@ -52,6 +52,8 @@ type Options struct {
 // LogEntry is one log line written by a module through proxy_log (or to
 // stdout/stderr, logged at info/error as Envoy does).
 type LogEntry struct {
+	// VM is the worker VM's number (1, 2, ...); 0 is the base VM and -1 the
+	// configuration canary.
 	VM      int
 	Level   LogLevel
 	Message string
@@ -73,6 +75,10 @@ type Host struct {
 
 	logMu sync.Mutex
 	logs  []LogEntry
+
+	prepMu   sync.Mutex // serialises prepare
+	prepared bool
+	prepErr  error // the base VM's or the canary's failure
 
 	vmMu sync.Mutex
 	vms  map[*VM]struct{} // open VMs, closed with the host

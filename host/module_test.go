@@ -108,14 +108,40 @@ func TestOtherSDKModule(t *testing.T) {
 		}
 	}
 	vm.Close()
+	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2,done 1,delete 1"
+	if got := vmLogs(h, vm.ID()); got != want {
+		t.Fatalf("callback order\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestCanary: before the first worker VM, a configuration canary starts
+// the plugin and is discarded without proxy_on_done or proxy_on_delete;
+// the base VM only initializes (cpp-host src/wasm.cc:536-569, 571-612;
+// include/proxy-wasm/wasm.h:335).
+func TestCanary(t *testing.T) {
+	h := newTestHost(t, otherSDK(t), Options{PluginConfig: []byte("{}")})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.Close()
+	if got, want := vmLogs(h, canaryVM), "create 1 0,vm_start 0,configure 2"; got != want {
+		t.Fatalf("canary callbacks %q, want %q", got, want)
+	}
+	if got := vmLogs(h, baseVM); got != "" {
+		t.Fatalf("base VM callbacks %q, want none", got)
+	}
+}
+
+// vmLogs joins the log lines of one VM.
+func vmLogs(h *Host, id int) string {
 	var order []string
 	for _, l := range h.Logs() {
-		order = append(order, strings.TrimSpace(l.Message))
+		if l.VM == id {
+			order = append(order, strings.TrimSpace(l.Message))
+		}
 	}
-	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2,done 1,delete 1"
-	if strings.Join(order, ",") != want {
-		t.Fatalf("callback order\n got %s\nwant %s", strings.Join(order, ","), want)
-	}
+	return strings.Join(order, ",")
 }
 
 // TestTrapAndTimeout: a panic or an endless loop in the module fails that

@@ -40,6 +40,8 @@ type VM struct {
 	stack     [12]uint64
 	broken    error
 	closed    bool
+	// rootCreated: the plugin's root context exists (not in a base VM).
+	rootCreated bool
 
 	tickPeriod time.Duration
 	tickStop   chan struct{}
@@ -56,16 +58,27 @@ type VM struct {
 	phase   string
 }
 
-// NewVM instantiates the module and starts the plugin as Envoy does:
-// `_initialize` (then `main` if exported) or `_start`, then
-// proxy_on_context_create(root), proxy_on_vm_start and proxy_on_configure.
-// A false from either start callback fails with ErrVMStart / ErrPluginStart;
-// the host keeps working.
+// NewVM starts a worker VM as Envoy does: the module is instantiated,
+// initialized (`_initialize` then `main` or `__main_void`, or `_start`),
+// then proxy_on_context_create(root), proxy_on_vm_start and
+// proxy_on_configure. The host's first VM is preceded by the base VM and
+// the configuration canary (see prepare); a plugin the canary rejected fails
+// every NewVM with the canary's error. A false from either start callback
+// fails with ErrVMStart / ErrPluginStart; the host keeps working.
 func (h *Host) NewVM(ctx context.Context) (*VM, error) {
-	id := int(h.nextVM.Add(1))
+	if err := h.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return h.startVM(ctx, int(h.nextVM.Add(1)), true)
+}
+
+// startVM instantiates the module as VM id and initializes it; with
+// plugin it also starts the plugin (root context, on_vm_start,
+// on_configure).
+func (h *Host) startVM(ctx context.Context, id int, plugin bool) (*VM, error) {
 	vm := &VM{h: h, id: id, rootID: 1, nextID: 1, streams: map[uint32]*Stream{}}
 	vm.ctx, vm.cancel = context.WithCancel(context.WithValue(context.Background(), vmKey{}, vm))
-	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions()
+	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm%+d", id)).WithStartFunctions()
 	mod, err := h.runtime.InstantiateModule(ctx, h.compiled, cfg)
 	if err != nil {
 		vm.cancel()
@@ -74,17 +87,17 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 	vm.mod, vm.mem = mod, mod.Memory()
 	h.track(vm, true)
 	vm.runCtx = context.WithValue(context.Background(), vmKey{}, vm)
-	if h.opts.CallTimeout > 0 {
+	if h.opts.CallTimeout > 0 && plugin {
 		go vm.watch(h.opts.CallTimeout)
 	}
-	if err := vm.start(); err != nil {
+	if err := vm.start(plugin); err != nil {
 		vm.Close()
 		return nil, err
 	}
 	return vm, nil
 }
 
-func (vm *VM) start() error {
+func (vm *VM) start(plugin bool) error {
 	if err := vm.fn.bind(vm.mod, vm.h.abi); err != nil {
 		return fmt.Errorf("vm %d: %w", vm.id, err)
 	}
@@ -95,9 +108,10 @@ func (vm *VM) start() error {
 		ctx, cancel = context.WithTimeout(vm.ctx, vm.h.opts.StartTimeout)
 	}
 	defer cancel()
-	if err := vm.initialize(ctx); err != nil {
+	if err := vm.initialize(ctx); err != nil || !plugin {
 		return err
 	}
+	vm.rootCreated = true
 	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(vm.rootID), 0); err != nil {
 		return err
 	}
@@ -216,7 +230,7 @@ func (vm *VM) Close() error {
 		return nil
 	}
 	vm.closed = true
-	if vm.broken == nil {
+	if vm.broken == nil && vm.rootCreated {
 		ctx := vm.runCtx
 		vm.effective = vm.rootID
 		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
