@@ -104,3 +104,14 @@ func DecodePairs(b []byte) (Headers, error) {
 	h, err := pairs.Decode(b)
 	return Headers(h), err
 }
+
+// toPairs is DecodePairs as cpp-host's PairsUtil::toPairs answers: a
+// malformed map is the empty map (src/pairs_util.cc:122-200), so the
+// hostcalls that take pairs go on without them.
+func toPairs(b []byte) Headers {
+	h, err := DecodePairs(b)
+	if err != nil {
+		return nil
+	}
+	return h
+}

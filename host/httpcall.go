@@ -38,12 +38,7 @@ func hcHTTPCall(vm *VM, st []uint64) Status {
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return StatusInvalidMemoryAccess
 	}
-	headers, err1 := DecodePairs(hb)
-	trailers, err2 := DecodePairs(tb)
-	if err1 != nil || err2 != nil {
-		return StatusBadArgument
-	}
-	headers = headers.lowered()
+	headers, trailers := toPairs(hb).lowered(), toPairs(tb) // cpp-host src/exports.cc:522-523
 	base, known := vm.h.opts.Upstreams[upstream]
 	if !known || !hasPseudo(headers) {
 		vm.h.log.Warn("proxy_http_call rejected", "vm", vm.id, "upstream", upstream, "known", known)

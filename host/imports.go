@@ -150,17 +150,11 @@ func hcSetEffective(vm *VM, st []uint64) Status {
 	return StatusOK
 }
 
-// hcDone finishes a stream whose proxy_on_done returned false:
-// proxy_on_delete follows when the current callback returns.
-func hcDone(vm *VM, _ []uint64) Status {
-	s := vm.streams[vm.effective]
-	if s == nil || !s.awaitDone {
-		return StatusNotFound
-	}
-	s.awaitDone = false
-	vm.deletes = append(vm.deletes, s)
-	return StatusOK
-}
+// hcDone: proxy_done ends a root context whose proxy_on_done answered
+// false (cpp-host src/wasm.cc:514-522); a stream never waits for it. The
+// host closes a VM right after its root's proxy_on_done, so no root is
+// ever pending when the module runs: NotFound.
+func hcDone(*VM, []uint64) Status { return StatusNotFound }
 
 func hcGetConfiguration(vm *VM, st []uint64) Status {
 	return vm.returnBytes(vm.h.opts.PluginConfig, st[0], st[1])
@@ -198,10 +192,7 @@ func hcLocalResponse(vm *VM, st []uint64) Status {
 	if !ok1 || !ok2 || !ok3 {
 		return StatusInvalidMemoryAccess
 	}
-	headers, err := DecodePairs(hb)
-	if err != nil {
-		return StatusBadArgument
-	}
+	headers := toPairs(hb) // malformed pairs are dropped (cpp-host src/exports.cc:155)
 	if s == nil {
 		return StatusNotFound
 	}

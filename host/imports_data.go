@@ -24,8 +24,10 @@ func (vm *VM) buffer(t uint64) (*[]byte, Status) {
 		b := vm.h.opts.VMConfig
 		return &b, StatusOK
 	case bufferPluginConfiguration:
-		b := vm.h.opts.PluginConfig
-		return &b, StatusOK
+		if vm.configuring { // only in proxy_on_configure (Envoy Context::getBuffer, temp_plugin_)
+			b := vm.h.opts.PluginConfig
+			return &b, StatusOK
+		}
 	case bufferDownstreamData, bufferUpstreamData, bufferGRPCReceive, bufferForeignArguments:
 	default:
 		return nil, StatusBadArgument
@@ -38,14 +40,11 @@ func hcGetBuffer(vm *VM, st []uint64) Status {
 	if buf == nil {
 		return status
 	}
-	start, max := st[1], st[2]
-	if start > uint64(len(*buf)) {
-		return StatusBadArgument
-	}
-	end := min(start+max, uint64(len(*buf)))
-	if end == start {
-		return StatusNotFound
-	}
+	// A start at or past the end, or an empty range, is Ok with no bytes
+	// (cpp-host src/exports.cc:457-471).
+	size := uint64(len(*buf))
+	start := min(st[1], size)
+	end := min(start+st[2], size)
 	return vm.returnBytes((*buf)[start:end], st[3], st[4])
 }
 
@@ -77,138 +76,6 @@ func hcBufferStatus(vm *VM, st []uint64) Status {
 		return StatusInvalidMemoryAccess
 	}
 	return StatusOK
-}
-
-// headerMap returns the map the ABI names; writable reports whether the
-// plugin may change it now.
-func (vm *VM) headerMap(t uint64) (*Headers, Status) {
-	s := vm.streams[vm.effective]
-	switch t {
-	case mapRequestHeaders:
-		if s != nil {
-			return &s.reqHeaders, StatusOK
-		}
-	case mapRequestTrailers:
-		if s != nil {
-			return &s.reqTrailers, StatusOK
-		}
-	case mapResponseHeaders:
-		if s != nil {
-			return &s.respHeaders, StatusOK
-		}
-	case mapResponseTrailers:
-		if s != nil {
-			return &s.respTrailers, StatusOK
-		}
-	case mapHTTPCallHeaders:
-		if vm.callResp != nil {
-			return &vm.callResp.headers, StatusOK
-		}
-	case mapHTTPCallTrailers:
-		if vm.callResp != nil {
-			return &vm.callResp.trailers, StatusOK
-		}
-	case mapGRPCInitialMetadata, mapGRPCTrailingMetadata:
-	default:
-		return nil, StatusBadArgument
-	}
-	return nil, StatusNotFound
-}
-
-func hcMapSize(vm *VM, st []uint64) Status {
-	m, status := vm.headerMap(st[0])
-	if m == nil {
-		return status
-	}
-	if !vm.writeU32(st[1], uint32(len(EncodePairs(*m)))) {
-		return StatusInvalidMemoryAccess
-	}
-	return StatusOK
-}
-
-func hcGetPairs(vm *VM, st []uint64) Status {
-	m, status := vm.headerMap(st[0])
-	if m == nil {
-		return status
-	}
-	return vm.returnBytes(EncodePairs(*m), st[1], st[2])
-}
-
-func hcSetPairs(vm *VM, st []uint64) Status {
-	m, status := vm.headerMap(st[0])
-	if m == nil {
-		return status
-	}
-	b, ok := vm.read(st[1], st[2])
-	if !ok {
-		return StatusInvalidMemoryAccess
-	}
-	h, err := DecodePairs(b)
-	if err != nil {
-		return StatusBadArgument
-	}
-	*m = h.lowered()
-	return StatusOK
-}
-
-func (vm *VM) mapKey(st []uint64) (*Headers, string, Status) {
-	m, status := vm.headerMap(st[0])
-	if m == nil {
-		return nil, "", status
-	}
-	k, ok := vm.readString(st[1], st[2])
-	if !ok {
-		return nil, "", StatusInvalidMemoryAccess
-	}
-	return m, strings.ToLower(k), StatusOK
-}
-
-func hcGetValue(vm *VM, st []uint64) Status {
-	m, k, status := vm.mapKey(st)
-	if m == nil {
-		return status
-	}
-	v, ok := m.Get(k)
-	if !ok {
-		return StatusNotFound
-	}
-	return vm.returnBytes([]byte(v), st[3], st[4])
-}
-
-func (vm *VM) mapKeyValue(st []uint64) (*Headers, string, string, Status) {
-	m, k, status := vm.mapKey(st)
-	if m == nil {
-		return nil, "", "", status
-	}
-	v, ok := vm.readString(st[3], st[4])
-	if !ok {
-		return nil, "", "", StatusInvalidMemoryAccess
-	}
-	return m, k, v, StatusOK
-}
-
-func hcAddValue(vm *VM, st []uint64) Status {
-	m, k, v, status := vm.mapKeyValue(st)
-	if m != nil {
-		m.Add(k, v)
-	}
-	return status
-}
-
-func hcReplaceValue(vm *VM, st []uint64) Status {
-	m, k, v, status := vm.mapKeyValue(st)
-	if m != nil {
-		m.Set(k, v)
-	}
-	return status
-}
-
-func hcRemoveValue(vm *VM, st []uint64) Status {
-	m, k, status := vm.mapKey(st)
-	if m != nil {
-		m.Del(k)
-	}
-	return status
 }
 
 func hcSetShared(vm *VM, st []uint64) Status {

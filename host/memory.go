@@ -40,7 +40,7 @@ func (vm *VM) returnBytes(data []byte, retPtr, retSize uint64) Status {
 	if len(data) > 0 {
 		var ok bool
 		if p, ok = vm.alloc(len(data)); !ok {
-			return StatusInternalFailure
+			return StatusInvalidMemoryAccess // cpp-host WasmBase::copyToPointerSize fails
 		}
 		if !vm.mem.Write(p, data) {
 			return StatusInvalidMemoryAccess

@@ -42,6 +42,8 @@ type VM struct {
 	closed    bool
 	// rootCreated: the plugin's root context exists (not in a base VM).
 	rootCreated bool
+	configuring bool // inside proxy_on_configure
+	logging     bool // inside a stream's proxy_on_log
 
 	tickPeriod time.Duration
 	tickStop   chan struct{}
@@ -50,7 +52,6 @@ type VM struct {
 	nextCall uint32
 	callResp *callResponse
 	deferred []*Stream
-	deletes  []*Stream
 	allocCtx context.Context
 	// allowed, when set, is the only host functions the running phase
 	// (phase) may call; see restrict.
@@ -120,7 +121,9 @@ func (vm *VM) start(plugin bool) error {
 	} else if vm.fn.vmStart != nil && uint32(ok) == 0 {
 		return fmt.Errorf("vm %d: %w", vm.id, ErrVMStart)
 	}
+	vm.configuring = true
 	ok, err := vm.call(ctx, vm.fn.configure, uint64(vm.rootID), uint64(len(vm.h.opts.PluginConfig)))
+	vm.configuring = false
 	if err != nil {
 		return err
 	}
@@ -307,14 +310,6 @@ func (vm *VM) afterCall() {
 		s.applyDeferred()
 	}
 	vm.deferred = vm.deferred[:0]
-	for len(vm.deletes) > 0 {
-		s := vm.deletes[0]
-		vm.deletes = vm.deletes[1:]
-		vm.effective = s.id
-		ctx := vm.runCtx
-		vm.call(ctx, vm.fn.delete, uint64(s.id))
-		s.finish()
-	}
 }
 
 // MemorySize returns the size of the VM's linear memory in bytes.
