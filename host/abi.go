@@ -1,5 +1,7 @@
 package host
 
+import "fmt"
+
 // Status is a proxy_status_t.
 type Status uint32
 
@@ -100,6 +102,20 @@ const (
 	LogError    LogLevel = 4
 	LogCritical LogLevel = 5
 )
+
+// ParseLogLevel parses a level name as Envoy's --log-level takes it
+// (trace, debug, info, warn or warning, error, critical).
+func ParseLogLevel(s string) (LogLevel, error) {
+	for l := LogTrace; l <= LogCritical; l++ {
+		if s == l.String() {
+			return l, nil
+		}
+	}
+	if s == "warning" {
+		return LogWarn, nil
+	}
+	return 0, fmt.Errorf("log level %q: want trace, debug, info, warn, error or critical", s)
+}
 
 // String names the level as Envoy's log does.
 func (l LogLevel) String() string {

@@ -41,6 +41,10 @@ type Options struct {
 	ManualTicks bool
 	// HTTPClient sends proxy_http_call requests; nil means a default client.
 	HTTPClient *http.Client
+	// LogLevel is Envoy's log level for the plugin: proxy_get_log_level
+	// reports it and module log lines below it are dropped. The zero value
+	// is LogTrace (everything); Envoy's default is LogInfo.
+	LogLevel LogLevel
 	// Logger receives the module's logs and the host's own; nil discards.
 	Logger *slog.Logger
 	// OnLog, if set, sees every log line of every VM.
@@ -253,6 +257,9 @@ func (h *Host) track(vm *VM, open bool) {
 }
 
 func (h *Host) emit(e LogEntry) {
+	if e.Level < h.opts.LogLevel {
+		return
+	}
 	h.logMu.Lock()
 	if len(h.logs) >= maxKeptLogs {
 		h.logs = h.logs[1:]

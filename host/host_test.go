@@ -145,9 +145,11 @@ func TestPropertiesEncoding(t *testing.T) {
 		"listener_direction":                     {1, 0, 0, 0, 0, 0, 0, 0},
 		"connection\x00mtls":                     {1},
 		"xds\x00node\x00metadata\x00LABELS\x00a": []byte("1"),
-		// google.protobuf.Struct{fields: {"a": string_value "1", "b": string_value "2"}}
-		"xds\x00node\x00metadata\x00LABELS": {0x0a, 0x08, 0x0a, 0x01, 'a', 0x12, 0x03, 0x1a, 0x01, '1',
-			0x0a, 0x08, 0x0a, 0x01, 'b', 0x12, 0x03, 0x1a, 0x01, '2'},
+		// A map reads as serialized pairs, as Envoy's serializeValue writes a
+		// CEL map (source/extensions/common/wasm/context.cc, case kMap):
+		// count 2, sizes (1,1) (1,1), then "a\0" "1\0" "b\0" "2\0".
+		"xds\x00node\x00metadata\x00LABELS": {2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0,
+			'a', 0, '1', 0, 'b', 0, '2', 0},
 	} {
 		if got, ok := p.Get(path); !ok || !bytes.Equal(got, want) {
 			t.Errorf("%q = %v, want %v", path, got, want)

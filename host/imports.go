@@ -122,8 +122,11 @@ func hcLog(vm *VM, st []uint64) Status {
 	return StatusOK
 }
 
+// hcGetLogLevel reports the configured level (Options.LogLevel), as Envoy
+// reports its logger's (source/extensions/common/wasm/context.cc,
+// Context::getLogLevel).
 func hcGetLogLevel(vm *VM, st []uint64) Status {
-	if !vm.writeU32(st[0], uint32(LogTrace)) {
+	if !vm.writeU32(st[0], uint32(vm.h.opts.LogLevel)) {
 		return StatusInvalidMemoryAccess
 	}
 	return StatusOK

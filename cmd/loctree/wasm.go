@@ -30,6 +30,7 @@ type wasmOptions struct {
 	properties   []string
 	upstreams    []string
 	timeout      time.Duration
+	logLevel     string
 	cacheDir     string
 }
 
@@ -41,6 +42,7 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 	f.StringArrayVar(&o.properties, "property", nil, `property PATH=VALUE ("." separates segments, "\." is a literal dot); repeatable`)
 	f.StringArrayVar(&o.upstreams, "upstream", nil, "proxy_http_call upstream NAME=HOST:PORT; repeatable")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of one plugin callback (negative: none)")
+	f.StringVar(&o.logLevel, "log-level", "info", "Envoy log level the plugin sees (proxy_get_log_level) and below which its log lines are dropped: trace|debug|info|warn|error|critical")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
 	cmd.MarkFlagRequired("module")
 }
@@ -75,10 +77,15 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 		}
 		ups[name] = addr
 	}
+	level, err := host.ParseLogLevel(o.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
 	opts := host.Options{
 		PluginConfig: plugin, VMConfig: vmConfig, Properties: props, Upstreams: ups, CallTimeout: o.timeout,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnLog:  onLog, PluginName: "loctree", RootID: "loctree",
+		LogLevel: level,
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnLog:    onLog, PluginName: "loctree", RootID: "loctree",
 	}
 	if o.cacheDir != "" {
 		if opts.Cache, err = wazero.NewCompilationCacheWithDir(o.cacheDir); err != nil {

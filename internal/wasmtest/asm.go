@@ -162,3 +162,13 @@ func sleb(v int64) []byte {
 		out = append(out, b|0x80)
 	}
 }
+
+// LocalGet is the instruction `local.get i`.
+func LocalGet(i int) []byte { return append([]byte{0x20}, uleb(uint64(i))...) }
+
+// I32Store is `i32.store` of the value to the address below it on the
+// stack (alignment 2, offset 0).
+func I32Store() []byte { return []byte{0x36, 0x02, 0x00} }
+
+// Drop is the instruction `drop`.
+func Drop() []byte { return []byte{0x1a} }
