@@ -81,10 +81,11 @@ func (vm *VM) key(st []uint64) (string, bool) {
 }
 
 func hcGetValue(vm *VM, st []uint64) Status {
-	k, ok := vm.key(st)
+	k, ok := vm.view(st[1], st[2]) // a lookup key only: no copy
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}
+	k = strings.ToLower(k) // allocates only for upper-case keys
 	m := vm.headerMap(st[0], false)
 	if m == nil && !(vm.logging && st[0] <= mapHTTPCallTrailers) {
 		return StatusBadArgument
@@ -96,7 +97,7 @@ func hcGetValue(vm *VM, st []uint64) Status {
 	if !ok && vm.h.abi != abi010 { // ABI 0.1.0 gets "" for a missing key
 		return StatusNotFound
 	}
-	return vm.returnBytes([]byte(v), st[3], st[4])
+	return vm.returnString(v, st[3], st[4])
 }
 
 // change applies f to the map st[0] names, if it may be changed now.

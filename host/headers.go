@@ -81,7 +81,7 @@ func (h Headers) Clone() Headers {
 
 // lowered returns a copy of h with lower-case keys.
 func (h Headers) lowered() Headers {
-	out := make(Headers, len(h))
+	out := make(Headers, len(h), len(h)+2) // room for a header or two the plugin adds
 	for i, kv := range h {
 		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
 	}

@@ -194,7 +194,7 @@ func hcGetMetric(vm *VM, st []uint64) Status {
 }
 
 func hcGetProperty(vm *VM, st []uint64) Status {
-	p, ok := vm.readString(st[0], st[1])
+	p, ok := vm.view(st[0], st[1]) // used before the module runs again
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}

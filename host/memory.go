@@ -1,5 +1,7 @@
 package host
 
+import "unsafe"
+
 // read returns a view of size bytes of module memory at ptr. The view is
 // valid until the module runs again; copy what must outlive the hostcall.
 func (vm *VM) read(ptr, size uint64) ([]byte, bool) {
@@ -14,6 +16,22 @@ func (vm *VM) readString(ptr, size uint64) (string, bool) {
 	return string(b), ok
 }
 
+// view is readString without the copy: the string shares module memory, so
+// it is valid only until the module runs again (an allocation through
+// returnBytes included). Use it for lookups, never store it.
+func (vm *VM) view(ptr, size uint64) (string, bool) {
+	b, ok := vm.read(ptr, size)
+	if len(b) == 0 {
+		return "", ok
+	}
+	return unsafe.String(&b[0], len(b)), ok
+}
+
+// returnString is returnBytes of a string, without copying it first.
+func (vm *VM) returnString(s string, retPtr, retSize uint64) Status {
+	return vm.returnBytes(unsafe.Slice(unsafe.StringData(s), len(s)), retPtr, retSize)
+}
+
 func (vm *VM) writeU32(ptr uint64, v uint32) bool { return vm.mem.WriteUint32Le(uint32(ptr), v) }
 
 func (vm *VM) writeU64(ptr uint64, v uint64) bool { return vm.mem.WriteUint64Le(uint32(ptr), v) }
@@ -24,9 +42,12 @@ func (vm *VM) writeU64(ptr uint64, v uint64) bool { return vm.mem.WriteUint64Le(
 func (vm *VM) alloc(size int) (uint32, bool) {
 	var st [1]uint64
 	st[0] = uint64(size)
-	defer vm.restrict("the allocator", allocAllowed)()
+	prevAllowed, prevPhase := vm.allowed, vm.phase
+	vm.allowed, vm.phase = allocAllowed, "the allocator"
 	// The allocation runs inside the hostcall, under the hostcall's context.
-	if err := vm.fn.alloc.CallWithStack(vm.allocCtx, st[:]); err != nil {
+	err := vm.fn.alloc.CallWithStack(vm.allocCtx, st[:])
+	vm.allowed, vm.phase = prevAllowed, prevPhase
+	if err != nil {
 		panic(err) // a trap in the allocator fails the VM, as in cpp-host
 	}
 	p := uint32(st[0])

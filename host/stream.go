@@ -48,7 +48,7 @@ func (vm *VM) NewStream(props *Properties) (*Stream, error) {
 		return nil, vm.broken
 	}
 	vm.nextID++
-	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
+	s := &Stream{vm: vm, id: vm.nextID, props: props}
 	vm.streams[s.id] = s
 	vm.effective = s.id
 	ctx := vm.runCtx
@@ -185,12 +185,24 @@ func (s *Stream) continued(k phaseKind) {
 // the stream (proxy_continue_stream) or sends a local response, or until
 // ctx ends.
 func (s *Stream) Wait(ctx context.Context) error {
+	s.vm.mu.Lock()
+	resumed := s.resumedChan()
+	s.vm.mu.Unlock()
 	select {
-	case <-s.resumed:
+	case <-resumed:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for paused stream %d: %w", s.id, ctx.Err())
 	}
+}
+
+// resumedChan is the channel a paused stream's waiter reads, made on first
+// use (most streams never pause). vm.mu is held.
+func (s *Stream) resumedChan() chan struct{} {
+	if s.resumed == nil {
+		s.resumed = make(chan struct{}, 1)
+	}
+	return s.resumed
 }
 
 // Headers returns copies of the request and response headers as the plugin
@@ -275,7 +287,7 @@ func (s *Stream) applyDeferred() {
 
 func (s *Stream) signal() {
 	select {
-	case s.resumed <- struct{}{}:
+	case s.resumedChan() <- struct{}{}:
 	default:
 	}
 }

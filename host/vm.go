@@ -192,7 +192,7 @@ func (vm *VM) call(ctx context.Context, f api.Function, args ...uint64) (uint64,
 	}
 	n := copy(vm.stack[:], args)
 	clear(vm.stack[n:])
-	if ctx == vm.runCtx {
+	if ctx == vm.runCtx && vm.h.opts.CallTimeout > 0 { // the watchdog reads it
 		vm.busySince.Store(time.Now().UnixNano())
 		defer vm.busySince.Store(0)
 	}
