@@ -32,7 +32,7 @@ func hashPickOn(t *testing.T, vm *host.VM, key string) string {
 // per worker thread, so a per-VM seed would split one key over workers.
 func TestConsistentHashStableAcrossVMs(t *testing.T) {
 	cfg := `{"topology":` + hashTopology + `,"locality":{"region":"r"}}`
-	h := newHost(t, cfg, host.Options{CallTimeout: -1})
+	h := newHost(t, cfg, host.Options{})
 	pool, err := h.NewPool(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)

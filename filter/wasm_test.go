@@ -187,7 +187,7 @@ func TestHostCloseStopsVMs(t *testing.T) {
 	if n := settle(0); n != 0 {
 		t.Fatalf("%d VM goroutines before the test", n)
 	}
-	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache})
+	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache, CallTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

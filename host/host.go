@@ -29,13 +29,15 @@ type Options struct {
 	// Upstreams maps upstream (cluster) names used by proxy_http_call to
 	// real HTTP addresses, "host:port" or "http://host:port".
 	Upstreams map[string]string
-	// CallTimeout bounds one stream's filter work, one tick or one HTTP
-	// call response callback. 0 means 5s; negative disables the limit (and
-	// the per-call cost of enforcing it).
+	// CallTimeout, if positive, bounds one stream's filter work, one tick
+	// or one HTTP call response callback: a callback over it closes the
+	// module and the VM is replaced. It is not an Envoy feature and costs
+	// time on every call (docs/PERFORMANCE.md), so it is off by default
+	// (0 or negative).
 	CallTimeout time.Duration
 	// StartTimeout bounds a VM's start (initialisation, on_vm_start,
-	// on_configure), which may parse and build a large configuration.
-	// 0 means 60s; negative disables it (when CallTimeout does too).
+	// on_configure) when CallTimeout is on. 0 means 60s; negative disables
+	// it.
 	StartTimeout time.Duration
 	// ManualTicks disables the tick timer; call VM.Tick instead (tests).
 	ManualTicks bool
@@ -94,9 +96,6 @@ const maxKeptLogs = 4096
 // ErrABIVersion when the module exports neither proxy_abi_version_0_2_1 nor
 // proxy_abi_version_0_2_0.
 func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
-	if opts.CallTimeout == 0 {
-		opts.CallTimeout = 5 * time.Second
-	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = time.Minute
 	}

@@ -41,7 +41,7 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.vmConfig, "vm-config", "", "VM configuration: text, or @FILE")
 	f.StringArrayVar(&o.properties, "property", nil, `property PATH=VALUE ("." separates segments, "\." is a literal dot); repeatable`)
 	f.StringArrayVar(&o.upstreams, "upstream", nil, "proxy_http_call upstream NAME=HOST:PORT; repeatable")
-	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of one plugin callback (negative: none)")
+	f.DurationVar(&o.timeout, "timeout", 0, "time limit of one plugin callback, e.g. 5s (0: none, as in Envoy; a limit costs time on every call)")
 	f.StringVar(&o.logLevel, "log-level", "info", "Envoy log level the plugin sees (proxy_get_log_level) and below which its log lines are dropped: trace|debug|info|warn|error|critical")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
 	cmd.MarkFlagRequired("module")
