@@ -108,6 +108,11 @@ func TestBadConfigHostSurvives(t *testing.T) {
 	if n := countLogs(bad, "loctree: plugin start failed: invalid loctree plugin configuration: tree.cluster: required"); n != 1 {
 		t.Fatalf("%d clear log lines, want 1: %v", n, bad.Logs())
 	}
+	// Rejected by the configuration canary, before any worker VM starts
+	// (cpp-host src/wasm.cc:555-565).
+	if l := bad.Logs(); l[len(l)-1].VM != -1 {
+		t.Fatalf("plugin start failed in VM %d, want the canary (-1)", l[len(l)-1].VM)
+	}
 	good := newHost(t, inline(`,"locality":{"region":"us-west","zone":"us-west-2a"}`), host.Options{})
 	vm, err := good.NewVM(ctx)
 	if err != nil {

@@ -211,7 +211,13 @@ func startCases() []startCase {
 	clock := wt.Import{Module: "env", Name: "proxy_get_current_time_nanoseconds", Params: i32x(1), Results: i32x(1)}
 	getProperty := wt.Import{Module: "env", Name: "proxy_get_property", Params: i32x(4), Results: i32x(1)}
 	text := []byte("main!void!")
+	iov := append([]byte{0x40, 0x01, 0, 0, 6, 0, 0, 0}, make([]byte, 12)...) // at 300: {320, 6}
+	hello := append(iov, "hello\n"...)
+	fdWrite := wt.Import{Module: "wasi_unstable", Name: "fd_write", Params: i32x(4), Results: i32x(1)}
 	return []startCase{
+		{name: "a wasi_unstable module writes to stdout in _initialize", cite: "src/wasm.cc:131-134, 388; src/exports.cc:683-743", log: "hello",
+			module: proxyModule("0_2_1", wt.Module{Imports: []wt.Import{fdWrite}, Data: hello, DataAt: 300,
+				Funcs: []wt.Func{{Export: "_initialize", Body: wt.Code(consts(1, 300, 1, 256), wt.Call(0), wt.Drop())}}})},
 		{name: "proxy_log allowed in _initialize", cite: "src/wasm.cc:381-386", log: "main!",
 			module: proxyModule("0_2_1", wt.Module{Imports: []wt.Import{logImport}, Data: text, DataAt: 300,
 				Funcs: []wt.Func{{Export: "_initialize", Body: logAt(300, 5)}}})},

@@ -139,11 +139,13 @@ func newWasmRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --module FILE [flags]",
 		Short: "Drive one request through a proxy-wasm module and print what it did",
-		Long: `Run starts one VM as Envoy does (_initialize, root context, on_vm_start,
-on_configure), sends one request's headers (end of stream), ends the stream
-(on_log, on_done, on_delete) and prints the action, the request headers as the
-plugin left them, its local response and its logs. Any proxy-wasm module (ABI
-0.2.0 or 0.2.1) runs, not only loctree's.
+		Long: `Run starts the module as Envoy does (base VM, configuration canary, then a
+worker VM: _initialize, root context, on_vm_start, on_configure), sends one
+request's headers (end of stream), ends the stream (on_log, on_done, on_delete)
+and prints the action, the request headers as the plugin left them, its local
+response and its logs. Any proxy-wasm module (ABI 0.1.0, 0.2.0 or 0.2.1) runs,
+not only loctree's; one that Envoy would refuse to load (an import Envoy does
+not offer, a callback of the wrong signature) fails with the reason.
 
 Examples:
   loctree wasm run --module bin/loctree.wasm \
