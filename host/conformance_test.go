@@ -268,3 +268,54 @@ func TestConformanceStart(t *testing.T) {
 		})
 	}
 }
+
+// TestWASISetIsEnvoys: the WASI functions linked are exactly
+// FOR_ALL_WASI_FUNCTIONS (cpp-host include/proxy-wasm/exports.h:202-213,
+// transcribed), under both module names, each declared with named
+// parameters and a reference.
+func TestWASISetIsEnvoys(t *testing.T) {
+	want := strings.Fields(`fd_write fd_read fd_seek fd_close fd_fdstat_get fd_fdstat_set_flags
+		fd_fdstat_set_rights environ_get environ_sizes_get args_get args_sizes_get clock_time_get
+		clock_res_get fd_advise fd_allocate fd_datasync fd_filestat_set_size fd_filestat_set_times
+		fd_pread fd_pwrite fd_readdir fd_renumber fd_sync fd_tell path_create_directory
+		path_filestat_set_times path_link path_readlink path_remove_directory path_rename
+		path_symlink path_unlink_file sock_accept sock_recv sock_send sock_shutdown random_get
+		sched_yield poll_oneoff proc_exit path_open fd_prestat_get fd_prestat_dir_name
+		path_filestat_get fd_filestat_get`)
+	slices.Sort(want)
+	for _, module := range wasiModules {
+		var got []string
+		for _, f := range wasi(module) {
+			got = append(got, f.name)
+			checkDeclared(t, f)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s links %v\nwant %v", module, got, want)
+		}
+	}
+}
+
+// TestHostcallsDeclared: every "env" function of every ABI version has
+// named parameters and a reference to what it follows.
+func TestHostcallsDeclared(t *testing.T) {
+	for _, abi := range []string{abi010, abi020, abi021} {
+		for _, f := range hostcallsFor(abi) {
+			checkDeclared(t, f)
+		}
+	}
+}
+
+func checkDeclared(t *testing.T, f hostFunc) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, p := range f.params {
+		if p.name == "" || seen[p.name] {
+			t.Errorf("%s: parameter %q unnamed or repeated", f.qualified(), p.name)
+		}
+		seen[p.name] = true
+	}
+	if f.ref == "" || f.call == nil {
+		t.Errorf("%s: no reference or no implementation", f.qualified())
+	}
+}
