@@ -89,6 +89,11 @@ func loadCases() []loadCase {
 			module: probeModule("0_2_1", nil, wt.Func{Export: "proxy_on_done", Params: i32x(1)})},
 		{name: "export parameter types checked", cite: "src/v8/v8.cc:681-697", err: ErrExportSignature, want: "proxy_on_tick",
 			module: probeModule("0_2_1", nil, wt.Func{Export: "proxy_on_tick", Params: []byte{wt.I64}})},
+		{name: "callbacks this host never calls are checked too", cite: "src/wasm.cc:194, include/proxy-wasm/wasm.h:274-282",
+			err: ErrExportSignature, want: "proxy_on_downstream_data",
+			module: probeModule("0_2_1", nil, wt.Func{Export: "proxy_on_downstream_data", Params: i32x(3)})},
+		{name: "proxy_on_memory_allocate is not looked up beside malloc", cite: "src/wasm.cc:170-176",
+			module: probeModule("0_2_1", nil, wt.Func{Export: "proxy_on_memory_allocate", Params: i32x(2)})},
 	}
 }
 
