@@ -152,3 +152,33 @@ func (m *Metrics) Value(name string) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// The metric hostcalls (cpp-host src/exports.cc:536-580).
+
+func hcDefineMetric(vm *VM, st []uint64) Status {
+	name, ok := vm.readString(st[1], st[2])
+	if !ok {
+		return StatusInvalidMemoryAccess
+	}
+	id, status := vm.h.metrics.define(MetricType(st[0]), name)
+	if status == StatusOK && !vm.writeU32(st[3], id) {
+		return StatusInvalidMemoryAccess
+	}
+	return status
+}
+
+func hcIncrementMetric(vm *VM, st []uint64) Status {
+	return vm.h.metrics.increment(uint32(st[0]), int64(st[1]))
+}
+
+func hcRecordMetric(vm *VM, st []uint64) Status {
+	return vm.h.metrics.record(uint32(st[0]), st[1])
+}
+
+func hcGetMetric(vm *VM, st []uint64) Status {
+	v, status := vm.h.metrics.value(uint32(st[0]))
+	if status == StatusOK && !vm.writeU64(st[1], v) {
+		return StatusInvalidMemoryAccess
+	}
+	return status
+}
