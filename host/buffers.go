@@ -75,4 +75,3 @@ func hcBufferStatus(vm *VM, st []uint64) Status {
 	}
 	return StatusOK
 }
-

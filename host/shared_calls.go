@@ -88,4 +88,3 @@ func hcDequeue(vm *VM, st []uint64) Status {
 	}
 	return vm.returnBytes(v, st[1], st[2])
 }
-
