@@ -2,7 +2,7 @@ package host
 
 import "strings"
 
-// The property hostcalls (cpp-host src/exports.cc:62-90) and the
+// The property hostcalls (cpp-host src/exports.cc:64-90) and the
 // properties the host answers itself.
 
 func hcGetProperty(vm *VM, st []uint64) Status {

@@ -224,7 +224,7 @@ func wasiFdPwrite(vm *VM, st []uint64) uint32 {
 }
 
 // writev turns a write to stdout (info) or stderr (error) into one log
-// line, without its final newline (cpp-host src/exports.cc:683-728).
+// line, without its final newline (cpp-host src/exports.cc:679-728).
 func (vm *VM) writev(fd, iovs, n uint64) (uint32, uint32) {
 	level := LogInfo
 	switch fd {
