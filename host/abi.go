@@ -74,6 +74,8 @@ const (
 	mapHTTPCallHeaders  = proxywasm.MapHTTPCallHeaders
 	mapHTTPCallTrailers = proxywasm.MapHTTPCallTrailers
 
-	streamRequest  = proxywasm.StreamRequest
-	streamResponse = proxywasm.StreamResponse
+	streamRequest    = proxywasm.StreamRequest
+	streamResponse   = proxywasm.StreamResponse
+	streamDownstream = proxywasm.StreamDownstream
+	streamUpstream   = proxywasm.StreamUpstream
 )

@@ -20,7 +20,7 @@ type callCase struct {
 	funcs      []wt.Func // extra exports (malloc, ...)
 	data       []byte    // at 300
 	opts       Options
-	stream     int // 0: root context; 1: a stream before its headers; 2: after it continued past them
+	stream     int // 0: root context; 1: a stream before its headers; 2: after its request-headers callback
 	want       Status
 	mem        func(vm *VM) bool
 }
@@ -45,6 +45,7 @@ func callCases() []callCase {
 	getBuffer := imp("proxy_get_buffer_bytes", i32x(5))
 	getValue := imp("proxy_get_header_map_value", i32x(5))
 	define := imp("proxy_define_metric", i32x(4))
+	pause := wt.Func{Export: "proxy_on_request_headers", Params: i32x(3), Results: i32x(1), Body: wt.I32Const(int32(ActionPause))}
 	return []callCase{
 		{name: "get_buffer_bytes past the end is Ok and empty", cite: "cpp-host src/exports.cc:457-471",
 			imports: []wt.Import{getBuffer}, body: [][]byte{consts(bufferVMConfiguration, 10, 5, 256, 260), wt.Call(0)},
@@ -67,6 +68,16 @@ func callCases() []callCase {
 		{name: "request headers cannot change once continued", cite: "Envoy source/extensions/common/wasm/context.cc Context::decodeHeaders, replaceHeaderMapValue",
 			imports: []wt.Import{imp("proxy_replace_header_map_value", i32x(5))}, body: [][]byte{consts(mapRequestHeaders, 300, 1, 300, 1), wt.Call(0)},
 			data: []byte("x"), stream: 2, want: StatusBadArgument},
+		{name: "paused request headers can change", cite: "Envoy source/extensions/common/wasm/context.cc Context::decodeHeaders",
+			imports: []wt.Import{imp("proxy_replace_header_map_value", i32x(5))}, body: [][]byte{consts(mapRequestHeaders, 300, 1, 300, 1), wt.Call(0)},
+			funcs: []wt.Func{pause}, data: []byte("x"), stream: 2, want: StatusOK},
+		{name: "request headers cannot change after continue_stream", cite: "Envoy source/extensions/common/wasm/context.cc Context::continueStream",
+			imports: []wt.Import{imp("proxy_continue_stream", i32x(1)), imp("proxy_replace_header_map_value", i32x(5))},
+			body:    [][]byte{consts(streamRequest), wt.Call(0), wt.Drop(), consts(mapRequestHeaders, 300, 1, 300, 1), wt.Call(1)},
+			funcs:   []wt.Func{pause}, data: []byte("x"), stream: 2, want: StatusBadArgument},
+		{name: "continue_stream of the upstream is Unimplemented", cite: "Envoy source/extensions/common/wasm/context.cc Context::continueStream",
+			imports: []wt.Import{imp("proxy_continue_stream", i32x(1))}, body: [][]byte{consts(3), wt.Call(0)},
+			stream: 1, want: StatusUnimplemented},
 		{name: "get_header_map_pairs of a missing map is Ok and empty", cite: "Envoy source/extensions/common/wasm/context.cc Context::getHeaderMapPairs; cpp-host src/exports.cc:390-395",
 			imports: []wt.Import{imp("proxy_get_header_map_pairs", i32x(3))}, body: [][]byte{consts(mapResponseHeaders, 256, 260), wt.Call(0)},
 			stream: 1, want: StatusOK, mem: u32At(260, 0)},

@@ -165,12 +165,22 @@ func hcGetConfiguration(vm *VM, st []uint64) Status {
 
 func hcContinue(vm *VM, st []uint64) Status { return vm.resume(uint32(st[0])) }
 
-// resume continues a paused stream of the effective context.
+// resume continues a paused stream of the effective context as Envoy's
+// Context::continueStream does (source/extensions/common/wasm/context.cc):
+// continuing the request or the response drops the request's header and
+// trailer maps; the downstream is Ok, the upstream Unimplemented.
 func (vm *VM) resume(streamType uint32) Status {
-	if streamType > 3 {
+	switch streamType {
+	case streamRequest, streamResponse:
+	case streamDownstream:
+		return StatusOK
+	case streamUpstream:
+		return StatusUnimplemented
+	default:
 		return StatusBadArgument
 	}
 	if s := vm.streams[vm.effective]; s != nil {
+		s.live[mapRequestHeaders], s.live[mapRequestTrailers] = false, false
 		s.signal()
 	}
 	return StatusOK

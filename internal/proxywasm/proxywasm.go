@@ -69,8 +69,10 @@ const (
 
 // proxy_stream_type_t values.
 const (
-	StreamRequest  = 0
-	StreamResponse = 1
+	StreamRequest    = 0
+	StreamResponse   = 1
+	StreamDownstream = 2
+	StreamUpstream   = 3
 )
 
 // MetricType is a proxy_metric_type_t.
