@@ -91,6 +91,7 @@ func hcGetValue(vm *VM, st []uint64) Status {
 		return StatusBadArgument
 	}
 	var v string
+	ok = false // a map absent in proxy_on_log has no keys (NotFound)
 	if m != nil {
 		v, ok = m.Get(k)
 	}
