@@ -281,3 +281,19 @@ func TestWasmRunHashKeyMatchesTreePick(t *testing.T) {
 		}
 	}
 }
+
+// TestWasmRunLogLevel: --log-level is the level the plugin sees and drops
+// the module's lines below it; a bad level is one clear error.
+func TestWasmRunLogLevel(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	code, _, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+		"--log-level", "loud", "--header", ":authority=reviews")
+	if code == 0 || !strings.Contains(stderr, `--log-level: log level "loud"`) {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`,
+		"--log-level", "critical")
+	if code == 0 || !strings.Contains(stdout, "tree.cluster: required") {
+		t.Fatalf("a critical line must pass --log-level critical: exit %d: %s %s", code, stdout, stderr)
+	}
+}
