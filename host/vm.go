@@ -92,7 +92,7 @@ func (h *Host) startVM(ctx context.Context, id int, plugin bool) (*VM, error) {
 		go vm.watch(h.opts.CallTimeout)
 	}
 	if err := vm.start(plugin); err != nil {
-		vm.Close()
+		vm.discard() // a VM that failed to start is dropped, not shut down (cpp-host src/wasm.cc:555-565)
 		return nil, err
 	}
 	return vm, nil
