@@ -324,3 +324,21 @@ func checkDeclared(t *testing.T, f hostFunc) {
 		t.Errorf("%s: no reference or no implementation", f.qualified())
 	}
 }
+
+// TestConformanceProcExit: proc_exit logs and returns to the module
+// (cpp-host src/exports.cc:1292-1295), under both WASI module names.
+func TestConformanceProcExit(t *testing.T) {
+	for _, module := range wasiModules {
+		m := proxyModule("0_2_1", wt.Module{Imports: []wt.Import{{Module: module, Name: "proc_exit", Params: i32x(1)}},
+			Funcs: []wt.Func{probe(consts(3), wt.Call(0), wt.I32Const(7))}})
+		h := newTestHost(t, m, Options{})
+		vm, err := h.NewVM(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := callProbe(t, vm); err != nil || got != 7 || !hasLog(h, "wasi_unstable proc_exit") {
+			t.Fatalf("%s.proc_exit: probe %d (%v), logs %v; want 7 and the log line", module, got, err, h.Logs())
+		}
+		vm.Close()
+	}
+}
