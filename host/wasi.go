@@ -127,17 +127,20 @@ func wasiProcess() []hostFunc {
 	}
 }
 
-// wasiLogged logs msg at error level and answers success, as Envoy's
-// fd_seek and fd_close do.
+// wasiLogged logs msg and answers success, as Envoy's fd_seek and fd_close
+// do: through Context::error, which Envoy logs at trace level
+// (source/extensions/common/wasm/context.cc).
 func wasiLogged(msg string) func(vm *VM, st []uint64) uint32 {
 	return func(vm *VM, _ []uint64) uint32 {
-		vm.h.emit(LogEntry{VM: vm.id, Level: LogError, Message: msg})
+		vm.h.emit(LogEntry{VM: vm.id, Level: LogTrace, Message: msg})
 		return errnoSuccess
 	}
 }
 
+// wasiProcExit logs and returns to the module (cpp-host
+// src/exports.cc:1292-1295).
 func wasiProcExit(vm *VM, _ []uint64) {
-	vm.h.emit(LogEntry{VM: vm.id, Level: LogError, Message: "wasi_unstable proc_exit"})
+	vm.h.emit(LogEntry{VM: vm.id, Level: LogTrace, Message: "wasi_unstable proc_exit"})
 }
 
 // wasiZeroThen writes a zero u32 to the result pointer in argument i and
