@@ -342,3 +342,37 @@ func TestConformanceProcExit(t *testing.T) {
 		vm.Close()
 	}
 }
+
+// TestRootWaitsForProxyDone: at shutdown a root context whose proxy_on_done
+// answers false keeps its VM until it calls proxy_done (here from a tick);
+// then proxy_on_delete runs (cpp-host src/wasm.cc:502-522,
+// WasmBase::startShutdown and WasmBase::done). New streams are refused
+// meanwhile.
+func TestRootWaitsForProxyDone(t *testing.T) {
+	logImport := wt.Import{Module: "env", Name: "proxy_log", Params: i32x(3), Results: i32x(1)}
+	done := wt.Import{Module: "env", Name: "proxy_done", Results: i32x(1)}
+	m := proxyModule("0_2_1", wt.Module{Imports: []wt.Import{logImport, done}, Data: []byte("deleted"), DataAt: 300,
+		Funcs: []wt.Func{
+			{Export: "proxy_on_done", Params: i32x(1), Results: i32x(1), Body: wt.I32Const(0)},
+			{Export: "proxy_on_tick", Params: i32x(1), Body: wt.Code(wt.Call(1), wt.Drop())},
+			{Export: "proxy_on_delete", Params: i32x(1), Body: wt.Code(consts(2, 300, 7), wt.Call(0), wt.Drop())},
+		}})
+	h := newTestHost(t, m, Options{ManualTicks: true})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.Close()
+	if hasLog(h, "deleted") || vm.Err() != nil {
+		t.Fatalf("root deleted (%v) or VM gone (%v) before proxy_done", hasLog(h, "deleted"), vm.Err())
+	}
+	if _, err := vm.NewStream(nil); !errors.Is(err, ErrVMBroken) {
+		t.Fatalf("new stream on a VM shutting down: %v, want ErrVMBroken", err)
+	}
+	if err := vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if !hasLog(h, "deleted") || vm.Err() == nil {
+		t.Fatalf("after proxy_done: deleted %v, VM error %v; want both", hasLog(h, "deleted"), vm.Err())
+	}
+}

@@ -154,10 +154,16 @@ func hcSetEffective(vm *VM, st []uint64) Status {
 }
 
 // hcDone: proxy_done ends a root context whose proxy_on_done answered
-// false (cpp-host src/wasm.cc:514-522); a stream never waits for it. The
-// host closes a VM right after its root's proxy_on_done, so no root is
-// ever pending when the module runs: NotFound.
-func hcDone(*VM, []uint64) Status { return StatusNotFound }
+// false at shutdown; proxy_on_delete follows when the current callback
+// returns (cpp-host src/wasm.cc:514-522, WasmBase::done). Otherwise, and
+// for a stream, which never waits, NotFound.
+func hcDone(vm *VM, _ []uint64) Status {
+	if !vm.draining || vm.rootDone {
+		return StatusNotFound
+	}
+	vm.rootDone = true
+	return StatusOK
+}
 
 func hcGetConfiguration(vm *VM, st []uint64) Status {
 	return vm.returnBytes(vm.h.opts.PluginConfig, st[0], st[1])

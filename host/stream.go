@@ -47,6 +47,9 @@ func (vm *VM) NewStream(props *Properties) (*Stream, error) {
 	if vm.broken != nil {
 		return nil, vm.broken
 	}
+	if vm.draining {
+		return nil, fmt.Errorf("vm %d: shutting down: %w", vm.id, ErrVMBroken)
+	}
 	vm.nextID++
 	s := &Stream{vm: vm, id: vm.nextID, props: props}
 	vm.streams[s.id] = s

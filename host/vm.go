@@ -39,7 +39,11 @@ type VM struct {
 	effective uint32
 	stack     [12]uint64
 	broken    error
-	closed    bool
+	released  bool // the instance is gone
+	draining  bool // the root answered proxy_on_done false and waits for proxy_done
+	// rootDone: the pending root called proxy_done; proxy_on_delete and the
+	// release follow when the callback returns.
+	rootDone bool
 	// rootCreated: the plugin's root context exists (not in a base VM).
 	rootCreated bool
 	configuring bool // inside proxy_on_configure
@@ -222,24 +226,38 @@ func (vm *VM) Err() error {
 	return vm.broken
 }
 
-// Close ends the plugin as Envoy does at shutdown (proxy_on_done, then
-// proxy_on_delete on the root context, if the VM is healthy), stops the
-// VM's timer and releases the instance. In-flight HTTP call responses are
-// dropped.
+// Close ends the plugin as Envoy does at shutdown (cpp-host
+// src/wasm.cc:502-512, WasmBase::startShutdown): proxy_on_done on the root
+// context, then proxy_on_delete, stops the VM's timer and releases the
+// instance. A root whose proxy_on_done answers false keeps its VM (ticks,
+// HTTP call responses) until it calls proxy_done; new streams are refused
+// meanwhile, and a second Close releases it without waiting.
 func (vm *VM) Close() error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	if vm.closed {
+	switch {
+	case vm.released:
 		return nil
+	case vm.draining: // do not wait any longer
+		return vm.release()
 	}
-	vm.closed = true
 	if vm.broken == nil && vm.rootCreated {
-		ctx := vm.runCtx
 		vm.effective = vm.rootID
-		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
-			vm.call(ctx, vm.fn.delete, uint64(vm.rootID))
+		done, err := vm.call(vm.runCtx, vm.fn.done, uint64(vm.rootID))
+		if err == nil && vm.fn.done != nil && uint32(done) == 0 {
+			vm.draining = true // pending until proxy_done (hcDone, afterCall)
+			return nil
+		}
+		if err == nil {
+			vm.call(vm.runCtx, vm.fn.delete, uint64(vm.rootID))
 		}
 	}
+	return vm.release()
+}
+
+// release stops the VM and frees its instance. vm.mu is held.
+func (vm *VM) release() error {
+	vm.released, vm.draining = true, false
 	if vm.broken == nil {
 		vm.broken = fmt.Errorf("vm %d: closed: %w", vm.id, ErrVMBroken)
 	}
@@ -310,6 +328,12 @@ func (vm *VM) afterCall() {
 		s.applyDeferred()
 	}
 	vm.deferred = vm.deferred[:0]
+	if vm.rootDone {
+		vm.rootDone = false
+		vm.effective = vm.rootID
+		vm.call(vm.runCtx, vm.fn.delete, uint64(vm.rootID))
+		vm.release()
+	}
 }
 
 // MemorySize returns the size of the VM's linear memory in bytes.
