@@ -228,7 +228,8 @@ func (h *Host) Logs() []LogEntry {
 	return append([]LogEntry(nil), h.logs...)
 }
 
-// Close closes every open VM (ending their plugins), then the runtime.
+// Close closes every open VM (ending their plugins, without waiting for a
+// root's proxy_done), then the runtime.
 func (h *Host) Close(ctx context.Context) error {
 	h.vmMu.Lock()
 	vms := make([]*VM, 0, len(h.vms))
@@ -238,6 +239,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.vmMu.Unlock()
 	for _, vm := range vms {
 		vm.Close()
+		vm.Close() // releases a root still waiting for proxy_done
 	}
 	return h.runtime.Close(ctx)
 }
