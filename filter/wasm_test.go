@@ -252,7 +252,7 @@ func TestLeastRequestReleasedOnDelete(t *testing.T) {
 		if got == busy { // the other endpoint has 0 in flight unless a reset leaked
 			t.Fatalf("stream %d sent to the busy endpoint %s: a reset stream kept its count", i, busy)
 		}
-		if err := s.Reset(); err != nil {
+		if err := s.Destroy(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -255,12 +255,12 @@ func (s *Stream) destroy() error {
 	return err
 }
 
-// Reset ends the stream without access logging: proxy_on_done, then
-// proxy_on_delete, no proxy_on_log. Envoy destroys a filter's context this
-// way (cpp-host src/context.cc:242-248, ContextBase::destroy calls only
-// onDone); proxy_on_log comes from the access-log path, which a stream may
-// never reach.
-func (s *Stream) Reset() error {
+// Destroy ends the stream without access logging: proxy_on_done, then
+// proxy_on_delete, no proxy_on_log, as Envoy's Context::onDestroy does
+// (source/extensions/common/wasm/context.cc; cpp-host
+// src/context.cc:242-248, ContextBase::destroy); proxy_on_log comes from
+// the access-log path, which a stream may never reach.
+func (s *Stream) Destroy() error {
 	vm := s.vm
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
