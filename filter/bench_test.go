@@ -41,7 +41,7 @@ func BenchmarkFilterRequest(b *testing.B) {
 		for _, limit := range []struct {
 			name    string
 			timeout int64
-		}{{"timeout", 0}, {"notimeout", -1}} {
+		}{{"notimeout", 0}, {"timeout", int64(5 * time.Second)}} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, limit.name), func(b *testing.B) {
 				h := fetchedHost(b, n, host.Options{CallTimeout: timeDuration(limit.timeout)})
 				vm, err := h.NewVM(context.Background())
@@ -122,10 +122,10 @@ func BenchmarkVMStart(b *testing.B) {
 		name, config string
 		timeout      time.Duration
 	}{
-		{"inline/notimeout", benchConfig(10000), -1},
-		{"fetched/notimeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), -1},
-		{"inline/timeout", benchConfig(10000), 0},
-		{"fetched/timeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), 0},
+		{"inline/notimeout", benchConfig(10000), 0},
+		{"fetched/notimeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), 0},
+		{"inline/timeout", benchConfig(10000), 5 * time.Second},
+		{"fetched/timeout", fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), 5 * time.Second},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHost(b, c.config, host.Options{CallTimeout: c.timeout, ManualTicks: true})

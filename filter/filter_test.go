@@ -88,3 +88,15 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamDoneOnce: ending a stream twice (proxy_on_log, then
+// proxy_on_delete) releases and recycles its context once.
+func TestStreamDoneOnce(t *testing.T) {
+	p := &pluginContext{}
+	h := p.NewHttpContext(2).(*httpContext)
+	h.OnHttpStreamDone()
+	h.OnHttpStreamDone()
+	if len(p.free) != 1 {
+		t.Fatalf("%d recycled contexts after two ends of one stream, want 1", len(p.free))
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/base64"
 	"fmt"
-	"hash/maphash"
 	"strings"
 
 	"github.com/loctree/loctree/filter/internal/abi"
@@ -15,7 +14,6 @@ import (
 const hashKeyHeader = "x-loctree-hash-key"
 
 var (
-	hashSeed          = maphash.MakeSeed()
 	clusterNamePath   = []string{"xds", "cluster_name"}
 	sourceAddressPath = []string{"source", "address"}
 )
@@ -89,15 +87,18 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 	h.st, h.inflight, h.counted = st, ep, true
 }
 
+// hashKey is the request's consistent_hash key, hashed with shared.HashKey
+// (pinned across VMs, restarts and releases, as `loctree tree pick --key`
+// and the Go balancers hash it).
 func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
 	if svc.Policy != shared.PolicyConsistentHash {
 		return 0, false
 	}
 	if v, err := abi.GetHttpRequestHeader(hashKeyHeader); err == nil && v != "" {
-		return maphash.String(hashSeed, v), true
+		return shared.HashKey(v), true
 	}
 	if a, err := abi.GetPropertyString(sourceAddressPath); err == nil && a != "" {
-		return maphash.String(hashSeed, hostOf(a)), true
+		return shared.HashKey(hostOf(a)), true
 	}
 	return 0, false
 }
@@ -132,8 +133,12 @@ func (h *httpContext) reject(reason string) types.Action {
 }
 
 // OnHttpStreamDone releases the least-request in-flight count and recycles
-// the context (the SDK calls nothing on it afterwards).
+// the context (the SDK calls nothing on it afterwards). A second call is a
+// no-op.
 func (h *httpContext) OnHttpStreamDone() {
+	if h.p == nil {
+		return
+	}
 	if h.counted {
 		h.st.picker.Done(h.inflight)
 	}

@@ -44,12 +44,23 @@ type pluginContext struct {
 }
 
 // OnPluginStart parses the configuration; a bad one fails the plugin with
-// one clear log line, as Envoy expects.
-func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
+// one clear log line, as Envoy expects. A panic while starting fails the
+// plugin the same way instead of trapping the VM.
+func (p *pluginContext) OnPluginStart(size int) (status types.OnPluginStartStatus) {
+	defer func() {
+		if r := recover(); r != nil {
+			abi.LogCritical(fmt.Sprintf("loctree: plugin start failed: internal error: %v", r))
+			status = types.OnPluginStartStatusFailed
+		}
+	}()
 	if err := checkConfigSize(size); err != nil {
 		abi.LogCritical("loctree: plugin start failed: " + err.Error())
 		return types.OnPluginStartStatusFailed
 	}
+	return p.start()
+}
+
+func (p *pluginContext) start() types.OnPluginStartStatus {
 	data, err := abi.GetPluginConfiguration()
 	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 		abi.LogCritical("loctree: plugin start failed: read plugin configuration: " + err.Error())

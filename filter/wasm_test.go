@@ -108,6 +108,11 @@ func TestBadConfigHostSurvives(t *testing.T) {
 	if n := countLogs(bad, "loctree: plugin start failed: invalid loctree plugin configuration: tree.cluster: required"); n != 1 {
 		t.Fatalf("%d clear log lines, want 1: %v", n, bad.Logs())
 	}
+	// Rejected by the configuration canary, before any worker VM starts
+	// (cpp-host src/wasm.cc:555-565).
+	if l := bad.Logs(); l[len(l)-1].VM != -1 {
+		t.Fatalf("plugin start failed in VM %d, want the canary (-1)", l[len(l)-1].VM)
+	}
 	good := newHost(t, inline(`,"locality":{"region":"us-west","zone":"us-west-2a"}`), host.Options{})
 	vm, err := good.NewVM(ctx)
 	if err != nil {
@@ -187,7 +192,7 @@ func TestHostCloseStopsVMs(t *testing.T) {
 	if n := settle(0); n != 0 {
 		t.Fatalf("%d VM goroutines before the test", n)
 	}
-	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache})
+	h, err := host.New(context.Background(), loctreeWasm(t), host.Options{PluginConfig: []byte(inline("")), Cache: wasmCache, CallTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,4 +218,63 @@ func vmGoroutines() int {
 		}
 	}
 	return n
+}
+
+// TestLeastRequestReleasedOnDelete: a stream Envoy destroys without access
+// logging (proxy_on_done and proxy_on_delete, no proxy_on_log: cpp-host
+// src/context.cc:242-248) still releases its in-flight count.
+func TestLeastRequestReleasedOnDelete(t *testing.T) {
+	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
+	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
+	  "locality":{"region":"r"}}`
+	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	open := func() (*host.Stream, string) {
+		t.Helper()
+		s, err := vm.NewStream(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
+			t.Fatal(err)
+		}
+		hs, _ := s.Headers()
+		v, _ := hs.Get(defaultHeader)
+		return s, v
+	}
+	a, busy := open() // stays open: one in flight on busy
+	defer a.Close()
+	for i := range 20 {
+		s, got := open()
+		if got == busy { // the other endpoint has 0 in flight unless a reset leaked
+			t.Fatalf("stream %d sent to the busy endpoint %s: a reset stream kept its count", i, busy)
+		}
+		if err := s.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBadConfigsFailPluginStart: every bad configuration fails plugin start
+// (proxy_on_configure returns false) with one critical log line; none traps
+// the VM.
+func TestBadConfigsFailPluginStart(t *testing.T) {
+	for _, cfg := range []string{
+		``, `null`, `not json`, `[]`, `{"tree":{"cluster":""}}`, `{"tree":{"cluster":"a","path":"x"}}`,
+		`{"topology":{"services":[{"name":"a","endpoints":[{"address":"bad"}]}]}}`,
+		`{"topology":{"services":[]},"tree":{"cluster":"a"}}`, inline(`,"fallbacks":99`),
+		inline(`,"header_format":"hex"`), inline(`,"unknown":1`), `{"topology":{"services":[{"name":""}]}}`,
+	} {
+		h := newHost(t, cfg, host.Options{})
+		_, err := h.NewVM(context.Background())
+		if !errors.Is(err, host.ErrPluginStart) {
+			t.Errorf("config %q: %v, want ErrPluginStart", cfg, err)
+		}
+		if n := countLogs(h, "loctree: plugin start failed: "); n != 1 {
+			t.Errorf("config %q: %d plugin-start log lines, want 1: %v", cfg, n, h.Logs())
+		}
+	}
 }

@@ -7,6 +7,16 @@ import "errors"
 var (
 	// ErrABIVersion: the module exports no supported proxy_abi_version_* marker.
 	ErrABIVersion = errors.New("unsupported proxy-wasm ABI version")
+	// ErrMissingImport: the module imports a function the host does not
+	// offer for its ABI version (Envoy refuses to load such a module).
+	ErrMissingImport = errors.New("failed to load wasm module due to a missing import")
+	// ErrImportType: the module imports a host function with another signature.
+	ErrImportType = errors.New("failed to load wasm module due to an import type mismatch")
+	// ErrRestricted: the module called a host function that is not allowed
+	// in the phase it ran in (start, or its allocator).
+	ErrRestricted = errors.New("restricted host call")
+	// ErrExportSignature: a module export the host calls has the wrong signature.
+	ErrExportSignature = errors.New("bad function signature")
 	// ErrMissingExport: the module lacks a function the host needs.
 	ErrMissingExport = errors.New("module is missing an export")
 	// ErrVMStart: proxy_on_vm_start returned false.

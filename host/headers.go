@@ -81,7 +81,7 @@ func (h Headers) Clone() Headers {
 
 // lowered returns a copy of h with lower-case keys.
 func (h Headers) lowered() Headers {
-	out := make(Headers, len(h))
+	out := make(Headers, len(h), len(h)+2) // room for a header or two the plugin adds
 	for i, kv := range h {
 		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
 	}
@@ -103,4 +103,15 @@ func EncodePairs(h Headers) []byte {
 func DecodePairs(b []byte) (Headers, error) {
 	h, err := pairs.Decode(b)
 	return Headers(h), err
+}
+
+// toPairs is DecodePairs as cpp-host's PairsUtil::toPairs answers: a
+// malformed map is the empty map (src/pairs_util.cc:122-200), so the
+// hostcalls that take pairs go on without them.
+func toPairs(b []byte) Headers {
+	h, err := DecodePairs(b)
+	if err != nil {
+		return nil
+	}
+	return h
 }

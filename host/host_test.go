@@ -71,13 +71,12 @@ func TestHeadersSetKeepsFirstPosition(t *testing.T) {
 	}
 }
 
+// TestSharedDataCAS follows cpp-host src/shared_data.cc:75-95: a CAS
+// is checked against an existing key only; an absent key is created.
 func TestSharedDataCAS(t *testing.T) {
 	s := newSharedData()
-	if st := s.Set("k", []byte("v1"), 7); st != StatusCASMismatch {
-		t.Fatalf("CAS on a missing key: %v", st)
-	}
-	if st := s.Set("k", []byte("v1"), 0); st != StatusOK {
-		t.Fatal(st)
+	if st := s.Set("k", []byte("v1"), 7); st != StatusOK {
+		t.Fatalf("CAS on a missing key: %v, want OK (created)", st)
 	}
 	_, cas, _ := s.Get("k")
 	if st := s.Set("k", []byte("v2"), cas); st != StatusOK {
@@ -91,21 +90,36 @@ func TestSharedDataCAS(t *testing.T) {
 	}
 }
 
+// TestMetrics follows cpp-host include/proxy-wasm/wasm.h:158-171 (ids
+// carry the type in their low two bits, step 4 per type) and Envoy
+// source/extensions/common/wasm/context.cc (Context::defineMetric: a new id
+// per definition, one stat per name; incrementMetric: a counter takes only
+// a positive offset; recordMetric: a counter adds).
 func TestMetrics(t *testing.T) {
 	m := newMetrics()
 	id, _ := m.define(MetricCounter, "c")
 	again, _ := m.define(MetricCounter, "c")
-	if id != again {
-		t.Fatalf("the same counter got ids %d and %d", id, again)
+	if id != 4 || again != 8 {
+		t.Fatalf("counter ids %d, %d; want 4, 8", id, again)
 	}
-	if st := m.increment(id, -1); st != StatusBadArgument {
-		t.Fatalf("decrementing a counter: %v", st)
+	for _, d := range []int64{-1, 0} {
+		if st := m.increment(id, d); st != StatusBadArgument {
+			t.Fatalf("incrementing a counter by %d: %v, want BadArgument", d, st)
+		}
+	}
+	m.increment(id, 2)
+	m.record(again, 3)
+	if v, _ := m.value(id); v != 5 {
+		t.Fatalf("counter %d after +2 and record 3 (through both ids), want 5", v)
 	}
 	g, _ := m.define(MetricGauge, "g")
 	m.increment(g, 5)
 	m.increment(g, -2)
 	m.record(g, 9)
 	hist, _ := m.define(MetricHistogram, "h")
+	if g != 5 || hist != 6 {
+		t.Fatalf("gauge id %d, histogram id %d; want 5, 6", g, hist)
+	}
 	m.record(hist, 3)
 	m.record(hist, 4)
 	if v, _ := m.Value("g"); v != 9 {
@@ -116,6 +130,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, st := m.define(MetricType(7), "x"); st != StatusBadArgument {
 		t.Fatalf("unknown metric type: %v", st)
+	}
+	if _, st := m.value(hist); st != StatusBadArgument {
+		t.Fatalf("reading a histogram: %v, want BadArgument", st)
 	}
 }
 
@@ -128,9 +145,11 @@ func TestPropertiesEncoding(t *testing.T) {
 		"listener_direction":                     {1, 0, 0, 0, 0, 0, 0, 0},
 		"connection\x00mtls":                     {1},
 		"xds\x00node\x00metadata\x00LABELS\x00a": []byte("1"),
-		// google.protobuf.Struct{fields: {"a": string_value "1", "b": string_value "2"}}
-		"xds\x00node\x00metadata\x00LABELS": {0x0a, 0x08, 0x0a, 0x01, 'a', 0x12, 0x03, 0x1a, 0x01, '1',
-			0x0a, 0x08, 0x0a, 0x01, 'b', 0x12, 0x03, 0x1a, 0x01, '2'},
+		// A map reads as serialized pairs, as Envoy's serializeValue writes a
+		// CEL map (source/extensions/common/wasm/context.cc, case kMap):
+		// count 2, sizes (1,1) (1,1), then "a\0" "1\0" "b\0" "2\0".
+		"xds\x00node\x00metadata\x00LABELS": {2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0,
+			'a', 0, '1', 0, 'b', 0, '2', 0},
 	} {
 		if got, ok := p.Get(path); !ok || !bytes.Equal(got, want) {
 			t.Errorf("%q = %v, want %v", path, got, want)

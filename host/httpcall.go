@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -38,23 +39,19 @@ func hcHTTPCall(vm *VM, st []uint64) Status {
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return StatusInvalidMemoryAccess
 	}
-	headers, err1 := DecodePairs(hb)
-	trailers, err2 := DecodePairs(tb)
-	if err1 != nil || err2 != nil {
-		return StatusBadArgument
+	headers, trailers := toPairs(hb).lowered(), toPairs(tb) // cpp-host src/exports.cc:522-523
+	if !vm.writeU32(st[9], 0) {                             // cpp-host checks the token's memory first (src/exports.cc:525-529)
+		return StatusInvalidMemoryAccess
 	}
-	headers = headers.lowered()
 	base, known := vm.h.opts.Upstreams[upstream]
-	if !known || !hasPseudo(headers) {
+	if !known || !hasPseudo(headers) || int32(st[8]) < 0 {
 		vm.h.log.Warn("proxy_http_call rejected", "vm", vm.id, "upstream", upstream, "known", known)
 		return StatusBadArgument
 	}
-	vm.nextCall++
+	vm.nextCall += callIDStep
 	req := &callRequest{id: vm.nextCall, base: base, headers: headers, body: bytes.Clone(body),
 		trailers: trailers, timeout: time.Duration(uint32(st[8])) * time.Millisecond}
-	if !vm.writeU32(st[9], req.id) {
-		return StatusInvalidMemoryAccess
-	}
+	vm.writeU32(st[9], req.id)
 	vm.calls.Add(1)
 	go vm.dispatch(req)
 	return StatusOK
@@ -87,14 +84,19 @@ func (vm *VM) dispatch(req *callRequest) {
 	vm.afterCall()
 }
 
-// send performs one HTTP call. A failure is a response without headers,
-// which the ABI reports to the plugin as num_headers == 0.
+// callIDStep: HTTP call tokens are 4, 8, 12, ... (cpp-host
+// include/proxy-wasm/wasm.h:173-191, nextHttpCallId; the low two bits name
+// the callout type, 0 for HTTP).
+const callIDStep = 4
+
+// send performs one HTTP call. A timeout of 0 means none (Envoy
+// Context::httpCall sets no timeout then). Failures come back as Envoy's
+// async client answers them: see failure.
 func (h *Host) send(req *callRequest) *callResponse {
-	timeout := req.timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if req.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, req.timeout)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	base := req.base
 	if !strings.Contains(base, "://") {
@@ -105,7 +107,7 @@ func (h *Host) send(req *callRequest) *callResponse {
 	authority, _ := req.headers.Get(":authority")
 	hreq, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, bytes.NewReader(req.body))
 	if err != nil {
-		return &callResponse{status: 0, message: err.Error()}
+		return failure(err)
 	}
 	hreq.Host = authority
 	for _, kv := range req.headers {
@@ -120,12 +122,12 @@ func (h *Host) roundTrip(hreq *http.Request) *callResponse {
 	resp, err := h.client.Do(hreq)
 	if err != nil {
 		h.log.Debug("proxy_http_call failed", "url", hreq.URL.String(), "err", err) // the plugin gets the failure and reports it
-		return &callResponse{message: err.Error()}
+		return failure(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return &callResponse{message: err.Error()}
+		return failure(err)
 	}
 	out := &callResponse{body: body, status: resp.StatusCode, message: resp.Status}
 	out.headers = Headers{{":status", strconv.Itoa(resp.StatusCode)}}
@@ -150,4 +152,20 @@ func hcGetStatus(vm *VM, st []uint64) Status {
 		return StatusInvalidMemoryAccess
 	}
 	return vm.returnBytes([]byte(vm.callResp.message), st[1], st[2])
+}
+
+// failure is the response Envoy's async client delivers when the upstream
+// cannot be reached or does not answer in time: its router's local reply,
+// 504 "upstream request timeout" on a timeout, else 503 "upstream connect
+// error or disconnect/reset before headers" (Envoy
+// source/common/router/router.cc, Filter::onUpstreamReset and
+// onResponseTimeout), with :status, content-length and content-type
+// headers, not an empty answer.
+func failure(err error) *callResponse {
+	status, body := 503, "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+	if errors.Is(err, context.DeadlineExceeded) {
+		status, body = 504, "upstream request timeout"
+	}
+	return &callResponse{status: status, message: http.StatusText(status), body: []byte(body), headers: Headers{
+		{":status", strconv.Itoa(status)}, {"content-length", strconv.Itoa(len(body))}, {"content-type", "text/plain"}}}
 }

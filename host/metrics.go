@@ -7,11 +7,15 @@ import (
 )
 
 // Metrics is the host-wide metric registry behind proxy_define_metric and
-// friends. Defining the same name and type twice (from any VM) returns the
-// same metric, as Envoy's stats scope does.
+// friends. Defining a name and type again (from any VM) names the same
+// metric, as Envoy's stats scope does, under a new id. Ids carry the
+// metric type in their low two bits and step by 4 per type, as cpp-host
+// numbers them (include/proxy-wasm/wasm.h:158-171).
 type Metrics struct {
 	mu     sync.Mutex
-	byName map[string]uint32
+	byName map[string]*metric
+	byID   map[uint32]*metric
+	next   [3]uint32 // last id given per type
 	list   []*metric
 }
 
@@ -32,7 +36,15 @@ type Metric struct {
 	Sum   uint64 // histogram: sum of recorded values
 }
 
-func newMetrics() *Metrics { return &Metrics{byName: map[string]uint32{}} }
+const metricIDStep = 4 // kMetricIdIncrement; the type is id & 3
+
+func newMetrics() *Metrics {
+	m := &Metrics{byName: map[string]*metric{}, byID: map[uint32]*metric{}}
+	for t := range m.next {
+		m.next[t] = uint32(t)
+	}
+	return m
+}
 
 func (m *Metrics) define(t MetricType, name string) (uint32, Status) {
 	if t > MetricHistogram {
@@ -41,57 +53,79 @@ func (m *Metrics) define(t MetricType, name string) (uint32, Status) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := t.String() + "/" + name
-	if id, ok := m.byName[key]; ok {
-		return id, StatusOK
+	x, ok := m.byName[key]
+	if !ok {
+		x = &metric{name: name, typ: t}
+		m.byName[key] = x
+		m.list = append(m.list, x)
 	}
-	m.list = append(m.list, &metric{name: name, typ: t})
-	id := uint32(len(m.list)) // ids start at 1
-	m.byName[key] = id
-	return id, StatusOK
+	m.next[t] += metricIDStep
+	m.byID[m.next[t]] = x
+	return m.next[t], StatusOK
 }
 
-func (m *Metrics) get(id uint32) *metric {
-	if id == 0 || int(id) > len(m.list) {
-		return nil
+// lookup finds id; a type the ABI does not know is BadArgument, an unknown
+// id of a known type NotFound (Envoy Context::incrementMetric and friends).
+func (m *Metrics) lookup(id uint32) (*metric, Status) {
+	if MetricType(id&3) > MetricHistogram {
+		return nil, StatusBadArgument
 	}
-	return m.list[id-1]
+	if x := m.byID[id]; x != nil {
+		return x, StatusOK
+	}
+	return nil, StatusNotFound
 }
 
+// increment adds delta: a counter only a positive one (0 and negatives are
+// BadArgument), a gauge any; a histogram is BadArgument (Envoy
+// source/extensions/common/wasm/context.cc, Context::incrementMetric).
 func (m *Metrics) increment(id uint32, delta int64) Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	x := m.get(id)
+	x, st := m.lookup(id)
 	switch {
-	case x == nil:
-		return StatusNotFound
-	case x.typ == MetricHistogram, x.typ == MetricCounter && delta < 0:
+	case st != StatusOK:
+		return st
+	case x.typ == MetricHistogram, x.typ == MetricCounter && delta <= 0:
 		return StatusBadArgument
 	}
 	x.value = uint64(int64(x.value) + delta)
 	return StatusOK
 }
 
+// record adds v to a counter, sets a gauge and records a histogram value
+// (Envoy Context::recordMetric).
 func (m *Metrics) record(id uint32, v uint64) Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	x := m.get(id)
-	if x == nil {
-		return StatusNotFound
+	x, st := m.lookup(id)
+	if st != StatusOK {
+		return st
 	}
-	x.value = v
-	if x.typ == MetricHistogram {
+	switch x.typ {
+	case MetricCounter:
+		x.value += v
+	case MetricGauge:
+		x.value = v
+	default:
+		x.value = v
 		x.count++
 		x.sum += v
 	}
 	return StatusOK
 }
 
+// value reads a counter or gauge; a histogram is BadArgument (Envoy
+// Context::getMetric).
 func (m *Metrics) value(id uint32) (uint64, Status) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	x := m.get(id)
-	if x == nil {
-		return 0, StatusNotFound
+	x, st := m.lookup(id)
+	if st != StatusOK {
+		return 0, st
+	}
+	if x.typ == MetricHistogram {
+		return 0, StatusBadArgument
 	}
 	return x.value, StatusOK
 }
@@ -117,4 +151,34 @@ func (m *Metrics) Value(name string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// The metric hostcalls (cpp-host src/exports.cc:536-580).
+
+func hcDefineMetric(vm *VM, st []uint64) Status {
+	name, ok := vm.readString(st[1], st[2])
+	if !ok {
+		return StatusInvalidMemoryAccess
+	}
+	id, status := vm.h.metrics.define(MetricType(st[0]), name)
+	if status == StatusOK && !vm.writeU32(st[3], id) {
+		return StatusInvalidMemoryAccess
+	}
+	return status
+}
+
+func hcIncrementMetric(vm *VM, st []uint64) Status {
+	return vm.h.metrics.increment(uint32(st[0]), int64(st[1]))
+}
+
+func hcRecordMetric(vm *VM, st []uint64) Status {
+	return vm.h.metrics.record(uint32(st[0]), st[1])
+}
+
+func hcGetMetric(vm *VM, st []uint64) Status {
+	v, status := vm.h.metrics.value(uint32(st[0]))
+	if status == StatusOK && !vm.writeU64(st[1], v) {
+		return StatusInvalidMemoryAccess
+	}
+	return status
 }

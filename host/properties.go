@@ -6,12 +6,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loctree/loctree/internal/pairs"
 )
 
 // Properties is a set of proxy-wasm properties, encoded as Envoy encodes
-// them: strings as their bytes, integers as 8 little-endian bytes, booleans
-// as one byte, string maps (protobuf Struct values such as
-// xds.node.metadata.LABELS) as a serialized google.protobuf.Struct. A
+// them (source/extensions/common/wasm/context.cc, serializeValue): strings
+// as their bytes, integers as 8 little-endian bytes, booleans as one byte,
+// maps (such as xds.node.metadata.LABELS, a protobuf Struct that CEL sees as
+// a map) as serialized pairs, the header-map encoding. A
 // property path is a list of segments; on the wire the segments are joined
 // by NUL bytes. Properties is safe for concurrent use.
 type Properties struct {
@@ -69,10 +72,10 @@ func (p *Properties) SetBool(path []string, v bool) {
 	p.SetBytes(path, []byte{b})
 }
 
-// SetMap sets a string map: the path itself reads as a serialized
-// google.protobuf.Struct, and path+key reads as the string value.
+// SetMap sets a string map: the path itself reads as the map's serialized
+// pairs (keys sorted), and path+key reads as the string value.
 func (p *Properties) SetMap(path []string, m map[string]string) {
-	p.SetBytes(path, encodeStruct(m))
+	p.SetBytes(path, encodeMap(m))
 	for k, v := range m {
 		p.SetString(append(slices.Clone(path), k), v)
 	}
@@ -96,21 +99,12 @@ func (p *Properties) Clone() *Properties {
 	return &Properties{m: maps.Clone(p.m)}
 }
 
-// encodeStruct serializes a google.protobuf.Struct whose values are all
-// string_value, with keys sorted for determinism.
-func encodeStruct(m map[string]string) []byte {
-	var out []byte
+// encodeMap serializes a map as Envoy serializes a CEL map: the pairs
+// encoding of its entries, here in key order for determinism.
+func encodeMap(m map[string]string) []byte {
+	h := make([][2]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		value := appendField(nil, 3, []byte(m[k])) // Value.string_value = 3
-		entry := appendField(appendField(nil, 1, []byte(k)), 2, value)
-		out = appendField(out, 1, entry) // Struct.fields = 1 (map entry)
+		h = append(h, [2]string{k, m[k]})
 	}
-	return out
-}
-
-// appendField appends a length-delimited protobuf field.
-func appendField(b []byte, field int, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(field)<<3|2)
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
+	return pairs.Encode(h)
 }

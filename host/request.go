@@ -72,9 +72,9 @@ func (s *Stream) run(ctx context.Context, req *Request, upstream Upstream) (*Res
 			return nil, err
 		}
 	}
-	reqHeaders, _ := s.Headers()
-	body, _ := s.Bodies()
-	res.Request = Request{Headers: reqHeaders, Body: body, Trailers: s.reqTrailers.Clone(), Properties: req.Properties}
+	s.vm.mu.Lock()
+	res.Request = Request{Headers: s.reqHeaders.Clone(), Body: s.reqBody, Trailers: s.reqTrailers.Clone(), Properties: req.Properties}
+	s.vm.mu.Unlock()
 	if res.Local = s.LocalResponse(); res.Local != nil || upstream == nil {
 		return res, nil
 	}

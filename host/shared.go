@@ -38,13 +38,14 @@ func (s *SharedData) CAS(key string) (uint32, bool) {
 	return v.cas, ok
 }
 
-// Set stores value under key. A non-zero cas must equal the key's current
-// token, else it returns StatusCASMismatch.
+// Set stores value under key. A non-zero cas must equal the current token
+// of an existing key, else it returns StatusCASMismatch; an absent key is
+// created whatever cas says (cpp-host src/shared_data.cc:85-93).
 func (s *SharedData) Set(key string, value []byte, cas uint32) Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.m[key]
-	if cas != 0 && (!ok || cur.cas != cas) {
+	if ok && cas != 0 && cur.cas != cas {
 		return StatusCASMismatch
 	}
 	s.next++

@@ -27,13 +27,15 @@ type Stream struct {
 	respHeaders, respTrailers Headers
 	reqBody, respBody         []byte
 
+	// live[t]: header map t (request headers, request trailers, response
+	// headers, response trailers) is there for the plugin: from its
+	// callback until the filter continues past it.
+	live [4]bool
+
 	pending *LocalResponse
 	local   *LocalResponse
 	resumed chan struct{}
 	closed  bool
-	// awaitDone: proxy_on_done returned false; proxy_on_delete waits for
-	// the plugin's proxy_done.
-	awaitDone bool
 }
 
 // NewStream creates a stream context (proxy_on_context_create(id, root)).
@@ -45,8 +47,11 @@ func (vm *VM) NewStream(props *Properties) (*Stream, error) {
 	if vm.broken != nil {
 		return nil, vm.broken
 	}
+	if vm.draining {
+		return nil, fmt.Errorf("vm %d: shutting down: %w", vm.id, ErrVMBroken)
+	}
 	vm.nextID++
-	s := &Stream{vm: vm, id: vm.nextID, props: props, resumed: make(chan struct{}, 1)}
+	s := &Stream{vm: vm, id: vm.nextID, props: props}
 	vm.streams[s.id] = s
 	vm.effective = s.id
 	ctx := vm.runCtx
@@ -115,22 +120,22 @@ func (s *Stream) enterPhase(k phaseKind, h Headers, body []byte) (api.Function, 
 	fn := &s.vm.fn
 	switch k {
 	case phaseRequestHeaders:
-		s.reqHeaders = h.lowered()
+		s.reqHeaders, s.live[mapRequestHeaders] = h.lowered(), true
 		return fn.requestHeaders, len(h)
 	case phaseRequestBody:
 		s.reqBody = body
 		return fn.requestBody, len(body)
 	case phaseRequestTrailers:
-		s.reqTrailers = h.lowered()
+		s.reqTrailers, s.live[mapRequestTrailers] = h.lowered(), true
 		return fn.requestTrailers, len(h)
 	case phaseResponseHeaders:
-		s.respHeaders = h.lowered()
+		s.respHeaders, s.live[mapResponseHeaders] = h.lowered(), true
 		return fn.responseHeaders, len(h)
 	case phaseResponseBody:
 		s.respBody = body
 		return fn.responseBody, len(body)
 	}
-	s.respTrailers = h.lowered()
+	s.respTrailers, s.live[mapResponseTrailers] = h.lowered(), true
 	return fn.responseTrailers, len(h)
 }
 
@@ -146,7 +151,7 @@ func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (A
 	ctx := vm.runCtx // callbacks after start: no timer or cancellation per call (see watch)
 	var r uint64
 	var err error
-	if k == phaseRequestTrailers || k == phaseResponseTrailers {
+	if k == phaseRequestTrailers || k == phaseResponseTrailers || vm.h.abi == abi010 && (k == phaseRequestHeaders || k == phaseResponseHeaders) {
 		r, err = vm.call(ctx, f, uint64(s.id), uint64(n))
 	} else {
 		r, err = vm.call(ctx, f, uint64(s.id), uint64(n), b2u(endOfStream))
@@ -158,19 +163,49 @@ func (s *Stream) phase(k phaseKind, h Headers, body []byte, endOfStream bool) (A
 	if s.local != nil {
 		return ActionPause, nil
 	}
+	if Action(uint32(r)) == ActionContinue {
+		s.continued(k)
+	}
 	return Action(uint32(r)), nil
+}
+
+// continued drops the map of phase k: Envoy forgets a header map once the
+// filter continues past it (Context::decodeHeaders and friends).
+func (s *Stream) continued(k phaseKind) {
+	switch k {
+	case phaseRequestHeaders:
+		s.live[mapRequestHeaders] = false
+	case phaseRequestTrailers:
+		s.live[mapRequestTrailers] = false
+	case phaseResponseHeaders:
+		s.live[mapResponseHeaders] = false
+	case phaseResponseTrailers:
+		s.live[mapResponseTrailers] = false
+	}
 }
 
 // Wait blocks after a phase returned ActionPause until the plugin resumes
 // the stream (proxy_continue_stream) or sends a local response, or until
 // ctx ends.
 func (s *Stream) Wait(ctx context.Context) error {
+	s.vm.mu.Lock()
+	resumed := s.resumedChan()
+	s.vm.mu.Unlock()
 	select {
-	case <-s.resumed:
+	case <-resumed:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for paused stream %d: %w", s.id, ctx.Err())
 	}
+}
+
+// resumedChan is the channel a paused stream's waiter reads, made on first
+// use (most streams never pause). vm.mu is held.
+func (s *Stream) resumedChan() chan struct{} {
+	if s.resumed == nil {
+		s.resumed = make(chan struct{}, 1)
+	}
+	return s.resumed
 }
 
 // Headers returns copies of the request and response headers as the plugin
@@ -189,31 +224,52 @@ func (s *Stream) Bodies() (request, response []byte) {
 }
 
 // Close ends the stream: proxy_on_log, proxy_on_done, proxy_on_delete.
+// A stream's proxy_on_done answer does not hold proxy_on_delete back
+// (cpp-host src/context.cc:242-248, ContextBase::destroy ignores it); only
+// a root context waits for proxy_done.
 func (s *Stream) Close() error {
 	vm := s.vm
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	if s.closed || s.awaitDone {
+	if s.closed {
 		return nil
 	}
 	vm.effective = s.id
-	ctx := vm.runCtx
-	if _, err := vm.call(ctx, vm.fn.log, uint64(s.id)); err != nil {
-		s.finish()
-		return err
-	}
-	done, err := vm.call(ctx, vm.fn.done, uint64(s.id))
+	defer s.finish()
+	vm.logging = true
+	_, err := vm.call(vm.runCtx, vm.fn.log, uint64(s.id))
+	vm.logging = false
 	if err != nil {
-		s.finish()
 		return err
 	}
-	if vm.fn.done != nil && uint32(done) == 0 {
-		s.awaitDone = true // the plugin calls proxy_done later
+	return s.destroy()
+}
+
+// destroy runs proxy_on_done and proxy_on_delete. vm.mu is held.
+func (s *Stream) destroy() error {
+	vm := s.vm
+	if _, err := vm.call(vm.runCtx, vm.fn.done, uint64(s.id)); err != nil {
+		return err
+	}
+	_, err := vm.call(vm.runCtx, vm.fn.delete, uint64(s.id))
+	return err
+}
+
+// Destroy ends the stream without access logging: proxy_on_done, then
+// proxy_on_delete, no proxy_on_log, as Envoy's Context::onDestroy does
+// (source/extensions/common/wasm/context.cc; cpp-host
+// src/context.cc:242-248, ContextBase::destroy); proxy_on_log comes from
+// the access-log path, which a stream may never reach.
+func (s *Stream) Destroy() error {
+	vm := s.vm
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if s.closed {
 		return nil
 	}
+	vm.effective = s.id
 	defer s.finish()
-	_, err = vm.call(ctx, vm.fn.delete, uint64(s.id))
-	return err
+	return s.destroy()
 }
 
 // finish forgets the stream. vm.mu is held.
@@ -234,7 +290,7 @@ func (s *Stream) applyDeferred() {
 
 func (s *Stream) signal() {
 	select {
-	case s.resumed <- struct{}{}:
+	case s.resumedChan() <- struct{}{}:
 	default:
 	}
 }

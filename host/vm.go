@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -41,7 +39,15 @@ type VM struct {
 	effective uint32
 	stack     [12]uint64
 	broken    error
-	closed    bool
+	released  bool // the instance is gone
+	draining  bool // the root answered proxy_on_done false and waits for proxy_done
+	// rootDone: the pending root called proxy_done; proxy_on_delete and the
+	// release follow when the callback returns.
+	rootDone bool
+	// rootCreated: the plugin's root context exists (not in a base VM).
+	rootCreated bool
+	configuring bool // inside proxy_on_configure
+	logging     bool // inside a stream's proxy_on_log
 
 	tickPeriod time.Duration
 	tickStop   chan struct{}
@@ -50,40 +56,34 @@ type VM struct {
 	nextCall uint32
 	callResp *callResponse
 	deferred []*Stream
-	deletes  []*Stream
-	allocFn  api.Function
 	allocCtx context.Context
+	// allowed, when set, is the only host functions the running phase
+	// (phase) may call; see restrict.
+	allowed map[string]bool
+	phase   string
 }
 
-type callbacks struct {
-	contextCreate, vmStart, configure, tick, httpCallResponse, queueReady api.Function
-	requestHeaders, requestBody, requestTrailers                          api.Function
-	responseHeaders, responseBody, responseTrailers                       api.Function
-	log, done, delete                                                     api.Function
-}
-
-// want lists the callbacks with the parameter count ABI 0.2.x gives them.
-var want = map[string]int{
-	"proxy_on_context_create": 2, "proxy_on_vm_start": 2, "proxy_on_configure": 2,
-	"proxy_on_tick": 1, "proxy_on_http_call_response": 5, "proxy_on_queue_ready": 2,
-	"proxy_on_request_headers": 3, "proxy_on_request_body": 3, "proxy_on_request_trailers": 2,
-	"proxy_on_response_headers": 3, "proxy_on_response_body": 3, "proxy_on_response_trailers": 2,
-	"proxy_on_log": 1, "proxy_on_done": 1, "proxy_on_delete": 1,
-	"proxy_on_memory_allocate": 1, "malloc": 1,
-}
-
-// NewVM instantiates the module and starts the plugin as Envoy does:
-// `_initialize` (then `main` if exported) or `_start`, then
-// proxy_on_context_create(root), proxy_on_vm_start and proxy_on_configure.
-// A false from either start callback fails with ErrVMStart / ErrPluginStart;
-// the host keeps working.
+// NewVM starts a worker VM as Envoy does: the module is instantiated,
+// initialized (`_initialize` then `main` or `__main_void`, or `_start`),
+// then proxy_on_context_create(root), proxy_on_vm_start and
+// proxy_on_configure. The host's first VM is preceded by the base VM and
+// the configuration canary (see prepare); a plugin the canary rejected fails
+// every NewVM with the canary's error. A false from either start callback
+// fails with ErrVMStart / ErrPluginStart; the host keeps working.
 func (h *Host) NewVM(ctx context.Context) (*VM, error) {
-	id := int(h.nextVM.Add(1))
+	if err := h.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return h.startVM(ctx, int(h.nextVM.Add(1)), true)
+}
+
+// startVM instantiates the module as VM id and initializes it; with
+// plugin it also starts the plugin (root context, on_vm_start,
+// on_configure).
+func (h *Host) startVM(ctx context.Context, id int, plugin bool) (*VM, error) {
 	vm := &VM{h: h, id: id, rootID: 1, nextID: 1, streams: map[uint32]*Stream{}}
 	vm.ctx, vm.cancel = context.WithCancel(context.WithValue(context.Background(), vmKey{}, vm))
-	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions().
-		WithStdout(&logWriter{vm: vm, level: LogInfo}).WithStderr(&logWriter{vm: vm, level: LogError}).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("vm%+d", id)).WithStartFunctions()
 	mod, err := h.runtime.InstantiateModule(ctx, h.compiled, cfg)
 	if err != nil {
 		vm.cancel()
@@ -92,66 +92,19 @@ func (h *Host) NewVM(ctx context.Context) (*VM, error) {
 	vm.mod, vm.mem = mod, mod.Memory()
 	h.track(vm, true)
 	vm.runCtx = context.WithValue(context.Background(), vmKey{}, vm)
-	if h.opts.CallTimeout > 0 {
+	if h.opts.CallTimeout > 0 && plugin {
 		go vm.watch(h.opts.CallTimeout)
 	}
-	if err := vm.start(); err != nil {
-		vm.Close()
+	if err := vm.start(plugin); err != nil {
+		vm.discard() // a VM that failed to start is dropped, not shut down (cpp-host src/wasm.cc:555-565)
 		return nil, err
 	}
 	return vm, nil
 }
 
-func (vm *VM) bind() error {
-	get := func(name string) (api.Function, error) {
-		f := vm.mod.ExportedFunction(name)
-		if f != nil && len(f.Definition().ParamTypes()) != want[name] {
-			return nil, fmt.Errorf("%w: %s takes %d parameters, ABI 0.2.x says %d",
-				ErrMissingExport, name, len(f.Definition().ParamTypes()), want[name])
-		}
-		return f, nil
-	}
-	var errs []error
-	bind := func(dst *api.Function, name string) {
-		f, err := get(name)
-		errs = append(errs, err)
-		*dst = f
-	}
-	c := &vm.fn
-	bind(&c.contextCreate, "proxy_on_context_create")
-	bind(&c.vmStart, "proxy_on_vm_start")
-	bind(&c.configure, "proxy_on_configure")
-	bind(&c.tick, "proxy_on_tick")
-	bind(&c.httpCallResponse, "proxy_on_http_call_response")
-	bind(&c.queueReady, "proxy_on_queue_ready")
-	bind(&c.requestHeaders, "proxy_on_request_headers")
-	bind(&c.requestBody, "proxy_on_request_body")
-	bind(&c.requestTrailers, "proxy_on_request_trailers")
-	bind(&c.responseHeaders, "proxy_on_response_headers")
-	bind(&c.responseBody, "proxy_on_response_body")
-	bind(&c.responseTrailers, "proxy_on_response_trailers")
-	bind(&c.log, "proxy_on_log")
-	bind(&c.done, "proxy_on_done")
-	bind(&c.delete, "proxy_on_delete")
-	bind(&vm.allocFn, "proxy_on_memory_allocate")
-	if vm.allocFn == nil {
-		bind(&vm.allocFn, "malloc")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if vm.allocFn == nil {
-		return fmt.Errorf("%w: neither proxy_on_memory_allocate nor malloc is exported", ErrMissingExport)
-	}
-	if c.contextCreate == nil {
-		return fmt.Errorf("%w: proxy_on_context_create", ErrMissingExport)
-	}
-	return nil
-}
-
-func (vm *VM) start() error {
-	if err := vm.bind(); err != nil {
-		return err
+func (vm *VM) start(plugin bool) error {
+	if err := vm.fn.bind(vm.mod, vm.h.abi); err != nil {
+		return fmt.Errorf("vm %d: %w", vm.id, err)
 	}
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
@@ -160,9 +113,10 @@ func (vm *VM) start() error {
 		ctx, cancel = context.WithTimeout(vm.ctx, vm.h.opts.StartTimeout)
 	}
 	defer cancel()
-	if err := vm.initialize(ctx); err != nil {
+	if err := vm.initialize(ctx); err != nil || !plugin {
 		return err
 	}
+	vm.rootCreated = true
 	if _, err := vm.call(ctx, vm.fn.contextCreate, uint64(vm.rootID), 0); err != nil {
 		return err
 	}
@@ -171,7 +125,9 @@ func (vm *VM) start() error {
 	} else if vm.fn.vmStart != nil && uint32(ok) == 0 {
 		return fmt.Errorf("vm %d: %w", vm.id, ErrVMStart)
 	}
+	vm.configuring = true
 	ok, err := vm.call(ctx, vm.fn.configure, uint64(vm.rootID), uint64(len(vm.h.opts.PluginConfig)))
+	vm.configuring = false
 	if err != nil {
 		return err
 	}
@@ -182,23 +138,26 @@ func (vm *VM) start() error {
 	return nil
 }
 
-// initialize runs the module's start function(s).
+// initialize runs the module's start functions as cpp-host's
+// WasmBase::startVm does (src/wasm.cc:379-459): `_initialize` then `main`
+// (or `__main_void`), else `_start`, with only the start allow-list of host
+// functions callable.
 func (vm *VM) initialize(ctx context.Context) error {
-	if f := vm.mod.ExportedFunction("_initialize"); f != nil {
-		if _, err := vm.call(ctx, f); err != nil {
-			return err
-		}
-		if f := vm.mod.ExportedFunction("main"); f != nil && len(f.Definition().ParamTypes()) == 2 {
-			_, err := vm.call(ctx, f, 0, 0)
-			return err
-		}
-		return nil
-	}
-	if f := vm.mod.ExportedFunction("_start"); f != nil {
-		_, err := vm.call(ctx, f)
+	defer vm.restrict("start", startAllowed)()
+	c := &vm.fn
+	if c.initialize == nil {
+		_, err := vm.call(ctx, c.start)
 		return err
 	}
-	return nil
+	if _, err := vm.call(ctx, c.initialize); err != nil {
+		return err
+	}
+	if c.main != nil {
+		_, err := vm.call(ctx, c.main, 0, 0)
+		return err
+	}
+	_, err := vm.call(ctx, c.mainVoid)
+	return err
 }
 
 // watch closes the module when a callback runs longer than CallTimeout
@@ -237,7 +196,7 @@ func (vm *VM) call(ctx context.Context, f api.Function, args ...uint64) (uint64,
 	}
 	n := copy(vm.stack[:], args)
 	clear(vm.stack[n:])
-	if ctx == vm.runCtx {
+	if ctx == vm.runCtx && vm.h.opts.CallTimeout > 0 { // the watchdog reads it
 		vm.busySince.Store(time.Now().UnixNano())
 		defer vm.busySince.Store(0)
 	}
@@ -267,24 +226,38 @@ func (vm *VM) Err() error {
 	return vm.broken
 }
 
-// Close ends the plugin as Envoy does at shutdown (proxy_on_done, then
-// proxy_on_delete on the root context, if the VM is healthy), stops the
-// VM's timer and releases the instance. In-flight HTTP call responses are
-// dropped.
+// Close ends the plugin as Envoy does at shutdown (cpp-host
+// src/wasm.cc:502-512, WasmBase::startShutdown): proxy_on_done on the root
+// context, then proxy_on_delete, stops the VM's timer and releases the
+// instance. A root whose proxy_on_done answers false keeps its VM (ticks,
+// HTTP call responses) until it calls proxy_done; new streams are refused
+// meanwhile, and a second Close releases it without waiting.
 func (vm *VM) Close() error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	if vm.closed {
+	switch {
+	case vm.released:
 		return nil
+	case vm.draining: // do not wait any longer
+		return vm.release()
 	}
-	vm.closed = true
-	if vm.broken == nil {
-		ctx := vm.runCtx
+	if vm.broken == nil && vm.rootCreated {
 		vm.effective = vm.rootID
-		if done, err := vm.call(ctx, vm.fn.done, uint64(vm.rootID)); err == nil && (vm.fn.done == nil || uint32(done) != 0) {
-			vm.call(ctx, vm.fn.delete, uint64(vm.rootID))
+		done, err := vm.call(vm.runCtx, vm.fn.done, uint64(vm.rootID))
+		if err == nil && vm.fn.done != nil && uint32(done) == 0 {
+			vm.draining = true // pending until proxy_done (hcDone, afterCall)
+			return nil
+		}
+		if err == nil {
+			vm.call(vm.runCtx, vm.fn.delete, uint64(vm.rootID))
 		}
 	}
+	return vm.release()
+}
+
+// release stops the VM and frees its instance. vm.mu is held.
+func (vm *VM) release() error {
+	vm.released, vm.draining = true, false
 	if vm.broken == nil {
 		vm.broken = fmt.Errorf("vm %d: closed: %w", vm.id, ErrVMBroken)
 	}
@@ -355,28 +328,12 @@ func (vm *VM) afterCall() {
 		s.applyDeferred()
 	}
 	vm.deferred = vm.deferred[:0]
-	for len(vm.deletes) > 0 {
-		s := vm.deletes[0]
-		vm.deletes = vm.deletes[1:]
-		vm.effective = s.id
-		ctx := vm.runCtx
-		vm.call(ctx, vm.fn.delete, uint64(s.id))
-		s.finish()
+	if vm.rootDone {
+		vm.rootDone = false
+		vm.effective = vm.rootID
+		vm.call(vm.runCtx, vm.fn.delete, uint64(vm.rootID))
+		vm.release()
 	}
-}
-
-// logWriter turns stdout/stderr writes into log lines, as Envoy does.
-type logWriter struct {
-	vm    *VM
-	level LogLevel
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	msg := strings.TrimRight(string(p), "\n")
-	if msg != "" {
-		w.vm.h.emit(LogEntry{VM: w.vm.id, Level: w.level, Message: msg})
-	}
-	return len(p), nil
 }
 
 // MemorySize returns the size of the VM's linear memory in bytes.

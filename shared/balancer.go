@@ -98,7 +98,7 @@ func newEndpointSet(addrs []string, weights []uint32, loads []*atomic.Int64) *en
 		rec := s.pool.recs[i*EndpointRecordSize:]
 		le.PutUint32(rec[eWeight:], weights[i])
 		le.PutUint64(rec[eCumWeight:], cum)
-		s.pool.hashes[i], s.index[a] = HashKey(a), i
+		s.pool.hashes[i], s.index[a] = addrHash(a), i
 	}
 	s.pool.indexWeights(0, uint32(n))
 	return s

@@ -284,3 +284,28 @@ func BenchmarkBalancer(b *testing.B) {
 		})
 	}
 }
+
+// TestBalancerPickerSameHashKeys: a Balancer and a Picker over the same
+// endpoints (and weights) send every consistent_hash key to the same address,
+// so a Go proxy, the filter and `loctree tree pick --key` agree.
+func TestBalancerPickerSameHashKeys(t *testing.T) {
+	for _, weights := range [][]uint32{pickerOnes(7), {1, 3, 2, 5, 1, 1, 4}} {
+		tree := pickerTree(t, "consistent_hash", pickerZone{zone: "a", weights: weights})
+		svc, r := pickerRange(t, tree, "a")
+		p := NewPicker(tree, PickerOptions{Seed: 1})
+		b := NewBalancer(PolicyConsistentHash)
+		for i := len(weights) - 1; i >= 0; i-- { // another order than the tree's
+			if err := b.AddWeighted(pickerAddr(0, i), weights[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := range 500 {
+			key := fmt.Sprint("user-", k)
+			ep, _ := p.Pick(svc, r, HashKey(key))
+			got, err := b.Balance(key)
+			if want := tree.Endpoint(ep).Addr.String(); err != nil || got != want {
+				t.Fatalf("weights %v key %q: balancer %q (%v), picker %q", weights, key, got, err, want)
+			}
+		}
+	}
+}

@@ -119,6 +119,20 @@ func addrRecordHash(b []byte) uint64 {
 	return mix64(mix64(le.Uint64(b[eAddr:])^portFamily) ^ le.Uint64(b[eAddr+8:]))
 }
 
+// addrHash is the consistent_hash identity of a Balancer's endpoint: the
+// hash of the endpoint record an "ip:port" address encodes to (the same as
+// a Picker's for the same endpoint, so both map a key to the same address),
+// else HashKey of the address string.
+func addrHash(addr string) uint64 {
+	ap, err := parseAddr(addr)
+	if err != nil {
+		return HashKey(addr)
+	}
+	var rec [EndpointRecordSize]byte
+	putAddr(rec[eAddr:], rec[ePort:], &rec[eFamily], ap)
+	return addrRecordHash(rec[:])
+}
+
 func newSource(seed uint64) *source {
 	s := &source{seeded: seed != 0}
 	s.state.Store(seed)

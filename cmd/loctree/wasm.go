@@ -31,6 +31,7 @@ type wasmOptions struct {
 	properties   []string
 	upstreams    []string
 	timeout      time.Duration
+	logLevel     string
 	cacheDir     string
 }
 
@@ -41,7 +42,8 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.vmConfig, "vm-config", "", "VM configuration: text, or @FILE")
 	f.StringArrayVar(&o.properties, "property", nil, `property PATH=VALUE ("." separates segments, "\." is a literal dot); repeatable`)
 	f.StringArrayVar(&o.upstreams, "upstream", nil, "proxy_http_call upstream NAME=HOST:PORT; repeatable")
-	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "time limit of one plugin callback (negative: none)")
+	f.DurationVar(&o.timeout, "timeout", 0, "time limit of one plugin callback, e.g. 5s (0: none, as in Envoy; a limit costs time on every call)")
+	f.StringVar(&o.logLevel, "log-level", "info", "Envoy log level the plugin sees (proxy_get_log_level) and below which its log lines are dropped: trace|debug|info|warn|error|critical")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
 	cmd.MarkFlagRequired("module")
 }
@@ -76,10 +78,15 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 		}
 		ups[name] = addr
 	}
+	level, err := host.ParseLogLevel(o.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
 	opts := host.Options{
 		PluginConfig: plugin, VMConfig: vmConfig, Properties: props, Upstreams: ups, CallTimeout: o.timeout,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnLog:  onLog, PluginName: "loctree", RootID: "loctree",
+		LogLevel: level,
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnLog:    onLog, PluginName: "loctree", RootID: "loctree",
 	}
 	if o.cacheDir != "" {
 		if opts.Cache, err = wazero.NewCompilationCacheWithDir(o.cacheDir); err != nil {
@@ -141,11 +148,13 @@ func newWasmRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --module FILE [flags]",
 		Short: "Drive one request through a proxy-wasm module and print what it did",
-		Long: `Run starts one VM as Envoy does (_initialize, root context, on_vm_start,
-on_configure), sends one request's headers (end of stream), ends the stream
-(on_log, on_done, on_delete) and prints the action, the request headers as the
-plugin left them, its local response and its logs. Any proxy-wasm module (ABI
-0.2.0 or 0.2.1) runs, not only loctree's.
+		Long: `Run starts the module as Envoy does (base VM, configuration canary, then a
+worker VM: _initialize, root context, on_vm_start, on_configure), sends one
+request's headers (end of stream), ends the stream (on_log, on_done, on_delete)
+and prints the action, the request headers as the plugin left them, its local
+response and its logs. Any proxy-wasm module (ABI 0.1.0, 0.2.0 or 0.2.1) runs,
+not only loctree's; one that Envoy would refuse to load (an import Envoy does
+not offer, a callback of the wrong signature) fails with the reason.
 
 Examples:
   loctree wasm run --module bin/loctree.wasm \

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -247,5 +249,51 @@ func TestWasmServeFetchesTree(t *testing.T) {
 	}
 	if fetches.Load() == 0 {
 		t.Fatal("the agent was never asked")
+	}
+}
+
+// TestWasmRunHashKeyMatchesTreePick: the filter sends a consistent_hash key
+// where `loctree tree pick --key` says it goes.
+func TestWasmRunHashKeyMatchesTreePick(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	topo := `{"services":[{"name":"sticky","policy":"consistent_hash","endpoints":[
+	  {"address":"127.0.7.1:80","locality":{"region":"r"}},{"address":"127.0.7.2:80","locality":{"region":"r"}},
+	  {"address":"127.0.7.3:80","locality":{"region":"r"},"weight":3},{"address":"127.0.7.4:80","locality":{"region":"r"}}]}]}`
+	file := filepath.Join(t.TempDir(), "topology.json")
+	if err := os.WriteFile(file, []byte(topo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"user-1", "user-2", "user-3", "user-4", "user-5", "user-6"} {
+		code, out, errs := runCLI(t, "tree", "pick", "-f", file, "--service", "sticky", "--from", "region=r", "--key", key, "-o", "json")
+		var want pickResult
+		if code != 0 || json.Unmarshal([]byte(out), &want) != nil || len(want.Picks) != 1 {
+			t.Fatalf("tree pick: exit %d: %s %s", code, out, errs)
+		}
+		code, out, errs = runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod,
+			"--plugin-config", `{"topology":`+topo+`,"locality":{"region":"r"}}`,
+			"--header", ":authority=sticky", "--header", "x-loctree-hash-key="+key, "-o", "json")
+		var got runOutput
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("wasm run: exit %d: %s %s", code, out, errs)
+		}
+		if addr := headerValue(got.RequestHeaders, "x-gateway-destination-endpoint"); want.Picks[addr] != 1 {
+			t.Fatalf("key %q: filter picked %q, tree pick %v", key, addr, want.Picks)
+		}
+	}
+}
+
+// TestWasmRunLogLevel: --log-level is the level the plugin sees and drops
+// the module's lines below it; a bad level is one clear error.
+func TestWasmRunLogLevel(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	code, _, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", cliTopology,
+		"--log-level", "loud", "--header", ":authority=reviews")
+	if code == 0 || !strings.Contains(stderr, `--log-level: log level "loud"`) {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", `{"tree":{}}`,
+		"--log-level", "critical")
+	if code == 0 || !strings.Contains(stdout, "tree.cluster: required") {
+		t.Fatalf("a critical line must pass --log-level critical: exit %d: %s %s", code, stdout, stderr)
 	}
 }

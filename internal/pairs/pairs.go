@@ -57,5 +57,8 @@ func Decode(b []byte) ([][2]string, error) {
 		out = append(out, [2]string{string(data[:ks]), string(data[ks+1 : ks+1+vs])})
 		data = data[ks+vs+2:]
 	}
+	if len(data) != 0 { // trailing bytes (cpp-host src/pairs_util.cc:198-200)
+		return nil, ErrMalformed
+	}
 	return out, nil
 }

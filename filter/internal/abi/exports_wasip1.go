@@ -218,7 +218,16 @@ func proxyOnResponseTrailers(id, n uint32) uint32 {
 //
 //go:wasmexport proxy_on_log
 func proxyOnLog(id uint32) {
-	if h := stream(id); h != nil {
+	enter(id)
+	endStream(id)
+}
+
+// endStream calls OnHttpStreamDone once per stream: from proxy_on_log, or
+// from proxy_on_delete when Envoy destroyed the stream without access
+// logging (cpp-host src/context.cc:242-248).
+func endStream(id uint32) {
+	if h := getStream(id); h != nil {
+		deleteStream(id)
 		h.OnHttpStreamDone()
 	}
 }
@@ -235,7 +244,7 @@ func proxyOnDone(id uint32) uint32 {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(id uint32) {
 	enter(id)
-	deleteStream(id)
+	endStream(id)
 	if _, ok := state.plugins[id]; ok {
 		delete(state.plugins, id)
 	}

@@ -5,16 +5,22 @@ package abi
 import (
 	"fmt"
 	"unsafe"
+
+	pw "github.com/loctree/loctree/internal/proxywasm"
 )
 
 const (
-	mapRequestHeaders                                           = 0
-	mapHTTPCallHeaders                                          = 6
-	bufferHTTPCallBody                                          = 4
-	bufferPluginConfig                                          = 7
-	metricCounter                                               = 0
-	metricGauge                                                 = 1
-	levelDebug, levelInfo, levelWarn, levelError, levelCritical = 1, 2, 3, 4, 5
+	mapRequestHeaders  = pw.MapRequestHeaders
+	mapHTTPCallHeaders = pw.MapHTTPCallHeaders
+	bufferHTTPCallBody = pw.BufferHTTPCallResponseBody
+	bufferPluginConfig = pw.BufferPluginConfiguration
+	metricCounter      = uint32(pw.MetricCounter)
+	metricGauge        = uint32(pw.MetricGauge)
+	levelDebug         = uint32(pw.LogDebug)
+	levelInfo          = uint32(pw.LogInfo)
+	levelWarn          = uint32(pw.LogWarn)
+	levelError         = uint32(pw.LogError)
+	levelCritical      = uint32(pw.LogCritical)
 )
 
 func ptr(b []byte) unsafe.Pointer {

@@ -4,6 +4,7 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/loctree/loctree/internal/pairs"
+	pw "github.com/loctree/loctree/internal/proxywasm"
 )
 
 // EncodePairs serializes a header map in the ABI's format (internal/pairs).
@@ -20,23 +21,23 @@ func DecodePairs(b []byte) ([][2]string, error) {
 	return h, nil
 }
 
-// Status is a proxy_status_t.
-type Status uint32
+// Status is a proxy_status_t (internal/proxywasm).
+type Status pw.Status
 
 // Err converts a status to the SDK's error values.
 func (s Status) Err() error {
-	switch s {
-	case 0:
+	switch pw.Status(s) {
+	case pw.StatusOK:
 		return nil
-	case 1:
+	case pw.StatusNotFound:
 		return types.ErrorStatusNotFound
-	case 2:
+	case pw.StatusBadArgument:
 		return types.ErrorStatusBadArgument
-	case 7:
+	case pw.StatusEmpty:
 		return types.ErrorStatusEmpty
-	case 8:
+	case pw.StatusCASMismatch:
 		return types.ErrorStatusCasMismatch
-	case 12:
+	case pw.StatusUnimplemented:
 		return types.ErrorUnimplemented
 	}
 	return types.ErrorInternalFailure
