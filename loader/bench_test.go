@@ -204,6 +204,7 @@ func BenchmarkApplyServiceChange(b *testing.B) {
 		b.Fatal(err)
 	}
 	i := 1
+	before := in.grace.next() - 1
 	for b.Loop() {
 		res, err := in.Apply(trees[i%2])
 		if err != nil {
@@ -213,6 +214,26 @@ func BenchmarkApplyServiceChange(b *testing.B) {
 			b.Fatalf("rewrote %d services, want 1", res.Rewritten)
 		}
 		i++
+	}
+	// Grace periods run in the background, one covering every region
+	// retired before it began: report how many one change needed.
+	b.ReportMetric(float64(in.grace.next()-1-before)/float64(b.N), "grace-periods/op")
+}
+
+// BenchmarkGracePeriod is one RCU grace period as the installer waits for
+// it (a map-in-map update): what an Apply pays when it needs the space of
+// regions retired a moment ago.
+func BenchmarkGracePeriod(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	r, err := newRCUSync()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.close()
+	for b.Loop() {
+		if err := r.synchronize(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -235,5 +256,91 @@ func BenchmarkInstall100k(b *testing.B) {
 			b.Fatalf("%+v %v", res, err)
 		}
 		b.StartTimer()
+	}
+}
+
+// udpSinks receive and drop datagrams on the two local backends.
+func udpSinks(tb testing.TB, port int) {
+	for i := range 2 {
+		pc, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.0.%d:%d", i+1, port))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				if _, _, err := pc.ReadFrom(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// udpSocket is an unconnected UDP socket created in the cgroup dir.
+func udpSocket(b *testing.B, dir, home string) int {
+	kerneltest.MoveTo(b, dir)
+	defer kerneltest.MoveTo(b, home)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+func timedSend(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
+	start := time.Now()
+	err := unix.Sendto(fd, []byte("q"), 0, to)
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("sendto: %v", err)
+	}
+	return d
+}
+
+// BenchmarkSendmsg compares sendto() on an unconnected UDP socket through a
+// VIP (programs attached, a service of n endpoints; the socket keeps its
+// backend, so after the first datagram no map is written) with sendto() to
+// the backend from a socket without programs, interleaved. The ratio
+// metric is VIP over direct.
+func BenchmarkSendmsg(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	const port = 9301
+	udpSinks(b, port)
+	cg := kerneltest.Cgroup(b)
+	in, err := Open(Config{Locality: benchLocality})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	if err := in.Attach(cg); err != nil {
+		b.Fatal(err)
+	}
+	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
+	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 53}
+	for i, n := range []int{10, 1000, 100000} {
+		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("dns", "127.77.3.2:53", n, port)}}
+		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			plain, hooked := udpSocket(b, filepath.Dir(cg), cg), udpSocket(b, cg, cg)
+			var viaVIP, viaDirect []time.Duration
+			for j := 0; b.Loop(); j++ {
+				if j%2 == 0 {
+					viaDirect = append(viaDirect, timedSend(b, plain, direct))
+					viaVIP = append(viaVIP, timedSend(b, hooked, vip))
+				} else {
+					viaVIP = append(viaVIP, timedSend(b, hooked, vip))
+					viaDirect = append(viaDirect, timedSend(b, plain, direct))
+				}
+			}
+			b.ReportMetric(mean(viaVIP), "vip-ns/op")
+			b.ReportMetric(mean(viaDirect), "direct-ns/op")
+			b.ReportMetric(mean(viaVIP)/mean(viaDirect), "ratio")
+			b.ReportMetric(median(viaVIP)/median(viaDirect), "p50-ratio")
+		})
 	}
 }
