@@ -128,8 +128,8 @@ func (in *Installer) fits(plans map[bpf.Frontend]plan, changed []plan) error {
 	return nil
 }
 
-// retired is a region no longer published, free once grace period after
-// has ended.
+// retired holds the regions of a service value that is no longer
+// published; they are free once grace period after has ended.
 type retired struct {
 	svc   bpf.Service
 	after uint64
