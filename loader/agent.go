@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,14 +41,16 @@ type AgentConfig struct {
 
 // agent is one running agent: the installer and what it serves.
 type agent struct {
-	cfg     AgentConfig
-	log     *slog.Logger
-	in      *Installer
-	trees   TreeServer
-	metrics *Metrics
-	ready   atomic.Bool  // the programs are attached: the kernel path is live
-	tree    *shared.Tree // the tree installed last
-	last    []byte       // the topology file's content last applied (or rejected)
+	cfg        AgentConfig
+	log        *slog.Logger
+	in         *Installer
+	trees      TreeServer
+	metrics    *Metrics
+	ready      atomic.Bool    // the programs are attached: the kernel path is live
+	pinsOK     atomic.Bool    // every pin is in the bpffs directory (pins.go)
+	background sync.WaitGroup // goroutines that use the installer
+	tree       *shared.Tree   // the tree installed last
+	last       []byte         // the topology file's content last applied (or rejected)
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -58,6 +61,7 @@ type agent struct {
 // programs and maps stay in place.
 func Run(ctx context.Context, cfg AgentConfig) error {
 	a := &agent{cfg: cfg, log: cfg.Logger, metrics: newMetrics()}
+	a.pinsOK.Store(true)
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -87,6 +91,9 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 // startAndServe installs and attaches, then serves and watches until ctx is
 // done (or returns at once with --once).
 func (a *agent) startAndServe(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer a.background.Wait() // after cancel: nothing runs when Run closes the installer
+	defer cancel()
 	stop, err := a.serve()
 	if err != nil {
 		return err
@@ -101,6 +108,7 @@ func (a *agent) startAndServe(ctx context.Context) error {
 	if a.cfg.Once {
 		return nil
 	}
+	a.guardPinsFrom(ctx)
 	a.watch(ctx)
 	return nil
 }

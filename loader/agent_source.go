@@ -40,6 +40,7 @@ func (a *agent) runSource(ctx context.Context) error {
 	if err := a.startWith(first); err != nil || a.cfg.Once {
 		return err
 	}
+	a.guardPinsFrom(ctx)
 	for {
 		select {
 		case <-ctx.Done():

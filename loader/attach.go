@@ -72,6 +72,7 @@ func (in *Installer) detach(created []attached) error {
 	for _, a := range slices.Backward(created) {
 		if a.pin != "" {
 			errs = append(errs, a.link.Unpin())
+			delete(in.pins, a.pin)
 		}
 		errs = append(errs, a.link.Close())
 		in.links = slices.DeleteFunc(in.links, func(l link.Link) bool { return l == a.link })
@@ -85,10 +86,16 @@ func (in *Installer) detach(created []attached) error {
 func (in *Installer) attach(cgroup string, id uint64, h hook) (attached, error) {
 	prog := h.prog(&in.k.objs)
 	if in.k.pinned != "" {
-		l, err := link.LoadPinnedLink(linkPin(in.k.pinned, h.name), nil)
+		pin := linkPin(in.k.pinned, h.name)
+		l, err := link.LoadPinnedLink(pin, nil)
 		if err == nil {
-			defer l.Close()
-			return attached{}, readopt(l, id, prog)
+			if err := readopt(l, id, prog); err != nil {
+				l.Close()
+				return attached{}, err
+			}
+			in.links = append(in.links, l) // held, so the path survives a lost pin
+			in.pins[pin] = l
+			return attached{}, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return attached{}, fmt.Errorf("%w: %w", ErrPinned, err)
@@ -106,6 +113,7 @@ func (in *Installer) attach(cgroup string, id uint64, h hook) (attached, error) 
 	if err := l.Pin(pin); err != nil {
 		return attached{link: l}, errors.Join(err, in.detach([]attached{{link: l}}))
 	}
+	in.pins[pin] = l
 	return attached{link: l, pin: pin}, nil
 }
 
@@ -125,6 +133,13 @@ func readopt(l link.Link, id uint64, prog *ebpf.Program) error {
 // twice is fine. With a cgroup it then checks that no loctree program is
 // still attached there.
 func Uninstall(cgroup, bpffsDir string) error {
+	if _, err := os.Stat(bpffsDir); err == nil {
+		lock, err := lockDir(bpffsDir)
+		if err != nil {
+			return err
+		}
+		defer lock.unlock()
+	}
 	var errs []error
 	for _, h := range hooks {
 		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))

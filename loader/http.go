@@ -20,6 +20,10 @@ func (a *agent) serve() (func(), error) {
 			http.Error(w, "first install not done", http.StatusServiceUnavailable)
 			return
 		}
+		if !a.pinsOK.Load() {
+			http.Error(w, "the kernel path is not pinned in "+a.cfg.BPFFS+" (bpffs unmounted?): it stops when the agent exits", http.StatusServiceUnavailable)
+			return
+		}
 		w.Write([]byte("ok\n"))
 	})
 	ln, err := listenHTTP(a.cfg.Listen)

@@ -124,10 +124,10 @@ func TestReadopt(t *testing.T) {
 	if res, err := second.Apply(mustBuild(t, other, 9)); err != nil || res.Rewritten != 1 {
 		t.Fatalf("one change after re-adopt: %+v %v", res, err)
 	}
+	second.Close()
 	if _, err := Open(Config{BPFFS: dir, Capacity: Capacity{Endpoints: 1000}}); !errors.Is(err, ErrPinned) {
 		t.Fatalf("other capacity on pinned maps: %v, want ErrPinned", err)
 	}
-	second.Close()
 	if err := Uninstall("", dir); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,8 @@ type Installer struct {
 	retired   []retired // regions still possibly read, freed after their grace period
 	grace     *grace
 	gen       uint64
-	links     []link.Link // links this agent created; Close detaches the unpinned ones
+	links     []link.Link             // links this agent holds; Close detaches the unpinned ones
+	pins      map[string]pinnedObject // what the agent pinned, by path (pins.go)
 	digests   map[bpf.Frontend]digestCache
 }
 
@@ -71,7 +72,9 @@ func Open(cfg Config) (*Installer, error) {
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
 		installed: map[bpf.Frontend]bpf.Service{}, digests: map[bpf.Frontend]digestCache{},
+		pins: map[string]pinnedObject{},
 	}
+	in.pinMaps()
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
 	}

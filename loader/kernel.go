@@ -30,6 +30,7 @@ type kernel struct {
 	eps    *ebpf.Memory
 	gen    *ebpf.Map // generation of the last applied tree (generation.go)
 	rcu    *rcuSync  // waits for RCU grace periods (grace.go)
+	lock   *dirLock  // one agent per bpffs directory
 	pinned string    // bpffs directory, "" when not pinned
 }
 
@@ -54,14 +55,18 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		}
 	}
 	var opts ebpf.CollectionOptions
+	k := &kernel{pinned: pinDir}
 	if pinDir != "" {
 		if err := os.MkdirAll(pinDir, 0o700); err != nil {
 			return nil, fmt.Errorf("bpffs dir: %w", err)
 		}
+		if k.lock, err = lockDir(pinDir); err != nil {
+			return nil, err
+		}
 		opts.Maps.PinPath = pinDir
 	}
-	k := &kernel{pinned: pinDir}
 	if err := spec.LoadAndAssign(&k.objs, &opts); err != nil {
+		k.lock.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags (run `loctree agent uninstall` first, or use the earlier flags): %w", ErrPinned, pinDir, err)
 		}
@@ -124,5 +129,6 @@ func (k *kernel) close() error {
 	if k.rcu != nil {
 		k.rcu.close()
 	}
+	defer k.lock.unlock()
 	return k.objs.Close()
 }

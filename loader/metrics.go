@@ -25,6 +25,7 @@ type Metrics struct {
 	services  int
 	endpoints int
 	gen       uint64
+	pinsLost  bool
 	kernel    func() ([bpf.StatCount]uint64, error)
 }
 
@@ -46,6 +47,13 @@ func (m *Metrics) installed(r Result) {
 			m.buckets[i]++
 		}
 	}
+}
+
+// setPins records whether every pin is in place.
+func (m *Metrics) setPins(ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pinsLost = !ok
 }
 
 // failed records a topology that could not be built or installed.
@@ -72,6 +80,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_services", "gauge", "Services with a VIP installed.", float64(m.services))
 	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
+	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", m.buckets, m.sum, m.installs)
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
@@ -130,4 +139,11 @@ func (p *promWriter) histogram(name, help string, buckets []uint64, sum float64,
 		p.printf("%s_bucket{le=\"%g\"} %d\n", name, le, buckets[i])
 	}
 	p.printf("%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, count, name, strconv.FormatFloat(sum, 'f', -1, 64), name, count)
+}
+
+func boolToInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
