@@ -147,22 +147,29 @@ func median(ds []time.Duration) float64 {
 	return float64(s[len(s)/2].Nanoseconds())
 }
 
-// BenchmarkConnect compares connect() through a VIP (programs attached,
-// a service of n endpoints) with connect() to the backend from a socket
-// without programs, interleaved. The ratio metric is VIP over direct.
-func BenchmarkConnect(b *testing.B) {
+// attachedInstaller is an installer with its programs attached to a child cgroup,
+// closed when the benchmark ends.
+func attachedInstaller(b *testing.B) (*Installer, string) {
 	kerneltest.RequireRoot(b)
-	const port = 9300
-	acceptors(b, port)
 	cg := kerneltest.Cgroup(b)
 	in, err := Open(Config{Locality: benchLocality})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer in.Close()
+	b.Cleanup(func() { in.Close() })
 	if err := in.Attach(cg); err != nil {
 		b.Fatal(err)
 	}
+	return in, cg
+}
+
+// BenchmarkConnect compares connect() through a VIP (programs attached,
+// a service of n endpoints) with connect() to the backend from a socket
+// without programs, interleaved. The ratio metric is VIP over direct.
+func BenchmarkConnect(b *testing.B) {
+	const port = 9300
+	acceptors(b, port)
+	in, cg := attachedInstaller(b)
 	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
 	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
@@ -306,18 +313,9 @@ func timedSend(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
 // the backend from a socket without programs, interleaved. The ratio
 // metric is VIP over direct.
 func BenchmarkSendmsg(b *testing.B) {
-	kerneltest.RequireRoot(b)
 	const port = 9301
 	udpSinks(b, port)
-	cg := kerneltest.Cgroup(b)
-	in, err := Open(Config{Locality: benchLocality})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer in.Close()
-	if err := in.Attach(cg); err != nil {
-		b.Fatal(err)
-	}
+	in, cg := attachedInstaller(b)
 	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
 	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 53}
 	for i, n := range []int{10, 1000, 100000} {

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/shared"
 )
 
 // TestPinsVanish: the bpffs under a running agent is unmounted. The
@@ -23,33 +21,13 @@ import (
 // healthy.
 func TestPinsVanish(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	cg := kerneltest.Cgroup(t)
-	mnt := kerneltest.BPFFS(t)
-	dir := filepath.Join(mnt, "loctree")
 	kerneltest.Backends(t, []string{"127.0.23.1:9500"})
-	topo := filepath.Join(t.TempDir(), "mesh.yaml")
-	os.WriteFile(topo, []byte(`services:
-- name: pinned
-  vip: 127.77.4.1:80
-  scopes: [region]
-  endpoints:
-  - address: 127.0.23.1:9500
-    locality: {region: r1}
-`), 0o644)
-	listen := kerneltest.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, AgentConfig{Topology: topo, Cgroup: cg, BPFFS: dir, Listen: listen,
-			Locality: shared.Locality{"region": "r1"}, Watch: 50 * time.Millisecond})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		Uninstall(cg, dir)
-	}()
+	cfg := oneServiceAgent(t, "127.77.4.1:80", "127.0.23.1:9500")
+	mnt := kerneltest.BPFFS(t)
+	cfg.BPFFS = filepath.Join(mnt, "loctree")
+	t.Cleanup(func() { Uninstall(cfg.Cgroup, cfg.BPFFS) })
+	runAgent(t, cfg)
+	listen, dir := cfg.Listen, cfg.BPFFS
 	healthz := func(want int) func() error {
 		return func() error {
 			resp, err := http.Get("http://" + listen + "/healthz")

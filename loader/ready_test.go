@@ -19,18 +19,9 @@ import (
 // through a VIP, which must be redirected.
 func TestReadyMeansRedirected(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	cg := kerneltest.Cgroup(t)
 	kerneltest.Backends(t, []string{"127.0.22.1:9400"})
-	topo := filepath.Join(t.TempDir(), "mesh.yaml")
-	os.WriteFile(topo, []byte(`services:
-- name: ready
-  vip: 127.77.3.1:80
-  scopes: [region]
-  endpoints:
-  - address: 127.0.22.1:9400
-    locality: {region: r1}
-`), 0o644)
-	listen := kerneltest.FreeAddr(t)
+	cfg := oneServiceAgent(t, "127.77.3.1:80", "127.0.22.1:9400")
+	listen := cfg.Listen
 	status := func(path string) int {
 		resp, err := http.Get("http://" + listen + path)
 		if err != nil {
@@ -40,18 +31,8 @@ func TestReadyMeansRedirected(t *testing.T) {
 		return resp.StatusCode
 	}
 	var before [2]int
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, AgentConfig{Topology: topo, Cgroup: cg, Listen: listen, Locality: shared.Locality{"region": "r1"},
-			beforeAttach: func() { before = [2]int{status("/healthz"), status("/v1/tree")} }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	cfg.beforeAttach = func() { before = [2]int{status("/healthz"), status("/v1/tree")} }
+	runAgent(t, cfg)
 	kerneltest.Eventually(t, 10*time.Second, "agent serves /v1/tree", func() error {
 		if got := status("/v1/tree"); got != http.StatusOK {
 			return fmt.Errorf("/v1/tree: %d", got)
@@ -64,4 +45,32 @@ func TestReadyMeansRedirected(t *testing.T) {
 	if before != [2]int{http.StatusServiceUnavailable, http.StatusServiceUnavailable} {
 		t.Fatalf("installed but not attached: /healthz %d, /v1/tree %d; want 503 for both", before[0], before[1])
 	}
+}
+
+// oneServiceAgent configures an agent on a child cgroup, with a topology
+// file of one service (scopes [region], its endpoint in region r1, the
+// agent's own) and a free listen address.
+func oneServiceAgent(t *testing.T, vip, endpoint string) AgentConfig {
+	t.Helper()
+	topo := filepath.Join(t.TempDir(), "mesh.yaml")
+	yaml := fmt.Sprintf("services:\n- name: one\n  vip: %s\n  scopes: [region]\n  endpoints:\n  - address: %s\n    locality: {region: r1}\n", vip, endpoint)
+	if err := os.WriteFile(topo, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return AgentConfig{Topology: topo, Cgroup: kerneltest.Cgroup(t), Listen: kerneltest.FreeAddr(t),
+		Locality: shared.Locality{"region": "r1"}, Watch: 50 * time.Millisecond}
+}
+
+// runAgent runs the agent until the test ends; Run must then return nil.
+func runAgent(t *testing.T, cfg AgentConfig) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -99,3 +99,12 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
+
+// Main is TestMain for a package with kernel tests: it runs them in a
+// network namespace of their own (RunInOwnNetns) and exits.
+func Main(m interface{ Run() int }) {
+	if code, ran := RunInOwnNetns(); ran {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
