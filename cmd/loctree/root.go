@@ -57,5 +57,6 @@ Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 
 	root.AddCommand(newWasmCmd())
 	root.AddCommand(newIstioCmd())
+	root.AddCommand(newDemoCmd())
 	return root
 }
