@@ -1,10 +1,14 @@
 GO ?= go
 PKGS := ./...
 FUZZTIME ?= 10s
+# The revision `loctree version` prints when Go cannot stamp it (a git worktree).
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -modified)
 
 .PHONY: build test check bench fuzz wasm
+# Compiles every package and writes the CLI to bin/loctree.
 build:
 	$(GO) build $(PKGS)
+	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o bin/loctree ./cmd/loctree
 
 test:
 	$(GO) test -count=1 $(PKGS)
