@@ -23,7 +23,7 @@ type treeInput struct {
 var treeMagic = []byte("LTRE")
 
 func loadTreeInput(path string) (*treeInput, error) {
-	if path != "" && startsWithMagic(path) {
+	if path != "" && isTree(path) {
 		t, err := readTree(path)
 		if err != nil {
 			return nil, err
@@ -41,18 +41,24 @@ func loadTreeInput(path string) (*treeInput, error) {
 	return &treeInput{name: name, top: top, tree: t}, nil
 }
 
-// startsWithMagic reports whether the file at path begins with the tree
-// magic; a file it cannot read is left to the topology reader's errors.
-func startsWithMagic(path string) bool {
+// isTree reports whether the file at path is to be read as an encoded
+// tree: a regular file that begins with the tree magic, or something that
+// is not a regular file (a pipe, /dev/zero: the topology reader refuses
+// those, the tree reader reads them header first and stops at a bad one).
+// A file it cannot open is left to the topology reader's errors.
+func isTree(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if !st.Mode().IsRegular() {
+		return true
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return false
-	}
 	head := make([]byte, len(treeMagic))
 	_, err = io.ReadFull(f, head)
 	return err == nil && bytes.Equal(head, treeMagic)
