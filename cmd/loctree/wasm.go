@@ -209,7 +209,24 @@ func runOnce(ctx context.Context, o *wasmOptions, headers []string, stderr io.Wr
 		return out, err
 	}
 	defer vm.Close()
-	return out, drive(vm, req, out)
+	if err := drive(vm, req, out); err != nil {
+		return out, err
+	}
+	if _, set := headerOf(out.RequestHeaders, "x-gateway-destination-endpoint"); !set {
+		if note := runNote(h.Shared(), o.properties, req); note != nil {
+			out.Logs = append(out.Logs, *note)
+		}
+	}
+	return out, nil
+}
+
+func headerOf(h [][2]string, key string) (string, bool) {
+	for _, kv := range h {
+		if kv[0] == key {
+			return kv[1], true
+		}
+	}
+	return "", false
 }
 
 func drive(vm *host.VM, req host.Headers, out *runOutput) error {
@@ -337,7 +354,8 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 	}
 	defer pool.Close()
 	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
-	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log}
+	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log,
+		Explain: serveExplain(h.Shared())}
 	ln, err := httpserve.Listen(so.listen, so.limits.MaxConns)
 	if err != nil {
 		return err
