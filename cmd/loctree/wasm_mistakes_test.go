@@ -48,3 +48,20 @@ func TestWasmServeNoTreeVsUnknownHost(t *testing.T) {
 		t.Errorf("unknown host: %d %q", code, body)
 	}
 }
+
+// Issue 14, section 4: one meaning per flag name. --header is a request
+// header (wasm run); the header serve reads the endpoint from is
+// --endpoint-header, and serve's old --header still works, deprecated.
+func TestWasmServeEndpointHeaderFlag(t *testing.T) {
+	serve, _, err := newRootCmd().Find([]string{"wasm", "serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := serve.Flags().Lookup("endpoint-header")
+	if f == nil || f.DefValue != "x-gateway-destination-endpoint" {
+		t.Fatalf("wasm serve has no --endpoint-header: %v", f)
+	}
+	if old := serve.Flags().Lookup("header"); old == nil || old.Deprecated == "" {
+		t.Fatalf("wasm serve --header: %v, want it kept and deprecated", old)
+	}
+}
