@@ -91,6 +91,7 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
 	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
+	_ = cmd.RegisterFlagCompletionFunc("locality", completeLocality)
 	cmd.MarkFlagRequired("cgroup")
 	cmd.MarkFlagRequired("bpffs")
 	cmd.AddCommand(newAgentUninstallCmd())

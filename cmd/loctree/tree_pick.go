@@ -68,6 +68,9 @@ Examples:
 	addFormatFlag(cmd, &o.format, "table", "json")
 	_ = cmd.MarkFlagRequired("service")
 	cmd.MarkFlagsMutuallyExclusive("from", "node")
+	_ = cmd.RegisterFlagCompletionFunc("service", completeServices)
+	_ = cmd.RegisterFlagCompletionFunc("from", completeLocality)
+	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
 	return cmd
 }
 
