@@ -137,6 +137,9 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.View != nil {
+		fmt.Fprintf(cfg.View, "loctree demo: setting up %d backends, the agent and %d proxies on loopback...\n", len(backends), len(sources))
+	}
 	if d.env, err = setUp(); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,9 @@ func (d *demo) run(ctx context.Context) (*Summary, error) {
 			d.draw(d.cfg.View, res, i)
 		}
 	}
+	if d.cfg.View != nil {
+		drawSummary(d.cfg.View, sum)
+	}
 	return sum, nil
 }
 

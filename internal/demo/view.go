@@ -113,3 +113,26 @@ func lastError(s SourceResult) string {
 	}
 	return ""
 }
+
+// drawSummary prints every phase in a few lines: per source, the share of
+// each plane's answers per locality (kernel | L7).
+func drawSummary(w io.Writer, sum *Summary) {
+	fmt.Fprintf(w, "summary: where each source's traffic landed, share of answers (kernel | L7)\n")
+	for _, ph := range sum.Phases {
+		fmt.Fprintf(w, "%s (generation %d): %s\n", ph.Name, ph.Generation, ph.Description)
+		for _, s := range ph.Sources {
+			var parts []string
+			for _, l := range landed(s) {
+				parts = append(parts, fmt.Sprintf("%s %s | %s", l, pct(s.Kernel, l), pct(s.L7, l)))
+			}
+			fmt.Fprintf(w, "  from %-26s %s\n", localityName(s.Locality), strings.Join(parts, ", "))
+		}
+	}
+}
+
+func pct(s Spread, l string) string {
+	if s.Total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(s.Localities[l])/float64(s.Total))
+}
