@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tetratelabs/wazero"
 	"golang.org/x/sys/unix"
 
 	"github.com/loctree/loctree/internal/demo"
@@ -18,6 +20,7 @@ import (
 
 type demoOptions struct {
 	module   string
+	cacheDir string
 	duration time.Duration
 	format   string
 }
@@ -54,6 +57,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.module, "module", "bin/loctree.wasm", "the loctree filter (make wasm builds it)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "keep the compiled filter in this directory (compile once across runs; the demo does not remove it)")
 	f.DurationVar(&o.duration, "duration", 30*time.Second, "how long to run (three phases of a third each; 3s..1h)")
 	addFormatFlag(cmd, &o.format, "table", "json")
 	return cmd
@@ -76,6 +80,12 @@ func runDemo(cmd *cobra.Command, o *demoOptions) error {
 	var logs bytes.Buffer
 	cfg := demo.Config{Module: module, Duration: o.duration,
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if o.cacheDir != "" {
+		if cfg.Cache, err = wazero.NewCompilationCacheWithDir(o.cacheDir); err != nil {
+			return fmt.Errorf("--cache-dir: %w", err)
+		}
+		defer cfg.Cache.Close(context.Background())
+	}
 	if o.format == "table" {
 		cfg.View = cmd.OutOrStdout()
 		cfg.Live = isTerminal(cmd.OutOrStdout())

@@ -17,9 +17,12 @@ import (
 // reports on both planes against the candidate sets shared computes for
 // each phase's topology, and that it leaves no mount behind.
 func TestDemo(t *testing.T) {
-	kerneltest.RequireRoot(t)
+	// The demo mounts cgroup2 and bpffs itself; these skip (or fail under
+	// LOCTREE_REQUIRE_KERNEL) with the reason where the kernel lacks them.
+	kerneltest.Cgroup(t)
+	kerneltest.BPFFS(t)
 	mod := wasmtest.Build(t, "../../filter")
-	code, out, errs := runCLI(t, "demo", "--duration", "3s", "--module", mod, "-o", "json")
+	code, out, errs := runCLI(t, "demo", "--duration", "3s", "--module", mod, "--cache-dir", cacheDir(), "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

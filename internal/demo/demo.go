@@ -41,6 +41,9 @@ type Config struct {
 	// and one request per source); 0 means 20ms.
 	Interval time.Duration
 	Log      *slog.Logger // agent and proxies; nil discards
+	// Cache keeps the filter's compiled code; nil compiles it once per run
+	// (seconds: most of the demo's start-up).
+	Cache wazero.CompilationCache
 }
 
 // Summary is what the demo saw (`loctree demo -o json`).
@@ -111,13 +114,14 @@ var phases = []phase{
 
 // demo is one run.
 type demo struct {
-	cfg     Config
-	env     *env
-	log     *slog.Logger
-	agent   string // the agent's HTTP address
-	topo    string // the topology file the agent watches
-	proxies []*proxy
-	client  *http.Client
+	cfg      Config
+	env      *env
+	log      *slog.Logger
+	agent    string // the agent's HTTP address
+	agentRun *agentRun
+	topo     string // the topology file the agent watches
+	proxies  []*proxy
+	client   *http.Client
 
 	mu  sync.Mutex
 	cur *PhaseResult
@@ -153,29 +157,37 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 		return nil, err
 	}
 	d.env.undo = append(d.env.undo, func() error { stopBackends(); return nil })
-	if err := d.startAgent(ctx); err != nil {
+	agent, err := d.startAgent(ctx)
+	if err != nil {
 		return nil, err
 	}
+	// The proxies compile the filter (seconds) while the agent loads its
+	// programs; their first fetches may fail until it serves.
 	if err := d.startProxies(ctx); err != nil {
+		return nil, err
+	}
+	d.agentRun = agent
+	if err := d.waitFor(ctx, agent, "the agent to install the tree", func() bool { return agentGeneration(d.client, d.agent) > 0 }); err != nil {
 		return nil, err
 	}
 	return d.run(ctx)
 }
 
-// startAgent writes the topology and runs the agent in this process until
-// the demo ends; the undo stops it and uninstalls its programs and pins.
-func (d *demo) startAgent(ctx context.Context) error {
+// startAgent writes the topology and starts the agent in this process
+// until the demo ends; the undo stops it and uninstalls its programs and
+// pins.
+func (d *demo) startAgent(ctx context.Context) (*agentRun, error) {
 	dir, err := os.MkdirTemp("", "loctree-demo-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.env.undo = append(d.env.undo, func() error { return os.RemoveAll(dir) })
 	d.topo = filepath.Join(dir, "mesh.json")
 	if err := os.WriteFile(d.topo, topologyJSON(false), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	if d.agent, err = freeAddr(); err != nil {
-		return err
+		return nil, err
 	}
 	cfg := loader.AgentConfig{
 		Topology: d.topo, Locality: sources[0].Locality, CgroupLocality: map[string]shared.Locality{},
@@ -186,23 +198,33 @@ func (d *demo) startAgent(ctx context.Context) error {
 		cfg.CgroupLocality[d.env.sourceCg[s.Name]] = s.Locality
 	}
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- loader.Run(actx, cfg) }()
+	run := &agentRun{stopped: make(chan struct{})}
+	go func() { run.err = loader.Run(actx, cfg); close(run.stopped) }()
 	d.env.undo = append(d.env.undo, func() error {
 		cancel()
-		err := <-done
-		if uerr := loader.Uninstall(cfg.Cgroup, cfg.BPFFS); uerr != nil {
-			return uerr
+		<-run.stopped
+		if err := loader.Uninstall(cfg.Cgroup, cfg.BPFFS); err != nil {
+			return err
 		}
-		return err
+		return run.err
 	})
-	return d.waitFor(ctx, done, "the agent to install the tree", func() bool { return agentGeneration(d.client, d.agent) > 0 })
+	return run, nil
+}
+
+// agentRun is the agent running in this process; err is set once stopped
+// is closed.
+type agentRun struct {
+	stopped chan struct{}
+	err     error
 }
 
 // startProxies starts one proxy per source, compiling the filter once.
 func (d *demo) startProxies(ctx context.Context) error {
-	cache := wazero.NewCompilationCache()
-	d.env.undo = append(d.env.undo, func() error { return cache.Close(context.Background()) })
+	cache := d.cfg.Cache
+	if cache == nil {
+		cache = wazero.NewCompilationCache()
+		d.env.undo = append(d.env.undo, func() error { return cache.Close(context.Background()) })
+	}
 	for _, s := range sources {
 		p, err := startProxy(ctx, d.cfg.Module, cache, s, d.agent, d.log)
 		if err != nil {
@@ -214,14 +236,14 @@ func (d *demo) startProxies(ctx context.Context) error {
 	return nil
 }
 
-// waitFor polls ok every 20ms for up to 20s; done, if it yields, is the
-// failure of what is awaited.
-func (d *demo) waitFor(ctx context.Context, done <-chan error, what string, ok func() bool) error {
+// waitFor polls ok every 20ms for up to 20s, and fails at once if the
+// agent stops.
+func (d *demo) waitFor(ctx context.Context, agent *agentRun, what string, ok func() bool) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for !ok() {
 		select {
-		case err := <-done:
-			return fmt.Errorf("waiting for %s: %w", what, err)
+		case <-agent.stopped:
+			return fmt.Errorf("waiting for %s: the agent stopped: %w", what, agent.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):

@@ -53,14 +53,14 @@ func (d *demo) run(ctx context.Context) (*Summary, error) {
 // proxy's filter holds it; it returns that generation.
 func (d *demo) settle(ctx context.Context, prev uint64) (uint64, error) {
 	var gen uint64
-	err := d.waitFor(ctx, nil, "the agent to install the new tree", func() bool {
+	err := d.waitFor(ctx, d.agentRun, "the agent to install the new tree", func() bool {
 		gen = agentGeneration(d.client, d.agent)
 		return gen > prev
 	})
 	if err != nil {
 		return 0, err
 	}
-	err = d.waitFor(ctx, nil, fmt.Sprintf("every proxy to fetch generation %d", gen), func() bool {
+	err = d.waitFor(ctx, d.agentRun, fmt.Sprintf("every proxy to fetch generation %d", gen), func() bool {
 		for _, p := range d.proxies {
 			if p.generation() != gen {
 				return false
