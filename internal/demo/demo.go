@@ -148,6 +148,9 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 		return nil, err
 	}
 	defer func() {
+		if err != nil && ctx.Err() != nil { // interrupted while setting up
+			sum, err = &Summary{Service: ServiceName, VIP: VIP, Interrupted: true}, nil
+		}
 		if cerr := d.env.close(); err == nil && cerr != nil {
 			err = fmt.Errorf("clean up: %w", cerr)
 		}
