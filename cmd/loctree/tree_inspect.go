@@ -72,7 +72,9 @@ type jsonService struct {
 	Endpoints  int      `json:"endpoints"`
 	Eligible   int      `json:"eligible"`
 	Ineligible []string `json:"ineligible"`
-	Tree       jsonNode `json:"tree"`
+	// IneligibleReasons says why each ineligible endpoint is not eligible.
+	IneligibleReasons map[string]string `json:"ineligible_reasons"`
+	Tree              jsonNode          `json:"tree"`
 }
 
 type jsonNode struct {
@@ -89,14 +91,16 @@ func inspectJSON(t *shared.Tree) jsonTree {
 		js := jsonService{
 			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
 			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
-			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{},
+			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
 			Tree: nodeJSON(s, s.Root),
 		}
 		if s.VIP.IsValid() {
 			js.VIP = s.VIP.String()
 		}
 		for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
-			js.Ineligible = append(js.Ineligible, t.Endpoint(k).Addr.String())
+			addr := t.Endpoint(k).Addr.String()
+			js.Ineligible = append(js.Ineligible, addr)
+			js.IneligibleReasons[addr] = ineligibleReason(t.Endpoint(k))
 		}
 		out.Services = append(out.Services, js)
 	}
@@ -181,13 +185,16 @@ func ineligible(t *shared.Tree, s *shared.Service) []string {
 	var out []string
 	for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
 		ep := t.Endpoint(k)
-		reason := "unhealthy"
-		if ep.Healthy {
-			reason = "not eligible"
-		}
-		out = append(out, fmt.Sprintf("%s (%s)", ep.Addr, reason))
+		out = append(out, fmt.Sprintf("%s (%s)", ep.Addr, ineligibleReason(ep)))
 	}
 	return out
+}
+
+func ineligibleReason(ep shared.Endpoint) string {
+	if ep.Healthy {
+		return "not eligible"
+	}
+	return "unhealthy"
 }
 
 func orNone(s []string) string {

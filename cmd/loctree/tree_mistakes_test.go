@@ -94,3 +94,20 @@ func TestInspectOrderAndReasons(t *testing.T) {
 		t.Errorf("no reason for the ineligible endpoint:\n%s", out)
 	}
 }
+
+// inspect -o json gives the reason too.
+func TestInspectJSONReasons(t *testing.T) {
+	code, out, errs := runCLI(t, "tree", "inspect", "-o", "json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var got jsonTree
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got.Services {
+		if strings.HasPrefix(s.Name, "reviews.") && s.IneligibleReasons["127.0.2.4:9080"] != "unhealthy" {
+			t.Fatalf("reviews: reasons %v", s.IneligibleReasons)
+		}
+	}
+}
