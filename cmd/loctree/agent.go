@@ -103,7 +103,9 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 // no locality at all (a warning), a --cgroup that is not cgroup v2, a
 // --bpffs that is not on bpffs, and missing capabilities.
 func checkAgentSetup(cmd *cobra.Command, cfg *loader.AgentConfig, source string) error {
-	if source == "file" {
+	if source == "file" && (len(cfg.Locality) > 0 || len(cfg.CgroupLocality) > 0) {
+		// Read once more here (the agent reads it again) so that a typo
+		// fails before anything is installed.
 		if top, name, ok := loadAgentTopology(cfg.Topology); ok {
 			if err := checkLocalityKeys("--locality", cfg.Locality, top, name); err != nil {
 				return err
@@ -114,11 +116,11 @@ func checkAgentSetup(cmd *cobra.Command, cfg *loader.AgentConfig, source string)
 				}
 			}
 		}
-		if len(cfg.Locality) == 0 {
-			fmt.Fprintln(cmd.ErrOrStderr(), "loctree: warning: no --locality: connections from this node match only endpoints "+
-				"whose scope values are empty, so every failover service spreads over all its endpoints and strict services refuse; "+
-				"give this node's locality, e.g. --locality region=us-east,zone=us-east-1a")
-		}
+	}
+	if source == "file" && len(cfg.Locality) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "loctree: warning: no --locality: connections from this node match only endpoints "+
+			"whose scope values are empty, so every failover service spreads over all its endpoints and strict services refuse; "+
+			"give this node's locality, e.g. --locality region=us-east,zone=us-east-1a")
 	}
 	if err := checkCgroup2(cfg.Cgroup); err != nil {
 		return err
