@@ -32,11 +32,21 @@ path keeps working while the agent is down. It then watches the topology file
 and applies every change (only changed services are rewritten, each one
 atomically), and serves /healthz, /metrics and /v1/tree on --listen.
 
+It needs root, or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN; --cgroup must be a
+directory on a cgroup v2 mount and --bpffs a directory on a bpffs mount
+(created if missing). Both are checked, and --locality's keys against the
+topology's scopes, before anything is installed. Without --locality the
+node has no locality and the agent warns.
+
 Examples:
-  loctree agent -f mesh.yaml --locality region=r1,zone=z1 \
-      --cgroup /sys/fs/cgroup/unified --bpffs /sys/fs/bpf/loctree
-  loctree agent --once --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
-  loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree`,
+  loctree agent -f mesh.yaml --locality region=us-east,zone=us-east-1a \
+      --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
+  loctree agent --once -f mesh.yaml --locality region=us-east,zone=us-east-1a \
+      --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
+  loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
+
+(/sys/fs/cgroup on a cgroup v2 host; on a cgroup v1 host mount cgroup2
+elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkAgentFlags(&cfg); err != nil {
@@ -54,6 +64,12 @@ Examples:
 					return err
 				}
 				cfg.CgroupLocality[dir] = loc
+			}
+			if err := kube.check(); err != nil {
+				return err
+			}
+			if err := checkAgentSetup(cmd, &cfg, kube.kind); err != nil {
+				return err
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if cfg.Source, err = kube.open(cfg.Logger); err != nil {
@@ -75,10 +91,46 @@ Examples:
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
 	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
+	_ = cmd.RegisterFlagCompletionFunc("locality", completeLocality)
 	cmd.MarkFlagRequired("cgroup")
 	cmd.MarkFlagRequired("bpffs")
 	cmd.AddCommand(newAgentUninstallCmd())
 	return cmd
+}
+
+// checkAgentSetup checks, before anything is installed, what would
+// otherwise fail late or pass silently: locality keys no service routes on,
+// no locality at all (a warning), a --cgroup that is not cgroup v2, a
+// --bpffs that is not on bpffs, and missing capabilities.
+func checkAgentSetup(cmd *cobra.Command, cfg *loader.AgentConfig, source string) error {
+	if source == "file" && (len(cfg.Locality) > 0 || len(cfg.CgroupLocality) > 0) {
+		// Read once more here (the agent reads it again) so that a typo
+		// fails before anything is installed.
+		if top, name, ok := loadAgentTopology(cfg.Topology); ok {
+			if err := checkLocalityKeys("--locality", cfg.Locality, top, name); err != nil {
+				return err
+			}
+			for _, loc := range cfg.CgroupLocality {
+				if err := checkLocalityKeys("--cgroup-locality", loc, top, name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if source == "file" && len(cfg.Locality) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "loctree: warning: no --locality: connections from this node match only endpoints "+
+			"whose scope values are empty, so every failover service spreads over all its endpoints and strict services refuse; "+
+			"give this node's locality, e.g. --locality region=us-east,zone=us-east-1a")
+	}
+	if err := checkCgroup2(cfg.Cgroup); err != nil {
+		return err
+	}
+	if cfg.BPFFS != "" {
+		if err := checkBPFFS(cfg.BPFFS); err != nil {
+			return err
+		}
+	}
+	return requireCaps("loctree agent", agentCaps...)
 }
 
 // checkAgentFlags range-checks the numeric flags before anything runs.
@@ -123,15 +175,27 @@ func newAgentUninstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Detach loctree's programs and remove its pinned maps and links",
-		Long: `uninstall detaches the programs the agent pinned under --bpffs and removes the
-pins. Running it again is fine. With --cgroup it then checks that no loctree
-program is still attached to that cgroup.`,
+		Long: `uninstall detaches the programs the agent pinned under --bpffs, removes the
+pins and prints each one it removed. Running it again is fine (it says there
+was nothing to remove). With --cgroup it then checks that no loctree program
+is still attached to that cgroup.
+
+It needs root or CAP_BPF (and CAP_NET_ADMIN with --cgroup; naming the
+programs still attached needs CAP_SYS_ADMIN, and without it the check says
+so and passes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bpffs == "" {
 				return errors.New("--bpffs is required")
 			}
-			return loader.Uninstall(cgroup, bpffs)
+			need := []capability{capBPF}
+			if cgroup != "" {
+				need = append(need, capNetAdmin)
+			}
+			if err := requireCaps("loctree agent uninstall", need...); err != nil {
+				return err
+			}
+			return uninstall(cmd.OutOrStdout(), cgroup, bpffs)
 		},
 	}
 	cmd.Flags().StringVar(&cgroup, "cgroup", "", "cgroup v2 directory the programs were attached to")

@@ -23,17 +23,25 @@ func (k *kubeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&k.clusterID, "cluster-id", "", "with --source kubernetes: the value of the cluster scope")
 }
 
-// open returns the source the flags name, nil for the topology file.
-func (k *kubeFlags) open(log *slog.Logger) (source.Source, error) {
+// check validates the flags without connecting anywhere.
+func (k *kubeFlags) check() error {
 	switch k.kind {
 	case "file":
-		return nil, nil
+		return nil
 	case "kubernetes":
 	default:
-		return nil, fmt.Errorf("--source %q: want file or kubernetes", k.kind)
+		return fmt.Errorf("--source %q: want file or kubernetes", k.kind)
 	}
 	if k.node == "" {
-		return nil, fmt.Errorf("--source kubernetes needs --node (the downward API's spec.nodeName)")
+		return fmt.Errorf("--source kubernetes needs --node (the downward API's spec.nodeName)")
+	}
+	return nil
+}
+
+// open returns the source the flags name, nil for the topology file.
+func (k *kubeFlags) open(log *slog.Logger) (source.Source, error) {
+	if err := k.check(); err != nil || k.kind == "file" {
+		return nil, err
 	}
 	client, err := kubernetes.NewClient(k.kubeconfig)
 	if err != nil {

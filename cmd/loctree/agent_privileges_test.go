@@ -76,9 +76,12 @@ func TestAgentLeastPrivileges(t *testing.T) {
 	args := []string{"agent", "--once", "-f", topo, "--locality", "region=r1,zone=z1", "--cgroup", cg, "--bpffs", fs, "--listen", ""}
 	for i, dropped := range caps {
 		fewer := append(append([]string{}, caps[:i]...), caps[i+1:]...)
-		if out, err := runWithCapabilities(t, fewer, args...); err == nil {
+		out, err := runWithCapabilities(t, fewer, args...)
+		if err == nil {
 			t.Errorf("the agent installed without CAP_%s (with %v): the DaemonSet asks for more than it needs\n%s", strings.ToUpper(dropped), fewer, out)
 			runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
+		} else if want := "lacks CAP_" + strings.ToUpper(dropped); !strings.Contains(string(out), want) {
+			t.Errorf("without CAP_%s the agent's error does not say %q:\n%s", strings.ToUpper(dropped), want, out)
 		}
 	}
 	if out, err := runWithCapabilities(t, caps, args...); err != nil {
@@ -95,6 +98,11 @@ func TestAgentLeastPrivileges(t *testing.T) {
 	}
 	if _, err := kerneltest.Ask("127.77.1.1:80"); err == nil {
 		t.Fatal("the VIP still answers after uninstall")
+	}
+	// without CAP_BPF uninstall refuses, naming it, instead of a kernel
+	// feature message ("BPF_PROG_QUERY not supported").
+	if out, err := runWithCapabilities(t, nil, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs); err == nil || !strings.Contains(string(out), "lacks CAP_BPF") {
+		t.Errorf("uninstall without capabilities: %v\n%s", err, out)
 	}
 	runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)
 }

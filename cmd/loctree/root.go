@@ -51,11 +51,15 @@ programs on the node's socket hooks.
 Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       "-", // --version prints versionInfo (the template below)
 	}
+	root.SetVersionTemplate(buildVersion().String())
+	root.AddCommand(newVersionCmd())
 	root.AddCommand(newTreeCmd())
 	root.AddCommand(newAgentCmd())
 
 	root.AddCommand(newWasmCmd())
 	root.AddCommand(newIstioCmd())
+	root.AddCommand(newDemoCmd())
 	return root
 }

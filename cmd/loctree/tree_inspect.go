@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -16,28 +17,36 @@ import (
 func newTreeInspectCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "inspect TREE",
-		Short: "Draw an encoded tree, per service, with endpoint counts",
-		Long: `Inspect decodes a tree blob (checking every invariant of docs/FORMAT.md) and
-draws each service's tree: one line per node with its scope value and the
-number of endpoints below it; leaves list their endpoints.
+		Use:   "inspect [TREE|TOPOLOGY]",
+		Short: "Draw a tree, per service, with endpoint counts",
+		Long: `Inspect draws each service's tree: one line per node with its scope value
+and the number of endpoints below it, siblings in name order; leaves list
+their endpoints, and endpoints that are not eligible are listed with the
+reason. The file is an encoded tree (decoded checking every invariant of
+docs/FORMAT.md) or a topology (built as tree build does); without one, the
+embedded example mesh.
 
 Examples:
-  loctree tree build -o tree.bin && loctree tree inspect tree.bin
-  loctree tree inspect tree.bin -o json`,
-		Args: cobra.ExactArgs(1),
+  loctree tree inspect
+  loctree tree build --out tree.bin && loctree tree inspect tree.bin
+  loctree tree inspect mesh.yaml -o json`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
-			t, err := readTree(args[0])
+			var path string
+			if len(args) == 1 {
+				path = args[0]
+			}
+			in, err := loadTreeInput(path)
 			if err != nil {
 				return err
 			}
 			if format == "json" {
-				return writeJSON(cmd.OutOrStdout(), inspectJSON(t))
+				return writeJSON(cmd.OutOrStdout(), inspectJSON(in.tree))
 			}
-			drawTree(cmd.OutOrStdout(), args[0], t)
+			drawTree(cmd.OutOrStdout(), in.name, in.tree)
 			return nil
 		},
 	}
@@ -63,7 +72,9 @@ type jsonService struct {
 	Endpoints  int      `json:"endpoints"`
 	Eligible   int      `json:"eligible"`
 	Ineligible []string `json:"ineligible"`
-	Tree       jsonNode `json:"tree"`
+	// IneligibleReasons says why each ineligible endpoint is not eligible.
+	IneligibleReasons map[string]string `json:"ineligible_reasons"`
+	Tree              jsonNode          `json:"tree"`
 }
 
 type jsonNode struct {
@@ -80,14 +91,16 @@ func inspectJSON(t *shared.Tree) jsonTree {
 		js := jsonService{
 			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
 			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
-			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{},
+			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
 			Tree: nodeJSON(s, s.Root),
 		}
 		if s.VIP.IsValid() {
 			js.VIP = s.VIP.String()
 		}
 		for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
-			js.Ineligible = append(js.Ineligible, t.Endpoint(k).Addr.String())
+			addr := t.Endpoint(k).Addr.String()
+			js.Ineligible = append(js.Ineligible, addr)
+			js.IneligibleReasons[addr] = ineligibleReason(t.Endpoint(k))
 		}
 		out.Services = append(out.Services, js)
 	}
@@ -98,7 +111,7 @@ func nodeJSON(s *shared.Service, i uint32) jsonNode {
 	t := s.Tree()
 	n := t.Node(i)
 	jn := jsonNode{Value: s.NodeValue(i), Endpoints: int(n.Hi - n.Lo)}
-	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+	for _, k := range childrenByName(s, n) {
 		jn.Children = append(jn.Children, nodeJSON(s, k))
 	}
 	if n.ChildCount == 0 {
@@ -128,16 +141,17 @@ func drawTree(w io.Writer, name string, t *shared.Tree) {
 		root := t.Node(s.Root)
 		drawChildren(w, s, root, "  ")
 		if s.EpTotal > s.EpEligible {
-			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(endpointAddrs(t, s.EpFirst+s.EpEligible, s.EpFirst+s.EpTotal), " "))
+			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(ineligible(t, s), " "))
 		}
 	}
 }
 
 func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) {
 	t := s.Tree()
-	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+	kids := childrenByName(s, n)
+	for i, k := range kids {
 		branch, next := "├─ ", "│  "
-		if k == n.FirstChild+n.ChildCount-1 {
+		if i == len(kids)-1 {
 			branch, next = "└─ ", "   "
 		}
 		c := t.Node(k)
@@ -152,6 +166,35 @@ func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) 
 		fmt.Fprintln(w)
 		drawChildren(w, s, c, indent+next)
 	}
+}
+
+// childrenByName is n's children ordered by their values (the tree orders
+// them by label hash, which reads as random).
+func childrenByName(s *shared.Service, n shared.Node) []uint32 {
+	kids := make([]uint32, 0, n.ChildCount)
+	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+		kids = append(kids, k)
+	}
+	slices.SortFunc(kids, func(a, b uint32) int { return strings.Compare(s.NodeValue(a), s.NodeValue(b)) })
+	return kids
+}
+
+// ineligible lists the endpoints outside the tree with the reason: the only
+// one the builder has is an unhealthy endpoint under health only_healthy.
+func ineligible(t *shared.Tree, s *shared.Service) []string {
+	var out []string
+	for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
+		ep := t.Endpoint(k)
+		out = append(out, fmt.Sprintf("%s (%s)", ep.Addr, ineligibleReason(ep)))
+	}
+	return out
+}
+
+func ineligibleReason(ep shared.Endpoint) string {
+	if ep.Healthy {
+		return "not eligible"
+	}
+	return "unhealthy"
 }
 
 func orNone(s []string) string {

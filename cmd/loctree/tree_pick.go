@@ -30,16 +30,20 @@ type treePickOptions struct {
 func newTreePickCmd() *cobra.Command {
 	var o treePickOptions
 	cmd := &cobra.Command{
-		Use:   "pick [-f TOPOLOGY] --service NAME --from scope=value[,scope=value...]",
+		Use:   "pick [-f TOPOLOGY|TREE] --service NAME --from scope=value[,scope=value...]",
 		Short: "Show where traffic from a source locality goes",
 		Long: `Pick looks a source locality up in a service's tree, prints the candidate
 endpoints (the eligible endpoints that share the longest prefix of the
 service's scopes with the source; in strict mode only full matches), and
 picks --count times with the service's policy.
 
---service matches the service name or any of its hosts. A scope missing
-from --from is the empty string. --node takes the source locality from a
-named node of the topology instead.
+-f reads a topology file (YAML or JSON) or an encoded tree (tree build
+--out), whichever it is. --service matches the service name or any of its
+hosts. A scope missing from --from is the empty string. --node takes the
+source locality from a named node of the topology instead. When the source
+matches fewer scopes than the service has, pick says why: a scope --from
+left out, a value no eligible endpoint has (with the nearest names), or a
+locality whose endpoints are all unhealthy.
 
 Exit status: 0 with candidates, 3 when there is none (strict mode without a
 full match, or no eligible endpoint), 1 on bad input.
@@ -54,7 +58,7 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.file, "file", "f", "", "topology file (default: the embedded examples/mesh.yaml)")
+	f.StringVarP(&o.file, "file", "f", "", "topology file or encoded tree (default: the embedded examples/mesh.yaml)")
 	f.StringVar(&o.service, "service", "", "service name or host (required)")
 	f.StringVar(&o.from, "from", "", "source locality: scope=value[,scope=value...]")
 	f.StringVar(&o.node, "node", "", "use the locality of this node of the topology as the source")
@@ -64,6 +68,9 @@ Examples:
 	addFormatFlag(cmd, &o.format, "table", "json")
 	_ = cmd.MarkFlagRequired("service")
 	cmd.MarkFlagsMutuallyExclusive("from", "node")
+	_ = cmd.RegisterFlagCompletionFunc("service", completeServices)
+	_ = cmd.RegisterFlagCompletionFunc("from", completeLocality)
+	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
 	return cmd
 }
 
@@ -75,6 +82,7 @@ type pickResult struct {
 	Matched    int            `json:"matched"`
 	Candidates []string       `json:"candidates"`
 	Picks      map[string]int `json:"picks"`
+	Notes      []string       `json:"notes,omitempty"` // why fewer scopes matched
 	Error      string         `json:"error,omitempty"`
 }
 
@@ -85,24 +93,29 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 	if o.count < 0 || o.count > 100_000_000 {
 		return fmt.Errorf("--count %d: want 0 to 100000000", o.count)
 	}
-	top, name, err := topology.LoadOrDefault(o.file)
+	in, err := loadTreeInput(o.file)
 	if err != nil {
 		return err
 	}
-	t, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
+	t := in.tree
 	svc, ok := t.Service(o.service)
 	if !ok {
-		return fmt.Errorf("%w %q in %s (services: %s)", shared.ErrUnknownService, o.service, name, serviceNames(t))
+		return fmt.Errorf("%w %q in %s (services: %s)", shared.ErrUnknownService, o.service, in.name, serviceNames(t))
 	}
-	src, err := sourceLocality(top, svc, o)
+	src, err := sourceLocality(in, svc, o)
 	if err != nil {
 		return err
 	}
 	r := svc.Lookup(src)
 	res := pick(t, svc, r, o)
+	var typo string
+	res.Notes, typo = explainMatch(svc, in.top, src, r)
+	switch {
+	case typo != "" && res.Error != "":
+		res.Error += ": " + typo
+	case typo != "":
+		fmt.Fprintf(cmd.ErrOrStderr(), "loctree: warning: %s\n", typo)
+	}
 	if o.format == "json" {
 		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
 			return err
@@ -126,9 +139,12 @@ func serviceNames(t *shared.Tree) string {
 
 // sourceLocality reads --from (or --node) and rejects scopes the service does
 // not route on, so that a typo is not silently read as an empty value.
-func sourceLocality(top *shared.Topology, svc *shared.Service, o *treePickOptions) (shared.Locality, error) {
+func sourceLocality(in *treeInput, svc *shared.Service, o *treePickOptions) (shared.Locality, error) {
 	if o.node != "" {
-		return topology.NodeLocality(top, o.node)
+		if in.top == nil {
+			return nil, fmt.Errorf("--node needs a topology (its nodes: section); %s is an encoded tree: use --from", in.name)
+		}
+		return topology.NodeLocality(in.top, o.node)
 	}
 	src, err := loader.ParseLocality(o.from)
 	if err != nil {
@@ -176,6 +192,9 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 	}
 	fmt.Fprintf(w, "%s (%s, %s) from %s\n", safe(svc.Name), svc.Mode, svc.Policy, strings.Join(from, " "))
 	fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "  why: %s\n", n)
+	}
 	if res.Error != "" {
 		return
 	}

@@ -108,7 +108,8 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 		{[]string{"tree", "pick", "--service", "reviews", "-o", "xml"}, `unknown output format "xml"`},
 		{[]string{"tree", "pick"}, `"service" not set`},
 		{[]string{"tree", "inspect", badTree}, "corrupt tree"},
-		{[]string{"tree", "build"}, `"output" not set`},
+		{[]string{"tree", "build"}, `"out" not set`},
+		{[]string{"tree", "build", "-o", "tree.bin"}, `-o is the output format (text or json); write the tree with --out tree.bin`},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(t, c.args...)
@@ -120,7 +121,7 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 
 func TestBuildInspectJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tree.bin")
-	if code, _, errs := runCLI(t, "tree", "build", "-o", path, "--generation", "9"); code != 0 {
+	if code, _, errs := runCLI(t, "tree", "build", "--out", path, "--generation", "9"); code != 0 {
 		t.Fatal(errs)
 	}
 	b, _ := os.ReadFile(path)

@@ -209,7 +209,24 @@ func runOnce(ctx context.Context, o *wasmOptions, headers []string, stderr io.Wr
 		return out, err
 	}
 	defer vm.Close()
-	return out, drive(vm, req, out)
+	if err := drive(vm, req, out); err != nil {
+		return out, err
+	}
+	if _, set := headerOf(out.RequestHeaders, "x-gateway-destination-endpoint"); !set {
+		if note := runNote(h.Shared(), o.properties, req); note != nil {
+			out.Logs = append(out.Logs, *note)
+		}
+	}
+	return out, nil
+}
+
+func headerOf(h [][2]string, key string) (string, bool) {
+	for _, kv := range h {
+		if kv[0] == key {
+			return kv[1], true
+		}
+	}
+	return "", false
 }
 
 func drive(vm *host.VM, req host.Headers, out *runOutput) error {
@@ -269,9 +286,12 @@ func newWasmServeCmd() *cobra.Command {
 		Use:   "serve --module FILE --listen 127.0.0.1:PORT [flags]",
 		Short: "Reverse proxy that runs the filter on each request and forwards where it says",
 		Long: `Serve runs one VM per worker, passes each request through the filter and
-forwards it to the endpoint the filter wrote into --header, only if that
+forwards it to the endpoint the filter wrote into --endpoint-header, only if that
 address is an endpoint of the tree the loctree filter published; anything else
-gets 502. The filter's local responses (e.g. strict-mode 503) are sent as is.
+gets 502, whose body says why: no tree yet (the filter has not loaded one),
+an unknown host (no service of the tree answers to the request's
+:authority), or an address outside the tree. The filter's local responses
+(e.g. strict-mode 503) are sent as is.
 
 Examples:
   loctree wasm serve --module bin/loctree.wasm --listen 127.0.0.1:15001 \
@@ -289,7 +309,9 @@ Examples:
 	o.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&so.listen, "listen", "127.0.0.1:15001", "address to listen on")
-	f.StringVar(&so.header, "header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into")
+	f.StringVar(&so.header, "endpoint-header", "x-gateway-destination-endpoint", "header the filter writes the endpoint into (its header setting)")
+	f.StringVar(&so.header, "header", "x-gateway-destination-endpoint", "")
+	_ = f.MarkDeprecated("header", "use --endpoint-header (--header is a request header in wasm run)")
 	f.IntVar(&so.workers, "workers", 2, fmt.Sprintf("VMs (Envoy worker threads), 1..%d", maxWorkers))
 	f.IntVar(&so.limits.MaxConns, "max-connections", httpserve.Default.MaxConns, "client connections open at once (at most half the open-file limit); more wait")
 	f.DurationVar(&so.limits.Idle, "idle-timeout", httpserve.Default.Idle, "close a keep-alive connection idle this long")
@@ -337,7 +359,8 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 	}
 	defer pool.Close()
 	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
-	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log}
+	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log,
+		Explain: serveExplain(h.Shared())}
 	ln, err := httpserve.Listen(so.listen, so.limits.MaxConns)
 	if err != nil {
 		return err

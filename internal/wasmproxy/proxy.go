@@ -41,6 +41,10 @@ type Proxy struct {
 	// 503).
 	MaxBuffered int64
 	Log         *slog.Logger
+	// Explain, if set, says why the filter wrote no endpoint for a request
+	// (no tree yet, an unknown host); its answer, unless "", is the 502's
+	// reason.
+	Explain func(host.Headers) string
 
 	budgets    [2]*bodyBudget // request bodies, response bodies
 	budgetOnce sync.Once
@@ -144,6 +148,11 @@ var errBadGateway = errors.New("no allowed endpoint")
 // forward sends the filtered request to the endpoint named in the header.
 func (p *Proxy) forward(ctx context.Context, req *host.Request) (*host.Response, error) {
 	v, _ := req.Headers.Get(p.Header)
+	if v == "" && p.Explain != nil {
+		if why := p.Explain(req.Headers); why != "" {
+			return nil, fmt.Errorf("%w: %s", errBadGateway, why)
+		}
+	}
 	ap, err := p.target(v)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loctree/loctree/internal/demo"
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/shared"
+)
+
+// TestDemo runs `loctree demo` for a few seconds and checks the spread it
+// reports on both planes against the candidate sets shared computes for
+// each phase's topology, and that it leaves no mount behind.
+func TestDemo(t *testing.T) {
+	// The demo mounts cgroup2 and bpffs itself; these skip (or fail under
+	// LOCTREE_REQUIRE_KERNEL) with the reason where the kernel lacks them.
+	kerneltest.Cgroup(t)
+	kerneltest.BPFFS(t)
+	mod := wasmtest.Build(t, "../../filter")
+	code, out, errs := runCLI(t, "demo", "--duration", "3s", "--module", mod, "--cache-dir", cacheDir(), "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var sum demo.Summary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(sum.Phases) != 3 || sum.Interrupted {
+		t.Fatalf("phases %d, interrupted %v: %s", len(sum.Phases), sum.Interrupted, out)
+	}
+	for i, ph := range sum.Phases {
+		top := demo.Mesh(ph.Name == "failover")
+		for _, s := range ph.Sources {
+			want := candidateSet(t, top, s.Locality)
+			if !slices.Equal(s.Candidates, want) {
+				t.Errorf("%s from %s: reported candidates %v, shared says %v", ph.Name, s.Name, s.Candidates, want)
+			}
+			for plane, sp := range map[string]demo.Spread{"kernel": s.Kernel, "l7": s.L7} {
+				if sp.Total < 10 || sp.Errors != 0 || sp.Outside != 0 {
+					t.Errorf("phase %d %s from %s, %s: %d answers, %d errors (%s), %d outside the candidates",
+						i, ph.Name, s.Name, plane, sp.Total, sp.Errors, sp.LastError, sp.Outside)
+				}
+				for addr := range sp.Endpoints {
+					if !slices.Contains(want, addr) {
+						t.Errorf("%s from %s, %s: reached %s, not a candidate %v", ph.Name, s.Name, plane, addr, want)
+					}
+				}
+			}
+			if ph.Name == "failover" && s.Name == "us-east-1a" && (s.L7.Localities["us-east/us-east-1b"] != s.L7.Total ||
+				s.Kernel.Localities["us-east/us-east-1b"] != s.Kernel.Total) {
+				t.Errorf("failover from us-east-1a did not all land in us-east-1b: kernel %v, L7 %v", s.Kernel.Localities, s.L7.Localities)
+			}
+		}
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "loctree-demo") {
+		t.Errorf("a demo mount is left:\n%s", mi)
+	}
+}
+
+func candidateSet(t *testing.T, top *shared.Topology, src shared.Locality) []string {
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := tree.Service(demo.ServiceName)
+	r := svc.Lookup(src)
+	var out []string
+	for i := r.Lo; i < r.Hi; i++ {
+		out = append(out, tree.Endpoint(i).Addr.String())
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/shared"
+)
+
+// treeInput is what `tree pick` and `tree inspect` read: a topology file
+// (built here, generation 1) or an encoded tree, told apart by the tree's
+// magic; "" is the embedded example mesh.
+type treeInput struct {
+	name string
+	top  *shared.Topology // nil when the input is an encoded tree
+	tree *shared.Tree
+}
+
+// treeMagic opens every encoded tree (docs/FORMAT.md).
+var treeMagic = []byte("LTRE")
+
+func loadTreeInput(path string) (*treeInput, error) {
+	if path != "" && isTree(path) {
+		t, err := readTree(path)
+		if err != nil {
+			return nil, err
+		}
+		return &treeInput{name: path, tree: t}, nil
+	}
+	top, name, err := topology.LoadOrDefault(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &treeInput{name: name, top: top, tree: t}, nil
+}
+
+// isTree reports whether the file at path is to be read as an encoded
+// tree: a regular file that begins with the tree magic, or something that
+// is not a regular file (a pipe, /dev/zero: the topology reader refuses
+// those, the tree reader reads them header first and stops at a bad one).
+// A file it cannot open is left to the topology reader's errors.
+func isTree(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if !st.Mode().IsRegular() {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(treeMagic))
+	_, err = io.ReadFull(f, head)
+	return err == nil && bytes.Equal(head, treeMagic)
+}
