@@ -10,7 +10,7 @@ import (
 
 // TestIstioRender runs the subcommand and decodes what it prints strictly.
 func TestIstioRender(t *testing.T) {
-	code, out, errs := runCLI(t, "istio", "render", "--service", "reviews.default", "--port", "9080", "-o", "json")
+	code, out, errs := runCLI(t, "istio", "render", "--service", "reviews.default", "--port", "9080", "--wasm-url", testWasmURL, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -23,15 +23,18 @@ func TestIstioRender(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	code, out, _ = runCLI(t, "istio", "render", "--service", "reviews.default", "--port", "9080", "--steering", "persistent-session")
+	code, out, _ = runCLI(t, "istio", "render", "--service", "reviews.default", "--port", "9080", "--wasm-url", testWasmURL, "--steering", "persistent-session")
 	if code != 0 || !strings.Contains(out, "istio.io/persistent-session-header: x-loctree-session") || strings.Contains(out, "EnvoyFilter") {
 		t.Errorf("persistent-session output:\n%s", out)
 	}
 }
 
+const testWasmURL = "oci://registry.test/loctree/loctree-wasm:1"
+
 func TestIstioRenderErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"istio", "render", "--port", "9080"},
+		{"istio", "render", "--port", "9080", "--wasm-url", testWasmURL},
+		{"istio", "render", "--service", "reviews.default", "--port", "9080"}, // --wasm-url is required
 		{"istio", "render", "--service", "reviews", "--port", "9080"},
 		{"istio", "render", "--service", "reviews.default", "--port", "9080", "-o", "table"},
 		{"istio", "render", "--service", "reviews.default", "--port", "9080", "--steering", "sticky"},
