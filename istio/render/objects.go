@@ -55,8 +55,8 @@ func wasmPlugin(t target) (*istioext.WasmPlugin, error) {
 			// requests unsteered (allow-all in its place), not failed
 			// (FAIL_CLOSE: deny-all); docs/ISTIO.md has the trade-off.
 			FailStrategy: extensionsv1alpha1.FailStrategy_FAIL_OPEN,
-			Match:           []*extensionsv1alpha1.WasmPlugin_TrafficSelector{{Mode: typev1beta1.WorkloadMode_CLIENT}},
-			PluginConfig:    conf,
+			Match:        []*extensionsv1alpha1.WasmPlugin_TrafficSelector{{Mode: typev1beta1.WorkloadMode_CLIENT}},
+			PluginConfig: conf,
 		},
 	}, nil
 }
