@@ -26,6 +26,7 @@ type Metrics struct {
 	endpoints int
 	gen       uint64
 	kernel    func() ([bpf.StatCount]uint64, error)
+	fetches   treeFetches // the filters' /v1/tree polls (treefetches.go)
 }
 
 func newMetrics() *Metrics {
@@ -73,6 +74,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", m.buckets, m.sum, m.installs)
+	m.fetches.write(pw)
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
