@@ -52,7 +52,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			kinds[obj.GetObjectKind().GroupVersionKind().Kind]++
 		}
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service", "WasmPlugin", "EnvoyFilter", "DestinationRule"} {
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service", "WasmPlugin", "EnvoyFilter", "DestinationRule", "NetworkPolicy"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in istio/", k)
 		}
