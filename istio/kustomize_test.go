@@ -2,6 +2,7 @@ package istio
 
 import (
 	"io/fs"
+	"maps"
 	"path"
 	"strings"
 	"testing"
@@ -19,6 +20,11 @@ const testWasmURL = "oci://registry.test/loctree/loctree-wasm@sha256:0123456789a
 // kustomizeBuild runs kustomize (its Go library, for real) on dir, relative
 // to istio/, on an in-memory copy of istio/ whose install.env is env.
 func kustomizeBuild(dir, env string) ([]byte, error) {
+	return kustomizeBuildWith(dir, env, nil)
+}
+
+// kustomizeBuildWith is kustomizeBuild with some files of istio/ replaced.
+func kustomizeBuildWith(dir, env string, files map[string]string) ([]byte, error) {
 	mem := filesys.MakeFsInMemory()
 	err := fs.WalkDir(Files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -33,8 +39,15 @@ func kustomizeBuild(dir, env string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mem.WriteFile("/istio/install/install.env", []byte(env)); err != nil {
-		return nil, err
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string]string{}
+	}
+	files["install/install.env"] = env
+	for p, data := range files {
+		if err := mem.WriteFile(path.Join("/istio", p), []byte(data)); err != nil {
+			return nil, err
+		}
 	}
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, path.Join("/istio", dir))
 	if err != nil {
