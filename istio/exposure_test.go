@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loctree/loctree/internal/httpserve"
 )
@@ -61,8 +62,8 @@ func TestTreeServiceNodeLocal(t *testing.T) {
 }
 
 // TestNetworkPolicyAdmitsOnlyProxies: a NetworkPolicy selects the agent's
-// pods and admits, on the tree port only, pods that carry Istio's injected
-// proxy label.
+// pods and admits, on the tree port only, pods that carry a label only
+// Istio's proxies (sidecars and gateways) carry.
 func TestNetworkPolicyAdmitsOnlyProxies(t *testing.T) {
 	var np *networkingv1.NetworkPolicy
 	for _, p := range manifestFiles(t) {
@@ -87,8 +88,8 @@ func TestNetworkPolicyAdmitsOnlyProxies(t *testing.T) {
 		t.Errorf("ports %v, want 15099 only", rule.Ports)
 	}
 	for _, from := range rule.From {
-		if from.PodSelector == nil || from.PodSelector.MatchLabels[proxyLabel] != "istio" || from.NamespaceSelector == nil || from.IPBlock != nil {
-			t.Errorf("peer %+v admits more than meshed pods (%s=istio, any namespace)", from, proxyLabel)
+		if from.PodSelector == nil || from.NamespaceSelector == nil || from.IPBlock != nil || !selectsProxies(from.PodSelector) {
+			t.Errorf("peer %+v admits more than proxies", from)
 		}
 	}
 	if len(rule.From) == 0 {
@@ -96,5 +97,23 @@ func TestNetworkPolicyAdmitsOnlyProxies(t *testing.T) {
 	}
 }
 
-// proxyLabel is set by Istio's sidecar injector on every injected pod.
-const proxyLabel = "security.istio.io/tlsMode"
+// selectsProxies says a pod selector requires a label only Istio's proxies
+// carry: security.istio.io/tlsMode=istio (sidecar injector,
+// manifests/charts/istio-control/istio-discovery/files/injection-template.yaml:34),
+// gateway.networking.k8s.io/gateway-name (gateways istiod deploys,
+// files/kube-gateway.yaml:59-68) or istio=ingressgateway|egressgateway (the
+// istio/gateway chart, manifests/charts/gateway/templates/_helpers.tpl:20).
+func selectsProxies(sel *metav1.LabelSelector) bool {
+	if sel.MatchLabels["security.istio.io/tlsMode"] == "istio" {
+		return true
+	}
+	for _, e := range sel.MatchExpressions {
+		switch {
+		case e.Key == "gateway.networking.k8s.io/gateway-name" && e.Operator == metav1.LabelSelectorOpExists:
+			return true
+		case e.Key == "istio" && e.Operator == metav1.LabelSelectorOpIn && len(e.Values) > 0 && !slices.ContainsFunc(e.Values, func(v string) bool { return !strings.HasSuffix(v, "gateway") }):
+			return true
+		}
+	}
+	return false
+}
