@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	istioext "istio.io/client-go/pkg/apis/extensions/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
@@ -213,4 +216,39 @@ func mergeURL(v any) map[string]any {
 	}
 	m["url"] = testWasmURL
 	return m
+}
+
+// TestImageVariablesAgree: `make image` names the agent's image with IMAGE
+// and IMAGE_TAG; the kustomization's images entry and the chart's
+// image.repository/image.tag use the same defaults.
+func TestImageVariablesAgree(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^(IMAGE|IMAGE_TAG) \?= (\S+)$`).FindAllStringSubmatch(string(mk), -1) {
+		vars[m[1]] = m[2]
+	}
+	var k kusttypes.Kustomization
+	data, _ := istio.Files.ReadFile("base/kustomization.yaml")
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	var kustTag string
+	for _, im := range k.Images {
+		if im.Name == vars["IMAGE"] {
+			kustTag = im.NewTag
+		}
+	}
+	var values struct {
+		Image struct{ Repository, Tag string } `json:"image"`
+	}
+	data, _ = os.ReadFile("loctree/values.yaml")
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	if vars["IMAGE"] == "" || kustTag != vars["IMAGE_TAG"] || values.Image.Repository != vars["IMAGE"] || values.Image.Tag != vars["IMAGE_TAG"] {
+		t.Errorf("Makefile IMAGE=%q IMAGE_TAG=%q; kustomization tag %q for it; chart %s:%s", vars["IMAGE"], vars["IMAGE_TAG"], kustTag, values.Image.Repository, values.Image.Tag)
+	}
 }
