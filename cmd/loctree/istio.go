@@ -12,7 +12,7 @@ func newIstioCmd() *cobra.Command {
 		Short: "Istio objects for loctree",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newIstioRenderCmd())
+	cmd.AddCommand(newIstioRenderCmd(), newIstioCheckCmd())
 	return cmd
 }
 

@@ -2,7 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loctree/loctree/internal/manifest"
@@ -43,5 +47,29 @@ func TestIstioRenderErrors(t *testing.T) {
 		if code != 1 || !strings.HasPrefix(errs, "loctree: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
+	}
+}
+
+// TestIstioCheck runs the subcommand against a stand-in agent on 127.0.0.1:
+// polled, it reports the requests; never polled, it exits 1 naming the cause.
+func TestIstioCheck(t *testing.T) {
+	var polls atomic.Int64
+	var step atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "loctree_generation 3\nloctree_tree_requests_total{code=\"200\"} %d\n", polls.Add(step.Load()))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	step.Store(2)
+	code, out, errs := runCLI(t, "istio", "check", "--agent", srv.URL, "--window", "10ms", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"treeRequests": 2`) {
+		t.Errorf("polled: exit %d, out %s, err %s", code, out, errs)
+	}
+	step.Store(0)
+	code, _, errs = runCLI(t, "istio", "check", "--agent", srv.URL, "--window", "10ms")
+	if code != 1 || !strings.Contains(errs, "no filter polled the agent") {
+		t.Errorf("not polled: exit %d, stderr %q", code, errs)
 	}
 }
