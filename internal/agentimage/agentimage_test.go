@@ -6,11 +6,14 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/loctree/loctree/internal/wasmimage"
 )
@@ -153,4 +156,84 @@ func untar(t *testing.T, tarPath string) string {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestBuiltImage checks the layout `make image` wrote, when it is there:
+// both platforms, each image's binary equal (by sha256) to the one built
+// for it, and the linux/amd64 binary, taken out of the image, runs here.
+func TestBuiltImage(t *testing.T) {
+	dir := "../../bin/loctree-oci"
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
+		t.Skip("no bin/loctree-oci: run make image")
+	}
+	v, err := ReadLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"linux/amd64", "linux/arm64"} {
+		bin, err := os.ReadFile("../../bin/loctree-" + strings.ReplaceAll(p, "/", "-"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Sums[p] != sha256.Sum256(bin) {
+			t.Errorf("%s: the image's binary is not bin/loctree-%s (rerun make image)", p, strings.ReplaceAll(p, "/", "-"))
+		}
+	}
+	if runtime.GOARCH != "amd64" {
+		return
+	}
+	exe := filepath.Join(t.TempDir(), "loctree")
+	if err := os.WriteFile(exe, extract(t, dir, "linux/amd64"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "loctree") {
+		t.Fatalf("the binary from the image: %v\n%s", err, out)
+	}
+}
+
+// extract returns the binary of platform's image in the layout at dir.
+func extract(t *testing.T, dir, platform string) []byte {
+	t.Helper()
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := top.IndexManifest()
+	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := idx.IndexManifest()
+	for _, d := range im.Manifests {
+		if d.Platform.String() != platform {
+			continue
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, _ := img.Layers()
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Name == BinaryPath {
+				b, err := io.ReadAll(tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+		}
+	}
+	t.Fatalf("no %s image", platform)
+	return nil
 }
