@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -89,6 +90,7 @@ func run(args []string, out io.Writer) error {
 		p := b.Platform.String()
 		fmt.Fprintf(out, "  %s image %s binary sha256:%x (%d bytes)\n", p, v.Images[p], v.Sums[p], len(b.Data))
 	}
-	fmt.Fprintf(out, "push: crane push %s REGISTRY/%s:%s; pin REGISTRY/%s@%s\n", *dir, *name, *tag, *name, digest)
+	repo := path.Base(*name)
+	fmt.Fprintf(out, "push: crane push %s REGISTRY/%s:%s; pin REGISTRY/%s@%s\n", *dir, repo, *tag, repo, digest)
 	return nil
 }
