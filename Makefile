@@ -68,3 +68,22 @@ WASM_TAG ?= latest
 # accept. Pushing is the user's step (docs/ISTIO.md).
 wasm-image: wasm
 	$(GO) run ./cmd/wasm-image --module $(WASM) --dir bin/loctree-wasm-oci --tar bin/loctree-wasm-oci.tar --tag $(WASM_TAG)
+
+.PHONY: image
+IMAGE ?= loctree/loctree
+IMAGE_TAG ?= 0.1.0
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+# The agent as a multi-platform OCI image (an index of linux/amd64 and
+# linux/arm64) with no base image: one layer holding the static loctree
+# binary, its entrypoint. Written as an OCI image layout (bin/loctree-oci/)
+# and a tar of it (bin/loctree-oci.tar), read back and verified by digest.
+# IMAGE and IMAGE_TAG are the name and tag istio/base/kustomization.yaml
+# and the Helm chart use. Pushing is the user's step (docs/ISTIO.md).
+image:
+	@set -e; bins=; for p in $(IMAGE_PLATFORMS); do \
+	  out=bin/loctree-$$(echo $$p | tr / -); \
+	  echo "build $$out"; \
+	  CGO_ENABLED=0 GOOS=$${p%%/*} GOARCH=$${p##*/} $(GO) build -trimpath -o $$out ./cmd/loctree; \
+	  bins="$$bins --binary $$p=$$out"; \
+	done; \
+	$(GO) run ./cmd/agent-image $$bins --dir bin/loctree-oci --tar bin/loctree-oci.tar --tag $(IMAGE_TAG) --name $(IMAGE)

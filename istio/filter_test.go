@@ -10,13 +10,10 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	istioext "istio.io/client-go/pkg/apis/extensions/v1alpha1"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/manifest"
 	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/istio/render"
 	"github.com/loctree/loctree/loader"
@@ -132,32 +129,16 @@ func shippedPlugin(t *testing.T) *istioext.WasmPlugin {
 
 func kustomizedPlugin(t *testing.T, dir string) *istioext.WasmPlugin {
 	t.Helper()
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	out, err := kustomizeBuild(dir, "wasmURL="+testWasmURL+"\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, err := manifest.Split(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range docs {
-		if obj, err := manifest.Decode(d); err == nil {
-			if p, ok := obj.(*istioext.WasmPlugin); ok {
-				return p
-			}
-		}
-	}
-	t.Fatalf("no WasmPlugin in kustomize build %s", dir)
-	return nil
+	return pluginIn(t, out)
 }
 
 func renderedPlugin(t *testing.T, st render.Steering) *istioext.WasmPlugin {
 	t.Helper()
-	objs, err := render.Render(render.Options{Service: "reviews.default", Port: 9080, Steering: st})
+	objs, err := render.Render(render.Options{Service: "reviews.default", Port: 9080, Steering: st, WasmURL: testWasmURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,5 +9,5 @@ import "embed"
 
 // Files holds every manifest under istio/.
 //
-//go:embed *.yaml base/*.yaml examples/*.yaml overlays/persistent-session/*.yaml envoy/*.yaml
+//go:embed *.yaml install/* base/*.yaml examples/*.yaml overlays/persistent-session/*.yaml envoy/*.yaml
 var Files embed.FS

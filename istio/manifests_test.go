@@ -17,9 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/krusty"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/loctree/loctree/internal/manifest"
@@ -54,7 +52,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			kinds[obj.GetObjectKind().GroupVersionKind().Kind]++
 		}
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service", "WasmPlugin", "EnvoyFilter", "DestinationRule"} {
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service", "WasmPlugin", "EnvoyFilter", "DestinationRule", "NetworkPolicy"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in istio/", k)
 		}
@@ -83,19 +81,18 @@ func decodeFile(t *testing.T, p string) []runtime.Object {
 	return out
 }
 
-// TestKustomizeBuild runs kustomize (its Go library, for real) on the base and
-// the overlay, and decodes every object it emits strictly.
+// TestKustomizeBuild runs kustomize (its Go library, for real) on the
+// install and the overlay, with the required inputs set, and decodes every
+// object it emits strictly.
 func TestKustomizeBuild(t *testing.T) {
-	for _, dir := range []string{".", "base", "overlays/persistent-session"} {
+	checkKustomization(t, "base/kustomization.yaml")
+	checkKustomization(t, "install/kustomization.yaml")
+	for _, dir := range installDirs {
 		t.Run(dir, func(t *testing.T) {
 			checkKustomization(t, path.Join(dir, "kustomization.yaml"))
-			m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+			out, err := kustomizeBuild(dir, "wasmURL="+testWasmURL+"\n")
 			if err != nil {
 				t.Fatalf("kustomize build %s: %v", dir, err)
-			}
-			out, err := m.AsYaml()
-			if err != nil {
-				t.Fatal(err)
 			}
 			docs, err := manifest.Split(out)
 			if err != nil {
@@ -120,7 +117,7 @@ func TestKustomizeBuild(t *testing.T) {
 			if ds == nil || ds.Spec.Template.Spec.Containers[0].Image != "loctree/loctree:0.1.0" || ds.Labels["app.kubernetes.io/part-of"] != "loctree" {
 				t.Fatalf("kustomized DaemonSet missing, or image/labels not applied: %+v", ds)
 			}
-			wantFormat := map[string]string{".": "plain", "base": "plain", "overlays/persistent-session": "base64"}[dir]
+			wantFormat := map[string]string{".": "plain", "overlays/persistent-session": "base64"}[dir]
 			if !strings.Contains(plugin, "header_format: "+wantFormat) {
 				t.Errorf("WasmPlugin header_format is not %s:\n%s", wantFormat, plugin)
 			}

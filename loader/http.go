@@ -13,7 +13,7 @@ func (a *agent) serve() (func(), error) {
 		return func() {}, nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/tree", &a.trees)
+	mux.Handle("/v1/tree", a.metrics.fetches.count(&a.trees))
 	mux.Handle("GET /metrics", a.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.ready.Load() {

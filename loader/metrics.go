@@ -27,6 +27,7 @@ type Metrics struct {
 	gen       uint64
 	pinsLost  bool
 	kernel    func() ([bpf.StatCount]uint64, error)
+	fetches   treeFetches // the filters' /v1/tree polls (treefetches.go)
 }
 
 func newMetrics() *Metrics {
@@ -82,6 +83,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", m.buckets, m.sum, m.installs)
+	m.fetches.write(pw)
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))

@@ -12,7 +12,7 @@ func newIstioCmd() *cobra.Command {
 		Short: "Istio objects for loctree",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newIstioRenderCmd())
+	cmd.AddCommand(newIstioRenderCmd(), newIstioCheckCmd())
 	return cmd
 }
 
@@ -34,9 +34,9 @@ a DestinationRule with outlier detection. They are built from the official Go
 types (istio.io/client-go, k8s.io/api, go-control-plane).
 
 Examples:
-  loctree istio render --service reviews.default --port 9080
-  loctree istio render --service reviews.default --port 9080 --steering persistent-session -o json
-  loctree istio render --service reviews.default --port 9080 | kubectl apply --server-side -f -`,
+  loctree istio render --service reviews.default --port 9080 --wasm-url oci://REGISTRY/loctree-wasm@sha256:DIGEST
+  loctree istio render --service reviews.default --port 9080 --wasm-url URL --steering persistent-session -o json
+  loctree istio render --service reviews.default --port 9080 --wasm-url URL | kubectl apply --server-side -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format, render.FormatYAML, render.FormatJSON); err != nil {
@@ -53,11 +53,12 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&o.Service, "service", "", "the service, as NAME.NAMESPACE (required)")
 	f.Uint32Var(&o.Port, "port", 0, "the service port (required)")
-	f.StringVar(&o.WasmURL, "wasm-url", render.DefaultWasmURL, "URL of the filter module (oci://, https:// or file://)")
+	f.StringVar(&o.WasmURL, "wasm-url", "", "URL of the filter module (oci://, http://, https:// or file://; pin oci:// by digest) (required)")
 	f.StringVar(&steering, "steering", string(render.SteeringOverrideHost), "override-host or persistent-session")
 	f.StringVar(&o.Domain, "domain", render.DefaultDomain, "cluster DNS domain")
 	addFormatFlag(cmd, &format, render.FormatYAML, render.FormatJSON)
 	_ = cmd.MarkFlagRequired("service")
 	_ = cmd.MarkFlagRequired("port")
+	_ = cmd.MarkFlagRequired("wasm-url")
 	return cmd
 }

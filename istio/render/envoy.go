@@ -8,6 +8,7 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/common/v3"
 	overridehostv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -18,6 +19,18 @@ import (
 // managed service's outbound cluster: Envoy's OverrideHost load-balancing
 // policy reading OverrideHostHeader, falling back to locality-weighted round
 // robin.
+//
+// It also replaces common_lb_config's locality setting, which istiod sets to
+// locality_weighted_lb_config for a Service with trafficDistribution (and
+// for failover, failoverPriority or distribute): istiod clears that field
+// itself whenever it sets a load_balancing_policy, as "not compatible" with
+// it (istio/istio pilot/pkg/networking/core/cluster_builder.go:211-216). A
+// MERGE patch cannot delete a field, but it can set the other member of the
+// same oneof, which clears it: zone_aware_lb_config with routing 0%, the
+// value istiod emits to switch Envoy's zone-aware routing off
+// (pilot/pkg/networking/core/loadbalancer/loadbalancer.go:213-220). The
+// locality weighting of the fallback lives in the RoundRobin policy's own
+// locality_lb_config.
 func OverrideHostCluster() (*clusterv3.Cluster, error) {
 	rr, err := anypb.New(&roundrobinv3.RoundRobin{LocalityLbConfig: &commonv3.LocalityLbConfig{
 		LocalityConfigSpecifier: &commonv3.LocalityLbConfig_LocalityWeightedLbConfig_{
@@ -34,7 +47,14 @@ func OverrideHostCluster() (*clusterv3.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("override host config: %w", err)
 	}
-	return &clusterv3.Cluster{LoadBalancingPolicy: policy("envoy.load_balancing_policies.override_host", oh)}, nil
+	return &clusterv3.Cluster{
+		LoadBalancingPolicy: policy("envoy.load_balancing_policies.override_host", oh),
+		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{
+			LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_ZoneAwareLbConfig_{
+				ZoneAwareLbConfig: &clusterv3.Cluster_CommonLbConfig_ZoneAwareLbConfig{RoutingEnabled: &typev3.Percent{Value: 0}},
+			},
+		},
+	}, nil
 }
 
 func policy(name string, conf *anypb.Any) *clusterv3.LoadBalancingPolicy {

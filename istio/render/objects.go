@@ -51,9 +51,12 @@ func wasmPlugin(t target) (*istioext.WasmPlugin, error) {
 			Url:             t.wasmURL,
 			ImagePullPolicy: extensionsv1alpha1.PullPolicy_IfNotPresent,
 			Type:            extensionsv1alpha1.PluginType_HTTP,
-			FailStrategy:    extensionsv1alpha1.FailStrategy_FAIL_OPEN,
-			Match:           []*extensionsv1alpha1.WasmPlugin_TrafficSelector{{Mode: typev1beta1.WorkloadMode_CLIENT}},
-			PluginConfig:    conf,
+			// Deliberate: a module that cannot be pulled or started leaves
+			// requests unsteered (allow-all in its place), not failed
+			// (FAIL_CLOSE: deny-all); docs/ISTIO.md has the trade-off.
+			FailStrategy: extensionsv1alpha1.FailStrategy_FAIL_OPEN,
+			Match:        []*extensionsv1alpha1.WasmPlugin_TrafficSelector{{Mode: typev1beta1.WorkloadMode_CLIENT}},
+			PluginConfig: conf,
 		},
 	}, nil
 }

@@ -28,7 +28,6 @@ const (
 
 // Defaults of the rendered objects.
 const (
-	DefaultWasmURL     = "oci://registry.example.com/loctree/loctree-wasm:0.1.0"
 	DefaultDomain      = "cluster.local"
 	RootNamespace      = "istio-system"
 	OverrideHostHeader = "x-gateway-destination-endpoint"
@@ -46,7 +45,9 @@ type Options struct {
 	Service string
 	// Port is the service port (not the target port).
 	Port uint32
-	// WasmURL is the filter module's URL (oci://, https:// or file://).
+	// WasmURL is the filter module's URL (oci://, http://, https:// or
+	// file://; pin oci:// images by digest). Required: there is no default,
+	// so an install never ships a URL that cannot be pulled.
 	WasmURL string
 	// Steering defaults to SteeringOverrideHost.
 	Steering Steering
@@ -77,12 +78,29 @@ func (o Options) check() (target, error) {
 	}
 	t := target{name: name, namespace: ns, port: o.Port, wasmURL: o.WasmURL, steering: o.Steering}
 	t.fqdn = fmt.Sprintf("%s.%s.svc.%s", name, ns, or(o.Domain, DefaultDomain))
-	t.wasmURL = or(t.wasmURL, DefaultWasmURL)
+	if err := checkWasmURL(o.WasmURL); err != nil {
+		return target{}, err
+	}
 	t.steering = Steering(or(string(t.steering), string(SteeringOverrideHost)))
 	if t.steering != SteeringOverrideHost && t.steering != SteeringPersistentSession {
 		return target{}, fmt.Errorf("%w: steering %q: want %s or %s", ErrOptions, o.Steering, SteeringOverrideHost, SteeringPersistentSession)
 	}
 	return t, nil
+}
+
+// wasmSchemes are the URL schemes a WasmPlugin url accepts.
+var wasmSchemes = []string{"oci://", "http://", "https://", "file://"}
+
+func checkWasmURL(u string) error {
+	if u == "" {
+		return fmt.Errorf("%w: the filter module URL is required (--wasm-url oci://REGISTRY/loctree-wasm@sha256:DIGEST, from make wasm-image)", ErrOptions)
+	}
+	for _, s := range wasmSchemes {
+		if strings.HasPrefix(u, s) && len(u) > len(s) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: wasm URL %q: want one of %s followed by a location", ErrOptions, u, strings.Join(wasmSchemes, ", "))
 }
 
 func or(s, def string) string {

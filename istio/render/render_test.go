@@ -22,7 +22,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-var reviews = Options{Service: "reviews.default", Port: 9080}
+// testWasmURL is the filter module URL the tests give (a required option).
+const testWasmURL = "oci://registry.test/loctree/loctree-wasm@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+var reviews = Options{Service: "reviews.default", Port: 9080, WasmURL: testWasmURL}
 
 // TestGolden pins the YAML render prints for both steerings.
 func TestGolden(t *testing.T) {
@@ -145,6 +148,7 @@ func TestMatchesManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	plugin := shipped(t, "base/wasmplugin.yaml").(*istioext.WasmPlugin)
+	plugin.Spec.Url = testWasmURL // the install input kustomize puts in (istio/install)
 	if got := objs[0].(*istioext.WasmPlugin); !proto.Equal(&got.Spec, &plugin.Spec) || got.Name != plugin.Name || got.Namespace != plugin.Namespace {
 		t.Errorf("rendered WasmPlugin differs from istio/base/wasmplugin.yaml:\n got %v\nwant %v", &got.Spec, &plugin.Spec)
 	}
@@ -174,7 +178,9 @@ func TestBadOptions(t *testing.T) {
 		{Service: "Reviews.default", Port: 80},
 		{Service: "reviews.default", Port: 0},
 		{Service: "reviews.default", Port: 70000},
-		{Service: "reviews.default", Port: 80, Steering: "sticky"},
+		{Service: "reviews.default", Port: 80, Steering: "sticky", WasmURL: testWasmURL},
+		{Service: "reviews.default", Port: 80}, // no WasmURL: required, no placeholder default
+		{Service: "reviews.default", Port: 80, WasmURL: "registry.test/loctree-wasm:1"},
 	} {
 		if _, err := Render(o); !errors.Is(err, ErrOptions) {
 			t.Errorf("Render(%+v) err = %v, want ErrOptions", o, err)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loctree/loctree/istio/check"
+)
+
+func newIstioCheckCmd() *cobra.Command {
+	var (
+		agent  string
+		window time.Duration
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "check --agent http://NODE_IP:15099",
+		Short: "Check that an agent is healthy and that the proxies' filters poll it",
+		Long: `Read one agent's /healthz and /metrics, wait --window, read /metrics again
+and count the tree requests it answered in between. The filters of the
+node's proxies poll their agent every refresh_ms (5 s as shipped), so none
+in the window means no filter runs on that node: with failStrategy FAIL_OPEN a
+WasmPlugin module that cannot be pulled is replaced by an allow-all filter and
+nothing else shows it. Exits 1 with the reason when no filter polled.
+
+The agent listens on its node's pod-facing address: run this from the node or
+from a meshed pod on it.
+
+Examples:
+  loctree istio check --agent http://10.0.3.7:15099
+  kubectl debug node/NODE -it --image=REGISTRY/loctree@sha256:DIGEST -- loctree istio check --agent http://NODE_IP:15099 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format, "table", "json"); err != nil {
+				return err
+			}
+			client := &http.Client{Timeout: 10 * time.Second}
+			r, err := check.Agent(cmd.Context(), client, agent, window)
+			if r != nil {
+				if format == "json" {
+					if werr := writeJSON(cmd.OutOrStdout(), r); werr != nil {
+						return werr
+					}
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "agent %s healthy=%t generation=%g services=%g endpoints=%g\ntree requests in %s: %g (503 not ready: %g)\n",
+						r.Agent, r.Healthy, r.Generation, r.Services, r.Endpoints, r.Window, r.TreeRequests, r.NotReady)
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&agent, "agent", "", "the agent's base URL, http://NODE_IP:15099 (required)")
+	f.DurationVar(&window, "window", 12*time.Second, "how long to count tree requests (longer than the filters' refresh_ms)")
+	addFormatFlag(cmd, &format, "table", "json")
+	_ = cmd.MarkFlagRequired("agent")
+	return cmd
+}
