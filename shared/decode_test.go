@@ -113,7 +113,7 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 		blob       []byte
 	}{
 		{"magic", "bad magic", mut(func(b []byte) { b[0] = 'X' })},
-		{"version", "format version 2", mut(func(b []byte) { b[hVersion] = 2 })},
+		{"version", "format version 1", mut(func(b []byte) { b[hVersion] = 1 })},
 		{"checksum", "checksum", func() []byte { b := append([]byte(nil), orig...); b[len(b)-1]++; return b }()},
 		{"levels", "levels", mut(func(b []byte) { b[HeaderSize+sLevels] = 9 })},
 		{"policy", "policy 9", mut(func(b []byte) { b[HeaderSize+sPolicy] = 9 })},

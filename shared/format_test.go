@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -82,12 +83,13 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(1)
+	u16(2)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
 	u64(7)
-	total := 64 + 64 + 3*24 + 2*32 + len(meta)
+	// services, nodes, endpoints, one policy record, two aux roots, strings
+	total := 64 + 64 + 3*24 + 2*32 + 32 + 2*24 + len(meta)
 	u32(uint32(total))
 	u32(1)
 	u32(3)
@@ -96,8 +98,8 @@ func TestExactBytes(t *testing.T) {
 	u32(64)
 	u32(128)
 	u32(128 + 72)
-	u32(128 + 72 + 64)
-	u32(0)
+	u32(128 + 72 + 64 + 32 + 48)
+	u32(2) // aux_node_count
 	// service
 	u32(0)
 	u32(3)
@@ -133,9 +135,61 @@ func TestExactBytes(t *testing.T) {
 	}
 	ep(firstAddr, firstW, uint64(firstW))
 	ep(secondAddr, secondW, 4)
+	// policy record: degraded tree at aux 0 (1 node), unhealthy tree at aux 1
+	// (1 node), no degraded endpoint, no priority load, reserved zero
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	b = append(b, make([]byte, 12)...)
+	// aux nodes: the two empty roots, range [2, 2)
+	for range 2 {
+		u64(0)
+		u32(2)
+		u32(2)
+		u32(0)
+		u32(0)
+	}
 	b = append(b, meta...)
 	binary.LittleEndian.PutUint32(b[8:], checksum(b))
 	if !bytes.Equal(tree.Bytes(), b) {
 		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+}
+
+// TestGoldenKeepsV1Records holds format version 2 to its promise to the
+// kernel path: the service, node and endpoint records and the strings of
+// testdata/mesh.json are byte for byte those of the format-1 golden file
+// (testdata/mesh.v1.golden.bin, written by the format-1 encoder), and the
+// header differs only in version, checksum, total_size, strings_off and
+// aux_node_count. The new sections sit between the endpoints and the strings.
+func TestGoldenKeepsV1Records(t *testing.T) {
+	v1, err := os.ReadFile(filepath.Join("testdata", "mesh.v1.golden.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := goldenTree(t).Bytes()
+	u32 := func(b []byte, off int) int { return int(binary.LittleEndian.Uint32(b[off:])) }
+	strOff1 := u32(v1, hStringsOff)
+	if !bytes.Equal(v1[HeaderSize:strOff1], v2[HeaderSize:strOff1]) {
+		t.Fatal("service, node or endpoint records differ from format 1")
+	}
+	nSvc, nAux := u32(v2, hServiceCount), u32(v2, hAuxNodeCount)
+	strOff2 := strOff1 + nSvc*PolicyRecordSize + nAux*NodeRecordSize
+	if u32(v2, hStringsOff) != strOff2 || !bytes.Equal(v1[strOff1:], v2[strOff2:]) {
+		t.Fatalf("strings moved: at %d, want %d, or differ", u32(v2, hStringsOff), strOff2)
+	}
+	h1, h2 := slices.Clone(v1[:HeaderSize]), slices.Clone(v2[:HeaderSize])
+	for _, f := range []int{hVersion, hChecksum, hTotalSize, hStringsOff, hAuxNodeCount} {
+		copy(h1[f:f+2], []byte{0, 0})
+		copy(h2[f:f+2], []byte{0, 0})
+		if f != hVersion {
+			copy(h1[f:f+4], make([]byte, 4))
+			copy(h2[f:f+4], make([]byte, 4))
+		}
+	}
+	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != 2 || u32(v2, hTotalSize) != len(v2) {
+		t.Fatalf("headers differ beyond version, checksum, sizes and offsets:\n%x\n%x", h1, h2)
 	}
 }

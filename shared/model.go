@@ -19,22 +19,47 @@ type Topology struct {
 // ServiceSpec describes one service. Empty fields take their defaults: scopes
 // [region, zone, subzone], mode failover, policy random, health only_healthy.
 type ServiceSpec struct {
-	Name      string         `json:"name" yaml:"name"`
-	Hosts     []string       `json:"hosts,omitempty" yaml:"hosts,omitempty"`
-	VIP       string         `json:"vip,omitempty" yaml:"vip,omitempty"`
-	Scopes    []string       `json:"scopes,omitempty" yaml:"scopes,omitempty"`
-	Mode      string         `json:"mode,omitempty" yaml:"mode,omitempty"`
-	Policy    string         `json:"policy,omitempty" yaml:"policy,omitempty"`
-	Health    string         `json:"health,omitempty" yaml:"health,omitempty"`
+	Name   string   `json:"name" yaml:"name"`
+	Hosts  []string `json:"hosts,omitempty" yaml:"hosts,omitempty"`
+	VIP    string   `json:"vip,omitempty" yaml:"vip,omitempty"`
+	Scopes []string `json:"scopes,omitempty" yaml:"scopes,omitempty"`
+	Mode   string   `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Policy string   `json:"policy,omitempty" yaml:"policy,omitempty"`
+	Health string   `json:"health,omitempty" yaml:"health,omitempty"`
+	// Spillover, when set, replaces the all-or-nothing failover by Envoy's
+	// priority load (docs/FORMAT.md, "Priority load"): the priorities are the
+	// source's match depths, deepest first. It needs mode failover.
+	Spillover *SpilloverSpec `json:"spillover,omitempty" yaml:"spillover,omitempty"`
 	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
 
+// SpilloverSpec are the settings of Envoy's priority load. Empty fields take
+// Envoy's defaults: overprovisioning factor 140, panic threshold 50.
+type SpilloverSpec struct {
+	// OverprovisioningFactor in percent, 1..65535 (Envoy's
+	// ClusterLoadAssignment.Policy.overprovisioning_factor).
+	OverprovisioningFactor *uint32 `json:"overprovisioning_factor,omitempty" yaml:"overprovisioning_factor,omitempty"`
+	// PanicThreshold in percent, 0..100; 0 disables panic (Envoy's
+	// CommonLbConfig.healthy_panic_threshold, here a whole percent).
+	PanicThreshold *uint32 `json:"panic_threshold,omitempty" yaml:"panic_threshold,omitempty"`
+}
+
+// Envoy's defaults (envoy/config/endpoint/v3/endpoint.proto
+// overprovisioning_factor; cluster.proto healthy_panic_threshold).
+const (
+	DefaultOverprovisioningFactor = 140
+	DefaultPanicThreshold         = 50
+)
+
 // EndpointSpec is one endpoint. Weight defaults to 1 and Healthy to true.
+// Degraded marks a healthy endpoint as degraded (Envoy's third health
+// state): it takes traffic only as Envoy's degraded load gives it.
 type EndpointSpec struct {
 	Address  string   `json:"address" yaml:"address"`
 	Locality Locality `json:"locality,omitempty" yaml:"locality,omitempty"`
 	Weight   *uint32  `json:"weight,omitempty" yaml:"weight,omitempty"`
 	Healthy  *bool    `json:"healthy,omitempty" yaml:"healthy,omitempty"`
+	Degraded bool     `json:"degraded,omitempty" yaml:"degraded,omitempty"`
 }
 
 // NodeSpec names a locality, e.g. a Kubernetes node.
