@@ -1,0 +1,281 @@
+package shared
+
+// MaxPriorities is the largest number of priorities of a source: one per
+// match depth, 0..MaxLevels.
+const MaxPriorities = MaxLevels + 1
+
+// Span is a contiguous range of endpoints [Lo, Hi) (absolute indices).
+type Span struct{ Lo, Hi uint32 }
+
+// Len is the number of endpoints in the span.
+func (s Span) Len() int { return int(s.Hi - s.Lo) }
+
+// PriorityCounts are the endpoints of one priority: healthy, degraded, and
+// all of them (healthy, degraded and unhealthy).
+type PriorityCounts struct{ Healthy, Degraded, Total uint32 }
+
+// The three endpoint sets of a service, each with its own tree.
+const (
+	setEligible = iota
+	setDegraded
+	setUnhealthy
+	numSets
+)
+
+// Loads is Envoy's per-priority state for one source (docs/FORMAT.md,
+// "Priority load"): priority p holds the endpoints whose rank (the length of
+// the scope prefix they share with the source) is Rank[p], deepest first,
+// and receives Healthy[p] percent of the traffic on its healthy endpoints
+// and Degraded[p] percent on its degraded ones; a priority in panic uses all
+// its endpoints. A Loads is computed in O(levels × log branching) from the
+// trees, without allocating, and is read by Picker.PickLoads.
+type Loads struct {
+	N        int // number of priorities; 0: no endpoint to pick
+	Rank     [MaxPriorities]uint8
+	Counts   [MaxPriorities]PriorityCounts
+	Healthy  [MaxPriorities]uint8 // percent
+	Degraded [MaxPriorities]uint8 // percent
+	panic    uint16               // bit p: priority p is in panic
+
+	tree *Tree
+	path [numSets][MaxLevels + 2]Span // the source's range in each set's tree at each depth
+	node [MaxLevels + 2]uint32        // the eligible tree's node at each depth (the deepest reached below)
+}
+
+// InPanic says whether priority p uses all its endpoints (Envoy's
+// per-priority panic).
+func (l *Loads) InPanic(p int) bool { return p >= 0 && p < 16 && l.panic&(1<<p) != 0 }
+
+// Loads computes the priority loads of a source.
+func (s *Service) Loads(src Locality) Loads {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = Label(src[sc])
+	}
+	var l Loads
+	s.LoadsLabels(labels[:len(s.Scopes)], &l)
+	return l
+}
+
+// LoadsSource is Loads with a prepared source. It does not allocate.
+func (s *Service) LoadsSource(src *Source, l *Loads) {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = src.label(sc)
+	}
+	s.LoadsLabels(labels[:len(s.Scopes)], l)
+}
+
+// LoadsLabels computes into l the priority loads of a source given as
+// labels (as LookupLabels). A service without spillover has one priority,
+// Lookup's candidate range, with all the load (none in strict mode without
+// a full match).
+func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
+	*l = Loads{tree: s.tree}
+	levels := len(s.Scopes)
+	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
+	if s.OverprovisioningFactor == 0 {
+		l.single(s)
+		return
+	}
+	l.walk(setDegraded, s.tree.aux, s.AuxRoot[0], labels, levels)
+	l.walk(setUnhealthy, s.tree.aux, s.AuxRoot[1], labels, levels)
+	for r := levels; r >= 0; r-- {
+		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
+		if h+d+u == 0 {
+			continue
+		}
+		l.Rank[l.N], l.Counts[l.N] = uint8(r), PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
+		l.N++
+	}
+	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+}
+
+// single is the one priority of a service without spillover: the eligible
+// endpoints of maximal rank (strict: of full rank).
+func (l *Loads) single(s *Service) {
+	depth := 0
+	for depth < len(s.Scopes) && l.path[setEligible][depth+1].Len() > 0 {
+		depth++
+	}
+	n := uint32(l.path[setEligible][depth].Len())
+	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) {
+		return
+	}
+	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
+}
+
+// walk follows the source's labels down one tree and records its range at
+// every depth; below the deepest match the range is empty (at the deepest
+// node's lo), so the ranges nest.
+func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels int) {
+	rec := nodes[int(root)*NodeRecordSize:][:NodeRecordSize]
+	n, depth := root, 0
+	l.path[set][0] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+	for ; depth < levels; depth++ {
+		want := emptyLabel
+		if depth < len(labels) {
+			want = labels[depth]
+		}
+		c, ok := findChild(nodes, rec, want)
+		if !ok {
+			break
+		}
+		n, rec = c, nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
+		l.path[set][depth+1] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+		if set == setEligible {
+			l.node[depth+1] = n
+		}
+	}
+	lo := le.Uint32(rec[nLo:])
+	for j := depth + 1; j <= levels+1; j++ {
+		l.path[set][j] = Span{lo, lo}
+	}
+	if set == setEligible {
+		l.node[0] = root
+		for j := depth + 1; j <= levels+1; j++ {
+			l.node[j] = n
+		}
+	}
+}
+
+// findChild is the binary search of LookupLabels: the child of the node rec
+// whose label is want.
+func findChild(nodes, rec []byte, want uint64) (uint32, bool) {
+	count := le.Uint32(rec[nChildCount:])
+	if count == 0 {
+		return 0, false
+	}
+	base := le.Uint32(rec[nFirstChild:])
+	for count > 1 {
+		half := count / 2
+		if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+			base += half
+		}
+		count -= half
+	}
+	return base, le.Uint64(nodes[int(base)*NodeRecordSize:]) == want
+}
+
+// count is the number of endpoints of a set whose rank is exactly r.
+func (l *Loads) count(set, r int) uint32 {
+	return uint32(l.path[set][r].Len() - l.path[set][r+1].Len())
+}
+
+// spans returns the endpoints of a set in priority p: the range at depth
+// Rank[p] minus the nested range at depth Rank[p]+1, at most two spans.
+func (l *Loads) spans(set, p int) [2]Span {
+	a, b := l.path[set][l.Rank[p]], l.path[set][l.Rank[p]+1]
+	return [2]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}}
+}
+
+func (l *Loads) healthySpans(p int) []Span {
+	s := l.spans(setEligible, p)
+	return s[:]
+}
+
+func (l *Loads) degradedSpans(p int) []Span {
+	s := l.spans(setDegraded, p)
+	return s[:]
+}
+
+func (l *Loads) allSpans(p int) []Span {
+	var out []Span
+	for set := range numSets {
+		s := l.spans(set, p)
+		out = append(out, s[:]...)
+	}
+	return out
+}
+
+// distribute computes the loads from the counts as Envoy's
+// recalculatePerPriorityState, recalculatePerPriorityPanic and
+// recalculateLoadInTotalPanic do (load_balancer_impl.cc), in integers: a
+// priority is in panic when 100·(healthy+degraded) < threshold·total.
+func (l *Loads) distribute(of, threshold uint32) {
+	if l.N == 0 {
+		return
+	}
+	var health, degraded [MaxPriorities]uint32
+	var sum uint32
+	for p := range l.N {
+		if c := l.Counts[p]; c.Total > 0 {
+			health[p] = uint32(min(100, uint64(of)*uint64(c.Healthy)/uint64(c.Total)))
+			degraded[p] = uint32(min(100, uint64(of)*uint64(c.Degraded)/uint64(c.Total)))
+		}
+		sum += health[p] + degraded[p]
+	}
+	nta := min(sum, 100)
+	if nta > 0 {
+		firstH, rem := spread(l.Healthy[:l.N], health[:l.N], 100, nta)
+		firstD, rem := spread(l.Degraded[:l.N], degraded[:l.N], rem, nta)
+		if rem > 0 && firstH >= 0 {
+			l.Healthy[firstH] += uint8(rem)
+		} else if rem > 0 {
+			l.Degraded[firstD] += uint8(rem)
+		}
+	}
+	if threshold == 0 && nta == 0 {
+		l.Healthy[0] = 100
+		return
+	}
+	if nta == 100 {
+		return
+	}
+	l.setPanic(threshold)
+}
+
+// spread is Envoy's distributeLoad: as much of the load as each priority's
+// availability allows, in priority order.
+func spread(load []uint8, avail []uint32, total, nta uint32) (first int, rem uint32) {
+	first = -1
+	for p, a := range avail {
+		if first < 0 && a > 0 {
+			first = p
+		}
+		x := min(total, a*100/nta)
+		load[p] = uint8(x)
+		total -= x
+	}
+	return first, total
+}
+
+// setPanic marks the priorities in panic; if all are, the load follows the
+// host counts (Envoy's total panic).
+func (l *Loads) setPanic(threshold uint32) {
+	var hosts uint64
+	for p := range l.N {
+		c := l.Counts[p]
+		if 100*(uint64(c.Healthy)+uint64(c.Degraded)) < uint64(threshold)*uint64(c.Total) {
+			l.panic |= 1 << p
+		}
+		hosts += uint64(c.Total)
+	}
+	if l.panic != 1<<l.N-1 {
+		return
+	}
+	rem := uint64(100)
+	for p := range l.N {
+		x := 100 * uint64(l.Counts[p].Total) / hosts
+		l.Healthy[p], l.Degraded[p] = uint8(x), 0
+		rem -= x
+	}
+	l.Healthy[0] += uint8(rem) // every priority has hosts
+}
+
+// choose is Envoy's choosePriority: hash%100+1 against the cumulative
+// healthy loads, then the degraded ones.
+func (l *Loads) choose(hash uint64) (p int, degraded bool) {
+	h, agg := hash%100+1, uint64(0)
+	for p := range l.N {
+		if agg += uint64(l.Healthy[p]); h <= agg {
+			return p, false
+		}
+	}
+	for p := range l.N {
+		if agg += uint64(l.Degraded[p]); h <= agg {
+			return p, true
+		}
+	}
+	return 0, false
+}
