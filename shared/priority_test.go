@@ -1,0 +1,176 @@
+package shared
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func TestBuildValidatesSpillover(t *testing.T) {
+	f := false
+	svc := func(mut func(s *ServiceSpec)) *Topology {
+		s := ServiceSpec{Name: "a", Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}
+		mut(&s)
+		return &Topology{Services: []ServiceSpec{s}}
+	}
+	cases := []struct{ name, want string }{
+		{"unhealthy and degraded", "127.0.0.1:80 is both unhealthy and degraded"},
+		{"strict", "spillover needs mode failover (mode is strict)"},
+		{"factor 0", "spillover overprovisioning_factor 0 (want a percent from 1 to 65535"},
+		{"factor too big", "spillover overprovisioning_factor 65536"},
+		{"panic 101", "spillover panic_threshold 101 (want a percent from 0 to 100"},
+	}
+	muts := []func(s *ServiceSpec){
+		func(s *ServiceSpec) { s.Endpoints[0].Healthy, s.Endpoints[0].Degraded = &f, true },
+		func(s *ServiceSpec) { s.Mode = "strict" },
+		func(s *ServiceSpec) { s.Spillover.OverprovisioningFactor = u32p(0) },
+		func(s *ServiceSpec) { s.Spillover.OverprovisioningFactor = u32p(65536) },
+		func(s *ServiceSpec) { s.Spillover.PanicThreshold = u32p(101) },
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Build(svc(muts[i]), BuildOptions{})
+			if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrInvalidTopology mentioning %q", err, c.want)
+			}
+		})
+	}
+	tree, err := Build(svc(func(*ServiceSpec) {}), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tree.Services()[0]; s.OverprovisioningFactor != 140 || s.PanicThreshold != 50 {
+		t.Fatalf("defaults: factor %d, panic %d; want Envoy's 140 and 50", s.OverprovisioningFactor, s.PanicThreshold)
+	}
+}
+
+// spillTopology: the source's zone (z1) has 2 healthy, 1 degraded and 7
+// unhealthy endpoints, the rest of its region 4 healthy, another region 4.
+func spillTopology(policy string) *Topology {
+	f := false
+	var eps []EndpointSpec
+	add := func(n int, zone, region string, mut func(e *EndpointSpec)) {
+		for range n {
+			e := EndpointSpec{Address: fmt.Sprintf("127.0.9.%d:80", len(eps)+1), Locality: Locality{"region": region, "zone": zone}}
+			if mut != nil {
+				mut(&e)
+			}
+			eps = append(eps, e)
+		}
+	}
+	add(2, "z1", "r1", nil)
+	add(1, "z1", "r1", func(e *EndpointSpec) { e.Degraded = true })
+	add(7, "z1", "r1", func(e *EndpointSpec) { e.Healthy = &f })
+	add(4, "z2", "r1", nil)
+	add(4, "z3", "r2", nil)
+	return &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"region", "zone"}, Policy: policy, Spillover: &SpilloverSpec{}, Endpoints: eps}}}
+}
+
+// TestPickLoadsFollowsLoads picks many times and checks, by a chi-square
+// test, that the share of each (priority, healthy/degraded) is its load and
+// that every pick is in the set Envoy would choose from.
+func TestPickLoadsFollowsLoads(t *testing.T) {
+	for _, policy := range policyNames {
+		t.Run(policy, func(t *testing.T) {
+			tree, err := Build(spillTopology(policy), BuildOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := &tree.Services()[0]
+			l := svc.Loads(Locality{"region": "r1", "zone": "z1"})
+			// z1: health 140·2/10 = 28, degraded 14; z2: 100; r2: 100.
+			// NTA 100: healthy 28/72/0, degraded 0 (rem 0 after healthy).
+			if l.N != 3 || l.Healthy != [MaxPriorities]uint8{28, 72} || l.Degraded != [MaxPriorities]uint8{} {
+				t.Fatalf("loads %+v", l)
+			}
+			p := NewPicker(tree, PickerOptions{Seed: 5})
+			const n = 20000
+			var got [MaxPriorities]float64
+			rng := rand.New(rand.NewPCG(3, 4))
+			for range n {
+				i, ok := p.PickLoads(svc, &l, rng.Uint64())
+				if !ok {
+					t.Fatal("no pick")
+				}
+				pr := priorityOf(&l, i)
+				if pr < 0 || !tree.Endpoint(i).Healthy {
+					t.Fatalf("pick %d (%s) is in no priority's healthy set", i, tree.Endpoint(i).Addr)
+				}
+				got[pr]++
+			}
+			chi := 0.0
+			for pr := range l.N {
+				want := float64(l.Healthy[pr]) * n / 100
+				if want == 0 {
+					if got[pr] != 0 {
+						t.Fatalf("priority %d has load 0 and %v picks", pr, got[pr])
+					}
+					continue
+				}
+				chi += (got[pr] - want) * (got[pr] - want) / want
+			}
+			if chi > 10.83 { // 1 degree of freedom, p = 0.001
+				t.Fatalf("picks by priority %v, loads %v: chi-square %.1f", got[:l.N], l.Healthy[:l.N], chi)
+			}
+		})
+	}
+}
+
+// priorityOf is the priority whose healthy spans hold endpoint i, or -1.
+func priorityOf(l *Loads, i uint32) int {
+	for p := range l.N {
+		for _, s := range l.healthySpans(p) {
+			if i >= s.Lo && i < s.Hi {
+				return p
+			}
+		}
+	}
+	return -1
+}
+
+// TestPickLoadsPanicUsesAllHosts: with every priority in panic, picks land on
+// unhealthy endpoints too, as Envoy's AllHosts source.
+func TestPickLoadsPanicUsesAllHosts(t *testing.T) {
+	f := false
+	top := &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:80", Locality: Locality{"zone": "a"}},
+		{Address: "127.0.0.2:80", Locality: Locality{"zone": "a"}, Healthy: &f},
+		{Address: "127.0.0.3:80", Locality: Locality{"zone": "a"}, Healthy: &f},
+	}}}}
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &tree.Services()[0]
+	l := svc.Loads(Locality{"zone": "a"})
+	if l.N != 1 || !l.InPanic(0) || l.Healthy[0] != 100 {
+		t.Fatalf("loads %+v, want one priority in panic with all the load", l)
+	}
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	seen := map[string]int{}
+	for range 3000 {
+		i, _ := p.PickLoads(svc, &l, 0)
+		seen[tree.Endpoint(i).Addr.String()]++
+	}
+	for _, a := range []string{"127.0.0.1:80", "127.0.0.2:80", "127.0.0.3:80"} {
+		if math.Abs(float64(seen[a])-1000) > 150 {
+			t.Fatalf("panic picks %v, want about 1000 each", seen)
+		}
+	}
+}
+
+func TestPickLoadsRejectsForeignLoads(t *testing.T) {
+	t1, _ := Build(spillTopology("random"), BuildOptions{})
+	t2, _ := Build(spillTopology("random"), BuildOptions{})
+	l := t1.Services()[0].Loads(Locality{})
+	if _, ok := NewPicker(t2, PickerOptions{}).PickLoads(&t2.Services()[0], &l, 0); ok {
+		t.Fatal("loads of another tree picked")
+	}
+	var zero Loads
+	if _, ok := NewPicker(t1, PickerOptions{}).PickLoads(&t1.Services()[0], &zero, 0); ok {
+		t.Fatal("zero loads picked")
+	}
+}
