@@ -174,3 +174,63 @@ func TestPickLoadsRejectsForeignLoads(t *testing.T) {
 		t.Fatal("zero loads picked")
 	}
 }
+
+// TestPickLoadsDegradedAndPanic: zone a has 1 healthy, 1 degraded and 2
+// unhealthy endpoints (health 35, degraded 35), zone b 1 healthy of 10
+// (health 14, in panic). Envoy's loads: healthy 43/16, degraded 41/0; picks
+// follow them, the degraded share on the degraded endpoint, and zone b's
+// share on all its 10 endpoints.
+func TestPickLoadsDegradedAndPanic(t *testing.T) {
+	f := false
+	var eps []EndpointSpec
+	add := func(zone string, healthy bool, degraded bool) {
+		e := EndpointSpec{Address: fmt.Sprintf("127.0.8.%d:80", len(eps)+1), Locality: Locality{"zone": zone}, Degraded: degraded}
+		if !healthy {
+			e.Healthy = &f
+		}
+		eps = append(eps, e)
+	}
+	add("a", true, false)
+	add("a", true, true)
+	add("a", false, false)
+	add("a", false, false)
+	add("b", true, false)
+	for range 9 {
+		add("b", false, false)
+	}
+	tree, err := Build(&Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"zone"}, Spillover: &SpilloverSpec{}, Endpoints: eps}}}, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &tree.Services()[0]
+	l := svc.Loads(Locality{"zone": "a"})
+	if l.N != 2 || l.Healthy[0] != 43 || l.Healthy[1] != 16 || l.Degraded[0] != 41 || l.Degraded[1] != 0 || l.InPanic(0) || !l.InPanic(1) {
+		t.Fatalf("loads %+v", l)
+	}
+	p := NewPicker(tree, PickerOptions{Seed: 9})
+	const n = 20000
+	var aHealthy, aDegraded, b float64
+	bSeen := map[string]bool{}
+	for range n {
+		i, _ := p.PickLoads(svc, &l, 0)
+		switch a := tree.Endpoint(i).Addr.String(); a {
+		case "127.0.8.1:80":
+			aHealthy++
+		case "127.0.8.2:80":
+			aDegraded++
+		case "127.0.8.3:80", "127.0.8.4:80":
+			t.Fatalf("picked an unhealthy endpoint of zone a (not in panic): %s", a)
+		default:
+			b++
+			bSeen[a] = true
+		}
+	}
+	chi := 0.0
+	for _, c := range [][2]float64{{aHealthy, 43}, {aDegraded, 41}, {b, 16}} {
+		want := c[1] * n / 100
+		chi += (c[0] - want) * (c[0] - want) / want
+	}
+	if chi > 13.82 || len(bSeen) != 10 { // 2 degrees of freedom, p = 0.001
+		t.Fatalf("picks %v/%v/%v (want 43/41/16 %%), chi-square %.1f; zone b endpoints seen %d of 10", aHealthy, aDegraded, b, chi, len(bSeen))
+	}
+}
