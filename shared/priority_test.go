@@ -234,3 +234,34 @@ func TestPickLoadsDegradedAndPanic(t *testing.T) {
 		t.Fatalf("picks %v/%v/%v (want 43/41/16 %%), chi-square %.1f; zone b endpoints seen %d of 10", aHealthy, aDegraded, b, chi, len(bSeen))
 	}
 }
+
+// TestLocalityBalancerSpills: a LocalityBalancer of a spillover service
+// follows the priority loads (28 % to the source's zone, 72 % to the rest of
+// its region), not only the deepest match.
+func TestLocalityBalancerSpills(t *testing.T) {
+	tree, err := Build(spillTopology("random"), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := NewLocalityBalancer(tree, "s", Locality{"region": "r1", "zone": "z1"}, PickerOptions{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := lb.Loads(); l.N != 3 || l.Healthy[0] != 28 {
+		t.Fatalf("loads %+v", l)
+	}
+	const n = 10000
+	var z1 float64 // z1's endpoints are 127.0.9.1 to 127.0.9.10
+	for range n {
+		a, err := lb.Balance("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Addr().As4()[3] <= 10 {
+			z1++
+		}
+	}
+	if math.Abs(z1-0.28*n) > 4*math.Sqrt(n*0.28*0.72) {
+		t.Fatalf("%v of %d picks in the source's zone, want about 28 %%", z1, n)
+	}
+}
