@@ -25,7 +25,7 @@ type localityState struct {
 	svc    *Service
 	picker *Picker
 	r      Range
-	loads  Loads // the priority loads, used when the service has spillover
+	loads  Loads                     // the priority loads, used when the service has spillover
 	byAddr map[netip.AddrPort]uint32 // every endpoint of the service → absolute index
 }
 
