@@ -212,12 +212,29 @@ func spillTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
 }
 
 // BenchmarkPickLoads is BenchmarkPick with spillover: compute the priority
-// loads of a prepared source (three tree walks) and pick by them.
+// loads of a prepared source (three tree walks) and pick by them (loads=fresh),
+// or pick by loads computed once per source (loads=cached: what a data plane
+// with a fixed source locality does, as Envoy recomputes its loads only when
+// hosts change).
 func BenchmarkPickLoads(b *testing.B) {
 	for _, n := range benchSizes {
 		tree, svc, srcs := spillTree(b, n)
 		p := NewPicker(tree, PickerOptions{})
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+		cached := make([]Loads, len(srcs))
+		for i, src := range srcs {
+			svc.LoadsSource(src, &cached[i])
+		}
+		b.Run(fmt.Sprintf("loads=cached/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("loads=fresh/N=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			var l Loads
 			i := 0

@@ -78,8 +78,15 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.single(s)
 		return
 	}
-	l.walk(setDegraded, s.tree.aux, s.AuxRoot[0], labels, levels)
-	l.walk(setUnhealthy, s.tree.aux, s.AuxRoot[1], labels, levels)
+	for k, set := range [2]int{setDegraded, setUnhealthy} {
+		if lo, hi := s.auxRange(k); lo == hi {
+			for j := range levels + 2 {
+				l.path[set][j] = Span{lo, lo}
+			}
+			continue
+		}
+		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
+	}
 	for r := levels; r >= 0; r-- {
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
 		if h+d+u == 0 {
@@ -89,6 +96,15 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.N++
 	}
 	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+}
+
+// auxRange is the endpoint range of aux tree k (degraded, unhealthy).
+func (s *Service) auxRange(k int) (lo, hi uint32) {
+	lo = s.EpFirst + s.EpEligible
+	if k == 0 {
+		return lo, lo + s.EpDegraded
+	}
+	return lo + s.EpDegraded, s.EpFirst + s.EpTotal
 }
 
 // single is the one priority of a service without spillover: the eligible
@@ -193,7 +209,7 @@ func (l *Loads) allSpans(p int) []Span {
 // recalculateLoadInTotalPanic do (load_balancer_impl.cc), in integers: a
 // priority is in panic when 100·(healthy+degraded) < threshold·total.
 func (l *Loads) distribute(of, threshold uint32) {
-	if l.N == 0 {
+	if l.N == 0 || l.healthyFirst(of) {
 		return
 	}
 	var health, degraded [MaxPriorities]uint32
@@ -223,6 +239,28 @@ func (l *Loads) distribute(of, threshold uint32) {
 		return
 	}
 	l.setPanic(threshold)
+}
+
+// healthyFirst is the common case of distribute, exactly: if the healthy
+// availabilities of the first priorities already sum to 100, the normalized
+// total availability is 100, so each of them takes its availability
+// (·100/100), the last the remainder, later priorities and every degraded
+// load get 0, and no priority is in panic. It reports whether it applied.
+func (l *Loads) healthyFirst(of uint32) bool {
+	var sum uint32
+	for p := range l.N {
+		c := l.Counts[p]
+		h := uint32(min(100, uint64(of)*uint64(c.Healthy)/uint64(c.Total)))
+		if sum+h >= 100 {
+			for q := range p {
+				l.Healthy[q] = uint8(min(100, uint64(of)*uint64(l.Counts[q].Healthy)/uint64(l.Counts[q].Total)))
+			}
+			l.Healthy[p] = uint8(100 - sum)
+			return true
+		}
+		sum += h
+	}
+	return false
 }
 
 // spread is Envoy's distributeLoad: as much of the load as each priority's
