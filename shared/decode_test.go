@@ -17,6 +17,29 @@ func goldenTree(t testing.TB) *Tree {
 	return tree
 }
 
+// spilloverTree is the golden mesh with spillover on every failover
+// service and some degraded endpoints: all sections of format 2 are used.
+func spilloverTree(t testing.TB) *Tree {
+	t.Helper()
+	top := loadJSON(t, "testdata/mesh.json")
+	for i := range top.Services {
+		s := &top.Services[i]
+		if s.Mode == "" || s.Mode == "failover" {
+			s.Spillover = &SpilloverSpec{}
+		}
+		for k := range s.Endpoints {
+			if e := &s.Endpoints[k]; k%2 == 1 && (e.Healthy == nil || *e.Healthy) {
+				e.Degraded = true
+			}
+		}
+	}
+	tree, err := Build(top, BuildOptions{Generation: 43})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
 func reseal(b []byte) []byte {
 	binary.LittleEndian.PutUint32(b[hChecksum:], checksum(b))
 	return b
@@ -64,7 +87,12 @@ func TestDecodeRejectsTruncation(t *testing.T) {
 // structural checks must either reject the blob or accept one whose lookups
 // stay in range (a flipped weight or address is still a valid tree).
 func TestDecodeRejectsFlips(t *testing.T) {
-	orig := goldenTree(t).Bytes()
+	for _, tree := range []*Tree{goldenTree(t), spilloverTree(t)} {
+		decodeRejectsFlips(t, tree.Bytes())
+	}
+}
+
+func decodeRejectsFlips(t *testing.T, orig []byte) {
 	for i := range orig {
 		for bit := range 8 {
 			b := append([]byte(nil), orig...)
@@ -95,7 +123,29 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 			for k := r.Lo; k < r.Hi; k++ {
 				_ = tree.Endpoint(k)
 			}
+			checkLoads(t, s, s.Loads(src))
 		}
+	}
+}
+
+// checkLoads checks that a decoded tree's priority loads stay inside the
+// service's endpoints, sum to 100 and can be picked from.
+func checkLoads(t testing.TB, s *Service, l Loads) {
+	t.Helper()
+	sum := 0
+	for p := range l.N {
+		sum += int(l.Healthy[p]) + int(l.Degraded[p])
+		for _, sp := range l.allSpans(p) {
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.EpFirst || sp.Hi > s.EpFirst+s.EpTotal)) {
+				t.Fatalf("%s: priority %d span [%d, %d) outside the service's endpoints", s.Name, p, sp.Lo, sp.Hi)
+			}
+		}
+	}
+	if l.N > 0 && sum != 100 {
+		t.Fatalf("%s: loads sum to %d: %+v", s.Name, sum, l)
+	}
+	if l.N > 0 {
+		NewPicker(s.Tree(), PickerOptions{Seed: 1}).PickLoads(s, &l, 7)
 	}
 }
 
@@ -139,6 +189,7 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(goldenTree(f).Bytes())
+	f.Add(spilloverTree(f).Bytes())
 	f.Add([]byte("LTRE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tree, err := Decode(b)
@@ -157,6 +208,7 @@ func FuzzDecode(f *testing.F) {
 func FuzzLookup(f *testing.F) {
 	f.Add(goldenTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	f.Add(goldenTree(f).Bytes(), "", "", "")
+	f.Add(spilloverTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	f.Fuzz(func(t *testing.T, in []byte, region, zone, subzone string) {
 		b := slices.Clone(in) // testing.F: the fuzzer's input must not be modified
 		if len(b) >= HeaderSize {
@@ -176,6 +228,7 @@ func FuzzLookup(f *testing.F) {
 			if r.Len() > 0 && s.Mode == ModeStrict && r.Depth != len(s.Scopes) {
 				t.Fatalf("%s: strict range at depth %d", s.Name, r.Depth)
 			}
+			checkLoads(t, s, s.Loads(src))
 		}
 	})
 }
