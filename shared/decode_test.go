@@ -232,3 +232,33 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRejectsBadPolicy: the checks of format 2's policy record and aux
+// trees name what is wrong.
+func TestDecodeRejectsBadPolicy(t *testing.T) {
+	orig := spilloverTree(t).Bytes()
+	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(binary.LittleEndian.Uint32(orig[hEndpointCnt:]))
+	nSvc := int(binary.LittleEndian.Uint32(orig[hServiceCount:]))
+	aux := pols + nSvc*PolicyRecordSize
+	cases := []struct {
+		name, want string
+		mut        func(b []byte)
+	}{
+		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved+3] = 1 }},
+		{"panic", "panic threshold 101", func(b []byte) { b[pols+pPanic] = 101 }},
+		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pDegradedRoot:], 1) }},
+		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pEpDegraded:], 1000) }},
+		{"aux range", "degraded tree: corrupt tree: root node", func(b []byte) { binary.LittleEndian.PutUint32(b[aux+nHi:], 999) }},
+		{"aux count", "aux nodes", func(b []byte) { binary.LittleEndian.PutUint32(b[hAuxNodeCount:], 1<<26) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := slices.Clone(orig)
+			c.mut(b)
+			_, err := Decode(reseal(b))
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrCorrupt mentioning %q", err, c.want)
+			}
+		})
+	}
+}
