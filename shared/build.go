@@ -31,23 +31,24 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 
 // builtService is a validated service, its endpoints sorted, its nodes laid out.
 type builtService struct {
-	name   string
-	hosts  []string
-	scopes []string
-	mode   Mode
-	policy Policy
-	health Health
-	vip    netip.AddrPort
-	eps    []builtEndpoint // in spec order
-	labels []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
-	order  []int32         // eps indices, sorted: eligible first, each part by labels and address
-	nElig  int
-	nDeg   int            // degraded endpoints; they follow the eligible ones
-	nodes  []builtNode    // breadth-first, root first; indices relative to the service
-	aux    [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
-	spill  bool           // priority load (Spillover) is on
-	of     uint32         // overprovisioning factor, percent
-	panic  uint32         // panic threshold, percent
+	name     string
+	hosts    []string
+	scopes   []string
+	mode     Mode
+	policy   Policy
+	health   Health
+	vip      netip.AddrPort
+	eps      []builtEndpoint // in spec order
+	labels   []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
+	order    []int32         // eps indices, sorted: eligible first, each part by labels and address
+	nElig    int
+	nDeg     int            // degraded endpoints; they follow the eligible ones
+	nodes    []builtNode    // breadth-first, root first; indices relative to the service
+	aux      [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
+	spill    bool           // priority load (Spillover) is on
+	of       uint32         // overprovisioning factor, percent
+	panic    uint32         // panic threshold, percent
+	failover []FailoverSpec
 }
 
 type builtEndpoint struct {
@@ -158,7 +159,42 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if s.vip, err = parseVIP(spec); err != nil {
 		return nil, err
 	}
-	return s, s.parseSpillover(spec.Spillover)
+	if err := s.parseSpillover(spec.Spillover); err != nil {
+		return nil, err
+	}
+	return s, s.parseFailover(spec.Failover)
+}
+
+// parseFailover validates Istio's failover rules.
+func (s *builtService) parseFailover(rules []FailoverSpec) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	switch {
+	case len(rules) > MaxFailover:
+		return invalid("service %q: %d failover rules (limit %d)", s.name, len(rules), MaxFailover)
+	case !s.spill:
+		return invalid("service %q: failover needs spillover (the priority load); the plain lookup and the kernel path do not apply failover yet", s.name)
+	case !slices.Contains(s.scopes, "region"):
+		return invalid("service %q: failover names regions, but the scopes %v have no \"region\"", s.name, s.scopes)
+	}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		for _, v := range []string{r.From, r.To} {
+			if v == "" || len(v) > MaxString {
+				return invalid("service %q: failover from %q to %q: regions must be non-empty and at most %d bytes", s.name, r.From, r.To, MaxString)
+			}
+			if err := checkText(v); err != nil {
+				return invalid("service %q: failover region %v", s.name, err)
+			}
+		}
+		if r.From == r.To || seen[r.From] {
+			return invalid("service %q: failover from %q to %q: from must differ from to and appear once", s.name, r.From, r.To)
+		}
+		seen[r.From] = true
+	}
+	s.failover = rules
+	return nil
 }
 
 // parseSpillover validates the priority-load settings and fills defaults.
@@ -451,6 +487,9 @@ func (s *builtService) metaSize() int {
 	for _, nd := range s.nodes[1:] {
 		n += 2 + len(nd.value)
 	}
+	for _, r := range s.failover {
+		n += 4 + len(r.From) + len(r.To)
+	}
 	return n
 }
 
@@ -465,6 +504,9 @@ func (s *builtService) appendMeta(b []byte) []byte {
 	}
 	for _, nd := range s.nodes[1:] {
 		b = appendStr(b, nd.value)
+	}
+	for _, r := range s.failover {
+		b = appendStr(appendStr(b, r.From), r.To)
 	}
 	return b
 }

@@ -3,6 +3,7 @@ package shared
 import (
 	"bytes"
 	"fmt"
+	"slices"
 )
 
 func corrupt(format string, args ...any) error {
@@ -124,6 +125,9 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := s.decodeMeta(r, strs); err != nil {
 		return err
 	}
+	if err := s.indexFailover(); err != nil {
+		return err
+	}
 	if err := t.checkEndpoints(s); err != nil {
 		return err
 	}
@@ -141,6 +145,7 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.EpDegraded = le.Uint32(p[pEpDegraded:])
 	s.OverprovisioningFactor = uint32(le.Uint16(p[pOverprovision:]))
 	s.PanicThreshold = uint32(p[pPanic])
+	s.Failover = make([]FailoverSpec, p[pFailoverCount])
 	nAux := uint64(len(t.aux) / NodeRecordSize)
 	switch {
 	case !allZero(p[pReserved:]):
@@ -150,7 +155,7 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 		return corrupt("aux trees at %d (+%d) and %d (+%d) do not follow the previous service's (at %d) inside %d aux nodes", s.AuxRoot[0], s.AuxCount[0], s.AuxRoot[1], s.AuxCount[1], auxFirst, nAux)
 	case uint64(s.EpEligible)+uint64(s.EpDegraded) > uint64(s.EpTotal), s.EpDegraded > 0 && s.Health == HealthAllowAll:
 		return corrupt("%d degraded endpoints after %d eligible of %d (health %s)", s.EpDegraded, s.EpEligible, s.EpTotal, s.Health)
-	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && s.PanicThreshold != 0:
+	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && (s.PanicThreshold != 0 || len(s.Failover) != 0):
 		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
 	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
 		return corrupt("priority load in mode %s", s.Mode)
@@ -255,6 +260,9 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 	for i := range s.values {
 		s.values[i] = m.str()
 	}
+	for i := range s.Failover {
+		s.Failover[i] = FailoverSpec{From: m.str(), To: m.str()}
+	}
 	if m.err == nil && len(m.b) != 0 {
 		return corrupt("%d bytes of metadata left over", len(m.b))
 	}
@@ -262,6 +270,22 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 		return corrupt("empty service name")
 	}
 	return m.err
+}
+
+// indexFailover checks the failover rules as Build does and hashes them.
+func (s *Service) indexFailover() error {
+	s.regionAt = slices.Index(s.Scopes, "region")
+	if len(s.Failover) > 0 && s.regionAt < 0 {
+		return corrupt("failover rules without a region scope")
+	}
+	s.failTo = make([][2]uint64, len(s.Failover))
+	for i, r := range s.Failover {
+		if r.From == "" || r.To == "" || r.From == r.To || slices.ContainsFunc(s.Failover[:i], func(o FailoverSpec) bool { return o.From == r.From }) {
+			return corrupt("failover rule %d from %q to %q", i, r.From, r.To)
+		}
+		s.failTo[i] = [2]uint64{Label(r.From), Label(r.To)}
+	}
+	return nil
 }
 
 func (t *Tree) index(s *Service) error {

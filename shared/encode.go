@@ -92,6 +92,7 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 		le.PutUint16(b[pOverprovision:], uint16(s.of))
 		b[pPanic] = byte(s.panic)
 	}
+	b[pFailoverCount] = byte(len(s.failover))
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {

@@ -63,7 +63,8 @@ const (
 	pEpDegraded     = 16
 	pOverprovision  = 20
 	pPanic          = 22
-	pReserved       = 23
+	pFailoverCount  = 23
+	pReserved       = 24
 )
 
 // Service record field offsets.

@@ -30,8 +30,21 @@ type ServiceSpec struct {
 	// priority load (docs/FORMAT.md, "Priority load"): the priorities are the
 	// source's match depths, deepest first. It needs mode failover.
 	Spillover *SpilloverSpec `json:"spillover,omitempty" yaml:"spillover,omitempty"`
+	// Failover are Istio's localityLbSetting.failover rules: a source in
+	// region From whose region has no endpoint prefers region To before
+	// any other. They need spillover and a scope named "region".
+	Failover  []FailoverSpec `json:"failover,omitempty" yaml:"failover,omitempty"`
 	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
+
+// FailoverSpec is one failover rule, from-region → to-region.
+type FailoverSpec struct {
+	From string `json:"from" yaml:"from"`
+	To   string `json:"to" yaml:"to"`
+}
+
+// MaxFailover is the largest number of failover rules of a service.
+const MaxFailover = 255
 
 // SpilloverSpec are the settings of Envoy's priority load. Empty fields take
 // Envoy's defaults: overprovisioning factor 140, panic threshold 50.

@@ -42,7 +42,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if u.total == 0 || int(u.s[u.n-1].Hi) > len(p.pool.counts) {
 		return 0, false
 	}
-	rr := &p.rr[l.node[l.Rank[pr]]]
+	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if u.n == 1 {
 		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
 	}
@@ -51,12 +51,12 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 
 // spanSet is up to six non-empty spans picked from as one list.
 type spanSet struct {
-	s     [2 * numSets]Span
+	s     [3 * numSets]Span
 	n     int
 	total uint32
 }
 
-func (u *spanSet) add(spans [2]Span) {
+func (u *spanSet) add(spans [3]Span) {
 	for _, s := range spans {
 		if s.Hi > s.Lo {
 			u.s[u.n] = s

@@ -1,8 +1,9 @@
 package shared
 
 // MaxPriorities is the largest number of priorities of a source: one per
-// match depth, 0..MaxLevels.
-const MaxPriorities = MaxLevels + 1
+// match depth, 0..MaxLevels, and one more where a failover rule splits a
+// depth in two.
+const MaxPriorities = MaxLevels + 2
 
 // Span is a contiguous range of endpoints [Lo, Hi) (absolute indices).
 type Span struct{ Lo, Hi uint32 }
@@ -30,16 +31,21 @@ const (
 // its endpoints. A Loads is computed in O(levels × log branching) from the
 // trees, without allocating, and is read by Picker.PickLoads.
 type Loads struct {
-	N        int // number of priorities; 0: no endpoint to pick
-	Rank     [MaxPriorities]uint8
+	N    int // number of priorities; 0: no endpoint to pick
+	Rank [MaxPriorities]uint8
+	// Failover is 0 for a priority no failover rule touches, 1 for the
+	// endpoints of the rule's to-region, 2 for the other regions.
+	Failover [MaxPriorities]uint8
 	Counts   [MaxPriorities]PriorityCounts
 	Healthy  [MaxPriorities]uint8 // percent
 	Degraded [MaxPriorities]uint8 // percent
 	panic    uint16               // bit p: priority p is in panic
 
-	tree *Tree
-	path [numSets][MaxLevels + 2]Span // the source's range in each set's tree at each depth
-	node [MaxLevels + 2]uint32        // the eligible tree's node at each depth (the deepest reached below)
+	tree  *Tree
+	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
+	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
+	reach [numSets]int                   // the depth each walk reached
+	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
@@ -83,19 +89,68 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 			for j := range levels + 2 {
 				l.path[set][j] = Span{lo, lo}
 			}
+			l.reach[set] = -1 // not walked: no node to search
 			continue
 		}
 		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
 	}
+	split := l.failover(s, labels)
 	for r := levels; r >= 0; r-- {
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
-		if h+d+u == 0 {
+		if r == split {
+			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
+			l.add(r, 1, th, td, tu)
+			l.add(r, 2, h-th, d-td, u-tu)
 			continue
 		}
-		l.Rank[l.N], l.Counts[l.N] = uint8(r), PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
-		l.N++
+		l.add(r, 0, h, d, u)
 	}
 	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+}
+
+// add appends a priority unless it is empty.
+func (l *Loads) add(rank int, failover uint8, h, d, u uint32) {
+	if h+d+u == 0 {
+		return
+	}
+	l.Rank[l.N], l.Failover[l.N] = uint8(rank), failover
+	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
+	l.N++
+}
+
+// failover applies the first failover rule whose from is the source's
+// region (Istio's applyLocalityFailover): it finds the rule's to-region among
+// the siblings of the source's region in each tree, and returns the depth
+// it splits (the region scope's index), or -1.
+func (l *Loads) failover(s *Service, labels []uint64) int {
+	if s.regionAt < 0 || len(s.failTo) == 0 {
+		return -1
+	}
+	src := emptyLabel
+	if s.regionAt < len(labels) {
+		src = labels[s.regionAt]
+	}
+	k := 0
+	for k < len(s.failTo) && s.failTo[k][0] != src {
+		k++
+	}
+	if k == len(s.failTo) {
+		return -1
+	}
+	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
+	for set := range numSets {
+		a := l.path[set][s.regionAt]
+		l.to[set] = Span{a.Lo, a.Lo}
+		if l.reach[set] < s.regionAt {
+			continue
+		}
+		rec := trees[set][int(l.node[set][s.regionAt])*NodeRecordSize:][:NodeRecordSize]
+		if c, ok := findChild(trees[set], rec, s.failTo[k][1]); ok {
+			cr := trees[set][int(c)*NodeRecordSize:][:NodeRecordSize]
+			l.to[set] = Span{le.Uint32(cr[nLo:]), le.Uint32(cr[nHi:])}
+		}
+	}
+	return s.regionAt
 }
 
 // auxRange is the endpoint range of aux tree k (degraded, unhealthy).
@@ -139,19 +194,12 @@ func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels
 		}
 		n, rec = c, nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
 		l.path[set][depth+1] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
-		if set == setEligible {
-			l.node[depth+1] = n
-		}
+		l.node[set][depth+1] = n
 	}
 	lo := le.Uint32(rec[nLo:])
+	l.node[set][0], l.reach[set] = root, depth
 	for j := depth + 1; j <= levels+1; j++ {
-		l.path[set][j] = Span{lo, lo}
-	}
-	if set == setEligible {
-		l.node[0] = root
-		for j := depth + 1; j <= levels+1; j++ {
-			l.node[j] = n
-		}
+		l.path[set][j], l.node[set][j] = Span{lo, lo}, n
 	}
 }
 
@@ -179,10 +227,21 @@ func (l *Loads) count(set, r int) uint32 {
 }
 
 // spans returns the endpoints of a set in priority p: the range at depth
-// Rank[p] minus the nested range at depth Rank[p]+1, at most two spans.
-func (l *Loads) spans(set, p int) [2]Span {
+// Rank[p] minus the nested range at depth Rank[p]+1 (two spans); with a
+// failover rule, the to-region's range (one span), or the rest (three).
+func (l *Loads) spans(set, p int) [3]Span {
 	a, b := l.path[set][l.Rank[p]], l.path[set][l.Rank[p]+1]
-	return [2]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}}
+	switch to := l.to[set]; {
+	case l.Failover[p] == 1:
+		return [3]Span{to, {to.Hi, to.Hi}, {to.Hi, to.Hi}}
+	case l.Failover[p] == 2 && to.Hi > to.Lo:
+		x, y := b, to // the two holes in a, in order (an empty b sits at a.Lo)
+		if to.Lo < b.Lo || (to.Lo == b.Lo && to.Hi < b.Hi) {
+			x, y = to, b
+		}
+		return [3]Span{{a.Lo, x.Lo}, {x.Hi, y.Lo}, {y.Hi, a.Hi}}
+	}
+	return [3]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}, {a.Hi, a.Hi}}
 }
 
 func (l *Loads) healthySpans(p int) []Span {

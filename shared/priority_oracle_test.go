@@ -179,6 +179,7 @@ type oracleEndpoint struct {
 // AllHosts).
 type oraclePriority struct {
 	rank                    int
+	failover                int // 0: no failover rule applies; 1: the rule's to-region; 2: the other regions
 	healthyLoad, degrLoad   uint32
 	panic                   bool
 	healthy, degraded, all  []string
@@ -190,12 +191,29 @@ type oraclePriority struct {
 // deepest first, skipping empty ranks (Istio's renumbering), and applies
 // Envoy's load computation. Under health allow_all every endpoint counts as
 // healthy.
+//
+// Failover transcribes applyLocalityFailover's step 1: "region not match,
+// apply failover settings when specified: update localityLbEndpoints'
+// priority to 4 if failover not match" — for the first rule whose From is
+// the proxy's region, an endpoint outside the proxy's region and outside the
+// rule's To drops one priority below those in To. loctree's scopes
+// generalise Istio's [region, zone, subzone]: "outside the proxy's region"
+// is rank == the index of the region scope (every scope before it matches).
+// Each key below is an Istio priority times two, plus one for the demoted
+// endpoints; the distinct keys, in order, are the priorities.
 func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []oraclePriority {
 	scopes := spec.Scopes
 	if len(scopes) == 0 {
 		scopes = DefaultScopes
 	}
-	byRank := make([][]oracleEndpoint, len(scopes)+1)
+	regionAt, to := slices.Index(scopes, "region"), ""
+	for _, f := range spec.Failover {
+		if f.From == src["region"] {
+			to = f.To
+			break
+		}
+	}
+	byRank := make([][]oracleEndpoint, 2*len(scopes)+2)
 	for _, e := range spec.Endpoints {
 		rank := 0
 		for _, sc := range scopes {
@@ -203,6 +221,10 @@ func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []ora
 				break
 			}
 			rank++
+		}
+		key := 2 * rank
+		if regionAt >= 0 && rank == regionAt && to != "" && e.Locality["region"] != to {
+			key--
 		}
 		state := 0
 		switch {
@@ -214,16 +236,20 @@ func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []ora
 		}
 		ap := netip.MustParseAddrPort(e.Address)
 		addr := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-		byRank[rank] = append(byRank[rank], oracleEndpoint{addr: addr, state: state, rank: rank})
+		byRank[key+1] = append(byRank[key+1], oracleEndpoint{addr: addr, state: state, rank: rank})
 	}
 	var out []oraclePriority
 	var sets []envoyHostSet
-	for rank := len(scopes); rank >= 0; rank-- {
-		if len(byRank[rank]) == 0 {
+	for key := len(byRank) - 1; key >= 0; key-- {
+		if len(byRank[key]) == 0 {
 			continue
 		}
+		rank := key / 2 // stored at 2·rank+1, or 2·rank when demoted
 		p := oraclePriority{rank: rank}
-		for _, e := range byRank[rank] {
+		if regionAt >= 0 && rank == regionAt && to != "" {
+			p.failover = 1 + (key+1)%2
+		}
+		for _, e := range byRank[key] {
 			p.all = append(p.all, e.addr)
 			switch e.state {
 			case 0:
@@ -267,6 +293,18 @@ func randomSpilloverTopology(rng *rand.Rand) (*Topology, uint32, uint32) {
 			e.Degraded = true
 		}
 	}
+	if len(spec.Scopes) > 1 && rng.IntN(2) == 0 {
+		spec.Scopes = slices.Clone(spec.Scopes)
+		spec.Scopes[0], spec.Scopes[1] = spec.Scopes[1], spec.Scopes[0] // region first, as Istio's
+	}
+	if slices.Contains(spec.Scopes, "region") && rng.IntN(2) == 0 {
+		// regions are region-1..3 (randomTopology); a source may have 4
+		for from := 1; from <= 4; from++ {
+			if rng.IntN(2) == 0 {
+				spec.Failover = append(spec.Failover, FailoverSpec{From: fmt.Sprintf("region-%d", from), To: fmt.Sprintf("region-%d", 1+(from+rng.IntN(2))%3)})
+			}
+		}
+	}
 	return top, of, threshold
 }
 
@@ -296,10 +334,10 @@ func orEmpty(s []string) []string {
 func TestLoadsMatchEnvoyOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const topologies, sources = 6000, 4
-	var seen struct{ spill, degraded, panic, totalPanic, allToP0 int }
+	var seen struct{ spill, degraded, panic, totalPanic, allToP0, failoverTo, failoverRest int }
 	defer func() {
 		t.Logf("cases: %+v", seen)
-		if seen.spill < 1000 || seen.degraded < 1000 || seen.panic < 1000 || seen.totalPanic < 100 || seen.allToP0 < 100 {
+		if seen.spill < 1000 || seen.degraded < 1000 || seen.panic < 1000 || seen.totalPanic < 100 || seen.allToP0 < 100 || seen.failoverTo < 500 || seen.failoverRest < 500 {
 			t.Errorf("the random cases miss a branch of Envoy's computation: %+v", seen)
 		}
 	}()
@@ -330,8 +368,8 @@ func compareLoads(tree *Tree, l *Loads, want []oraclePriority) error {
 	for p, w := range want {
 		c := l.Counts[p]
 		switch {
-		case int(l.Rank[p]) != w.rank:
-			return fmt.Errorf("priority %d: rank %d, oracle %d", p, l.Rank[p], w.rank)
+		case int(l.Rank[p]) != w.rank || int(l.Failover[p]) != w.failover:
+			return fmt.Errorf("priority %d: rank %d failover %d, oracle %d and %d", p, l.Rank[p], l.Failover[p], w.rank, w.failover)
 		case int(c.Healthy) != w.nHealthy || int(c.Degraded) != w.nDegr || int(c.Total) != w.nTotal:
 			return fmt.Errorf("priority %d: counts %+v, oracle %d/%d/%d", p, c, w.nHealthy, w.nDegr, w.nTotal)
 		case uint32(l.Healthy[p]) != w.healthyLoad || uint32(l.Degraded[p]) != w.degrLoad || l.InPanic(p) != w.panic:
@@ -349,7 +387,7 @@ func compareLoads(tree *Tree, l *Loads, want []oraclePriority) error {
 	return nil
 }
 
-func countCases(seen *struct{ spill, degraded, panic, totalPanic, allToP0 int }, l *Loads) {
+func countCases(seen *struct{ spill, degraded, panic, totalPanic, allToP0, failoverTo, failoverRest int }, l *Loads) {
 	if l.N > 1 && l.Healthy[0] < 100 {
 		seen.spill++
 	}
@@ -360,6 +398,12 @@ func countCases(seen *struct{ spill, degraded, panic, totalPanic, allToP0 int },
 		}
 		if l.InPanic(p) {
 			seen.panic++
+		}
+		switch l.Failover[p] {
+		case 1:
+			seen.failoverTo++
+		case 2:
+			seen.failoverRest++
 		}
 		all = all && l.InPanic(p)
 	}

@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -263,5 +264,86 @@ func TestLocalityBalancerSpills(t *testing.T) {
 	}
 	if math.Abs(z1-0.28*n) > 4*math.Sqrt(n*0.28*0.72) {
 		t.Fatalf("%v of %d picks in the source's zone, want about 28 %%", z1, n)
+	}
+}
+
+func TestBuildValidatesFailover(t *testing.T) {
+	svc := func(mut func(s *ServiceSpec)) *Topology {
+		s := ServiceSpec{Name: "a", Spillover: &SpilloverSpec{}, Failover: []FailoverSpec{{From: "r1", To: "r2"}},
+			Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}
+		mut(&s)
+		return &Topology{Services: []ServiceSpec{s}}
+	}
+	cases := []struct {
+		name, want string
+		mut        func(s *ServiceSpec)
+	}{
+		{"no spillover", "failover needs spillover", func(s *ServiceSpec) { s.Spillover = nil }},
+		{"no region scope", `the scopes [zone] have no "region"`, func(s *ServiceSpec) { s.Scopes = []string{"zone"} }},
+		{"from is to", `failover from "r1" to "r1": from must differ from to`, func(s *ServiceSpec) { s.Failover[0].To = "r1" }},
+		{"from twice", "appear once", func(s *ServiceSpec) { s.Failover = append(s.Failover, FailoverSpec{From: "r1", To: "r3"}) }},
+		{"empty", "regions must be non-empty", func(s *ServiceSpec) { s.Failover[0].To = "" }},
+		{"control", "control character", func(s *ServiceSpec) { s.Failover[0].To = "r\x1b" }},
+		{"too many", "256 failover rules (limit 255)", func(s *ServiceSpec) { s.Failover = make([]FailoverSpec, 256) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Build(svc(c.mut), BuildOptions{})
+			if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrInvalidTopology mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestFailoverEncoding pins, from docs/FORMAT.md, where failover rules go:
+// their count in policy byte 23, the pairs (u16 length + bytes, from then
+// to) after the node values in the metadata; and that they decode back.
+func TestFailoverEncoding(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"region"}, Spillover: &SpilloverSpec{},
+		Failover:  []FailoverSpec{{From: "r1", To: "r2"}, {From: "r3", To: "r1"}},
+		Endpoints: []EndpointSpec{{Address: "127.0.0.1:80", Locality: Locality{"region": "r2"}}}}}}
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tree.Bytes()
+	pols := int(le.Uint32(b[hEndpointsOff:])) + EndpointRecordSize
+	if b[pols+23] != 2 {
+		t.Fatalf("policy byte 23 is %d, want 2 rules", b[pols+23])
+	}
+	wantTail := []byte{2, 0, 'r', '1', 2, 0, 'r', '2', 2, 0, 'r', '3', 2, 0, 'r', '1'}
+	if !bytes.HasSuffix(b, wantTail) {
+		t.Fatalf("metadata ends %x, want %x", b[len(b)-len(wantTail):], wantTail)
+	}
+	if got := tree.Services()[0].Failover; len(got) != 2 || got[1] != (FailoverSpec{From: "r3", To: "r1"}) {
+		t.Fatalf("decoded failover %+v", got)
+	}
+}
+
+// TestFailoverPrefersToRegion: Istio's example shape — the source's region
+// us-east has no endpoint; the rule us-east → eu-west puts eu-west before
+// ap-south.
+func TestFailoverPrefersToRegion(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"region", "zone"}, Spillover: &SpilloverSpec{},
+		Failover: []FailoverSpec{{From: "us-east", To: "eu-west"}},
+		Endpoints: []EndpointSpec{
+			{Address: "127.0.0.1:80", Locality: Locality{"region": "ap-south", "zone": "a"}},
+			{Address: "127.0.0.2:80", Locality: Locality{"region": "eu-west", "zone": "b"}},
+		}}}}
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &tree.Services()[0]
+	l := svc.Loads(Locality{"region": "us-east", "zone": "a"})
+	if l.N != 2 || l.Failover[0] != 1 || l.Failover[1] != 2 || l.Healthy[0] != 100 {
+		t.Fatalf("loads %+v", l)
+	}
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	for range 100 {
+		if i, _ := p.PickLoads(svc, &l, 0); tree.Endpoint(i).Addr.String() != "127.0.0.2:80" {
+			t.Fatalf("picked %s, want eu-west's endpoint", tree.Endpoint(i).Addr)
+		}
 	}
 }

@@ -45,9 +45,13 @@ type Service struct {
 	// AuxRoot and AuxCount locate the trees over the degraded (0) and the
 	// unhealthy (1) endpoints in the aux node section.
 	AuxRoot, AuxCount [2]uint32
+	// Failover are the service's failover rules (format version 2).
+	Failover []FailoverSpec
 
-	tree   *Tree
-	values []string // node values, node Root+1 first
+	tree     *Tree
+	regionAt int         // index of the "region" scope, or -1
+	failTo   [][2]uint64 // labels of the failover rules: from, to
+	values   []string    // node values, node Root+1 first
 }
 
 // Endpoint is a decoded endpoint record.
