@@ -26,6 +26,9 @@ func spilloverTree(t testing.TB) *Tree {
 		s := &top.Services[i]
 		if s.Mode == "" || s.Mode == "failover" {
 			s.Spillover = &SpilloverSpec{}
+			if len(s.Scopes) == 0 || slices.Contains(s.Scopes, "region") {
+				s.Failover = []FailoverSpec{{From: "us-east", To: "eu-central"}, {From: "eu-central", To: "us-west"}}
+			}
 		}
 		for k := range s.Endpoints {
 			if e := &s.Endpoints[k]; k%2 == 1 && (e.Healthy == nil || *e.Healthy) {
@@ -260,5 +263,25 @@ func TestDecodeRejectsBadPolicy(t *testing.T) {
 				t.Fatalf("error %v, want ErrCorrupt mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestDecodeRejectsBadFailover(t *testing.T) {
+	tree := spilloverTree(t)
+	var svc *Service
+	for i := range tree.Services() {
+		if s := &tree.Services()[i]; len(s.Failover) > 0 {
+			svc = s
+		}
+	}
+	if svc == nil {
+		t.Fatal("no failover service in the spillover tree")
+	}
+	orig := tree.Bytes()
+	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*tree.NumEndpoints()
+	b := slices.Clone(orig)
+	b[pols+svc.Index*PolicyRecordSize+pFailoverCount]++ // one rule more than the metadata holds
+	if _, err := Decode(reseal(b)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("error %v, want ErrCorrupt about the metadata", err)
 	}
 }
