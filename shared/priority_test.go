@@ -347,3 +347,35 @@ func TestFailoverPrefersToRegion(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalityBalancerUpdateRecomputesLoads: after Update to a tree where the
+// source's zone is healthy again, all the load stays in the zone.
+func TestLocalityBalancerUpdateRecomputesLoads(t *testing.T) {
+	top := spillTopology("random")
+	t1, err := Build(top, BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := NewLocalityBalancer(t1, "s", Locality{"region": "r1", "zone": "z1"}, PickerOptions{Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range top.Services[0].Endpoints {
+		top.Services[0].Endpoints[i].Healthy, top.Services[0].Endpoints[i].Degraded = nil, false
+	}
+	t2, err := Build(top, BuildOptions{Generation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Update(t2); err != nil {
+		t.Fatal(err)
+	}
+	if l := lb.Loads(); l.Healthy[0] != 100 || l.Counts[0].Total != 10 {
+		t.Fatalf("loads after update %+v", l)
+	}
+	for range 200 {
+		if a, _ := lb.Balance(""); a.Addr().As4()[3] > 10 {
+			t.Fatalf("picked %s outside the healthy source zone", a)
+		}
+	}
+}
