@@ -143,6 +143,9 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := checkStrings(spec); err != nil {
 		return nil, err
 	}
+	if err := s.localityOff(spec); err != nil {
+		return nil, err
+	}
 	if len(s.scopes) == 0 {
 		s.scopes = DefaultScopes
 	}
@@ -163,6 +166,24 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 		return nil, err
 	}
 	return s, s.parseFailover(spec.Failover)
+}
+
+// localityOff applies locality_lb: false: the single reserved scope.
+func (s *builtService) localityOff(spec *ServiceSpec) error {
+	if slices.Contains(spec.Scopes, NoLocalityScope) {
+		return invalid("service %q: scope %q is reserved for locality_lb: false", s.name, NoLocalityScope)
+	}
+	if spec.LocalityLB == nil || *spec.LocalityLB {
+		return nil
+	}
+	switch {
+	case len(spec.Scopes) > 0:
+		return invalid("service %q: scopes have no effect with locality_lb: false; remove them or locality_lb", s.name)
+	case len(spec.Failover) > 0:
+		return invalid("service %q: failover needs locality load balancing; remove failover or locality_lb: false", s.name)
+	}
+	s.scopes = []string{NoLocalityScope}
+	return nil
 }
 
 // parseFailover validates Istio's failover rules.
@@ -396,6 +417,9 @@ func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec, lab
 	e.degraded = spec.Degraded
 	for i, sc := range s.scopes {
 		v := spec.Locality[sc]
+		if sc == NoLocalityScope {
+			v = ""
+		}
 		if len(v) > MaxString {
 			return invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
 		}
@@ -455,6 +479,9 @@ func (s *builtService) split(nodes *[]builtNode, n, depth int, specs []EndpointS
 			j++
 		}
 		value := specs[s.order[i]].Locality[s.scopes[depth]]
+		if s.scopes[depth] == NoLocalityScope {
+			value = ""
+		}
 		if err := checkText(value); err != nil {
 			return invalid("service %q: %s value %v", s.name, s.scopes[depth], err)
 		}

@@ -33,8 +33,12 @@ type ServiceSpec struct {
 	// Failover are Istio's localityLbSetting.failover rules: a source in
 	// region From whose region has no endpoint prefers region To before
 	// any other. They need spillover and a scope named "region".
-	Failover  []FailoverSpec `json:"failover,omitempty" yaml:"failover,omitempty"`
-	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
+	Failover []FailoverSpec `json:"failover,omitempty" yaml:"failover,omitempty"`
+	// LocalityLB false turns locality load balancing off (Istio's
+	// localityLbSetting.enabled: false): every source gets every eligible
+	// endpoint. The service then has the single scope NoLocalityScope.
+	LocalityLB *bool          `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
+	Endpoints  []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
 
 // FailoverSpec is one failover rule, from-region → to-region.
@@ -42,6 +46,12 @@ type FailoverSpec struct {
 	From string `json:"from" yaml:"from"`
 	To   string `json:"to" yaml:"to"`
 }
+
+// NoLocalityScope is the one scope of a service with locality_lb: false.
+// Every endpoint has the empty value for it, and so does every source that
+// does not name it, so every lookup matches all eligible endpoints. The key
+// is reserved: no service may name it as a scope.
+const NoLocalityScope = "loctree.io/no-locality"
 
 // MaxFailover is the largest number of failover rules of a service.
 const MaxFailover = 255
