@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // BuildOptions are the caller's settings for Build.
@@ -168,6 +169,26 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	return s, s.parseFailover(spec.Failover)
 }
 
+// scopeValue is an endpoint's value for a scope as the tree stores it: its
+// locality's value; "" for NoLocalityScope; for Istio's failoverPriority
+// override "k=v", "" when the endpoint's k is v and "not v" otherwise. A
+// source never has a key "k=v" (nor the reserved key), so its value is ""
+// and it matches exactly the endpoints Istio's override matches, in every
+// data plane, with no reader change.
+func scopeValue(scope string, loc Locality) string {
+	if scope == NoLocalityScope {
+		return ""
+	}
+	name, want, ok := strings.Cut(scope, "=")
+	if !ok {
+		return loc[scope]
+	}
+	if loc[name] == want {
+		return ""
+	}
+	return "not " + want
+}
+
 // localityOff applies locality_lb: false: the single reserved scope.
 func (s *builtService) localityOff(spec *ServiceSpec) error {
 	if slices.Contains(spec.Scopes, NoLocalityScope) {
@@ -285,6 +306,9 @@ func checkStrings(spec *ServiceSpec) error {
 		}
 		if err := checkText(sc); err != nil {
 			return invalid("service %q: scope %v", spec.Name, err)
+		}
+		if name, v, ok := strings.Cut(sc, "="); ok && (name == "" || strings.Contains(v, "=")) {
+			return invalid("service %q: scope %q: an override is label=value with one \"=\" and a label (Istio's failoverPriority form)", spec.Name, sc)
 		}
 		seen[sc] = true
 	}
@@ -416,10 +440,7 @@ func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec, lab
 	}
 	e.degraded = spec.Degraded
 	for i, sc := range s.scopes {
-		v := spec.Locality[sc]
-		if sc == NoLocalityScope {
-			v = ""
-		}
+		v := scopeValue(sc, spec.Locality)
 		if len(v) > MaxString {
 			return invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
 		}
@@ -478,10 +499,7 @@ func (s *builtService) split(nodes *[]builtNode, n, depth int, specs []EndpointS
 		for j < hi && s.label(j, depth) == label {
 			j++
 		}
-		value := specs[s.order[i]].Locality[s.scopes[depth]]
-		if s.scopes[depth] == NoLocalityScope {
-			value = ""
-		}
+		value := scopeValue(s.scopes[depth], specs[s.order[i]].Locality)
 		if err := checkText(value); err != nil {
 			return invalid("service %q: %s value %v", s.name, s.scopes[depth], err)
 		}

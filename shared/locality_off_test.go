@@ -52,6 +52,8 @@ func TestLocalityLBDisabledValidation(t *testing.T) {
 		{"scopes", "scopes have no effect with locality_lb: false", ServiceSpec{Name: "s", LocalityLB: &off, Scopes: []string{"zone"}}},
 		{"failover", "failover needs locality load balancing", ServiceSpec{Name: "s", LocalityLB: &off, Spillover: &SpilloverSpec{}, Failover: []FailoverSpec{{From: "a", To: "b"}}}},
 		{"reserved scope", "is reserved", ServiceSpec{Name: "s", Scopes: []string{NoLocalityScope}}},
+		{"override without label", `scope "=x": an override is label=value`, ServiceSpec{Name: "s", Scopes: []string{"=x"}}},
+		{"override with two =", `scope "a=b=c"`, ServiceSpec{Name: "s", Scopes: []string{"a=b=c"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,8 +5,63 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
+
+// withOverride sometimes turns one scope other than region into Istio's
+// override form "k=v" (v one of the values randomTopology uses, or none).
+func withOverride(rng *rand.Rand, spec *ServiceSpec) {
+	if rng.IntN(3) != 0 {
+		return
+	}
+	spec.Scopes = slices.Clone(spec.Scopes)
+	i := rng.IntN(len(spec.Scopes))
+	if spec.Scopes[i] != "region" {
+		spec.Scopes[i] = fmt.Sprintf("%s=%s-%d", spec.Scopes[i], spec.Scopes[i], rng.IntN(4))
+	}
+}
+
+// TestOverrideLookupMatchesIstio: with a "k=v" scope, the plain lookup's
+// candidates are the eligible endpoints of best Istio priority.
+func TestOverrideLookupMatchesIstio(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for it := range 4000 {
+		top := randomTopology(rng)
+		spec := &top.Services[0]
+		withOverride(rng, spec)
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			t.Fatalf("topology %d: %v", it, err)
+		}
+		svc := &tree.Services()[0]
+		for range 4 {
+			src := randomSource(rng, spec.Scopes)
+			best, want := -1, []string{}
+			for _, e := range spec.Endpoints {
+				if e.Healthy != nil && !*e.Healthy && spec.Health != "allow_all" {
+					continue
+				}
+				r := istioRank(spec.Scopes, e.Locality, src)
+				ap := netip.MustParseAddrPort(e.Address)
+				a := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+				switch {
+				case r > best:
+					best, want = r, []string{a}
+				case r == best:
+					want = append(want, a)
+				}
+			}
+			if spec.Mode == "strict" && best < len(spec.Scopes) {
+				want = []string{}
+			}
+			slices.Sort(want)
+			if got := addrsOf(tree, []Span{{svc.Lookup(src).Lo, svc.Lookup(src).Hi}}); !slices.Equal(got, want) {
+				t.Fatalf("topology %d, scopes %v, source %v: %v, Istio %v", it, spec.Scopes, src, got, want)
+			}
+		}
+	}
+}
 
 // This file is the oracle of the priority load, written from its sources and
 // not from loctree's code:
@@ -215,13 +270,7 @@ func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []ora
 	}
 	byRank := make([][]oracleEndpoint, 2*len(scopes)+2)
 	for _, e := range spec.Endpoints {
-		rank := 0
-		for _, sc := range scopes {
-			if e.Locality[sc] != src[sc] {
-				break
-			}
-			rank++
-		}
+		rank := istioRank(scopes, e.Locality, src)
 		key := 2 * rank
 		if regionAt >= 0 && rank == regionAt && to != "" && e.Locality["region"] != to {
 			key--
@@ -275,6 +324,27 @@ func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []ora
 	return out
 }
 
+// istioRank transcribes the matching of applyFailoverPriorityPerLocality
+// (istio/istio pilot/pkg/networking/core/loadbalancer/loadbalancer.go) with
+// priorityLabelOverrides: a label "k=v" compares the endpoint's k with v
+// ("valueForProxy, ok := priorityLabelOverrides[label]"), any other label
+// the endpoint's value with the proxy's; the first mismatch at j gives
+// priority len−j. The rank returned is the number of leading matches
+// (len − priority).
+func istioRank(labels []string, ep, proxy Locality) int {
+	for j, label := range labels {
+		name, override, ok := strings.Cut(label, "=")
+		valueForProxy := proxy[label]
+		if ok {
+			valueForProxy = override
+		}
+		if valueForProxy != ep[name] {
+			return j
+		}
+	}
+	return len(labels)
+}
+
 // randomSpilloverTopology is randomTopology with degraded endpoints, mode
 // failover and a random overprovisioning factor and panic threshold.
 func randomSpilloverTopology(rng *rand.Rand) (*Topology, uint32, uint32) {
@@ -297,6 +367,7 @@ func randomSpilloverTopology(rng *rand.Rand) (*Topology, uint32, uint32) {
 		spec.Scopes = slices.Clone(spec.Scopes)
 		spec.Scopes[0], spec.Scopes[1] = spec.Scopes[1], spec.Scopes[0] // region first, as Istio's
 	}
+	withOverride(rng, spec)
 	if slices.Contains(spec.Scopes, "region") && rng.IntN(2) == 0 {
 		// regions are region-1..3 (randomTopology); a source may have 4
 		for from := 1; from <= 4; from++ {
