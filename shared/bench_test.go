@@ -188,11 +188,19 @@ func BenchmarkPick(b *testing.B) {
 // spillTree is benchTree's mesh with spillover on and a mix of health: every
 // 7th endpoint degraded, every 5th unhealthy, so all three trees are walked.
 func spillTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
+	return spillTreeHealth(b, n, true)
+}
+
+// spillTreeHealth is spillTree, with the health mix or all healthy.
+func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Source) {
 	top, leaves := meshTopology(n)
 	spec := &top.Services[0]
 	spec.Spillover = &SpilloverSpec{}
 	f := false
 	for i := range spec.Endpoints {
+		if !mixed {
+			break
+		}
 		switch {
 		case i%5 == 0:
 			spec.Endpoints[i].Healthy = &f
@@ -229,6 +237,20 @@ func BenchmarkPickLoads(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+		_, healthySvc, _ := spillTreeHealth(b, n, false)
+		hp := NewPicker(healthySvc.Tree(), PickerOptions{})
+		b.Run(fmt.Sprintf("loads=fresh-all-healthy/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var l Loads
+			i := 0
+			for b.Loop() {
+				healthySvc.LoadsSource(srcs[i%len(srcs)], &l)
+				if _, ok := hp.PickLoads(healthySvc, &l, 0); !ok {
 					b.Fatal("no pick")
 				}
 				i++
