@@ -274,10 +274,8 @@ func (l *Loads) distribute(of, threshold uint32) {
 	var health, degraded [MaxPriorities]uint32
 	var sum uint32
 	for p := range l.N {
-		if c := l.Counts[p]; c.Total > 0 {
-			health[p] = uint32(min(100, uint64(of)*uint64(c.Healthy)/uint64(c.Total)))
-			degraded[p] = uint32(min(100, uint64(of)*uint64(c.Degraded)/uint64(c.Total)))
-		}
+		c := l.Counts[p]
+		health[p], degraded[p] = availability(of, c.Healthy, c.Total), availability(of, c.Degraded, c.Total)
 		sum += health[p] + degraded[p]
 	}
 	nta := min(sum, 100)
@@ -308,11 +306,10 @@ func (l *Loads) distribute(of, threshold uint32) {
 func (l *Loads) healthyFirst(of uint32) bool {
 	var sum uint32
 	for p := range l.N {
-		c := l.Counts[p]
-		h := uint32(min(100, uint64(of)*uint64(c.Healthy)/uint64(c.Total)))
+		h := availability(of, l.Counts[p].Healthy, l.Counts[p].Total)
 		if sum+h >= 100 {
 			for q := range p {
-				l.Healthy[q] = uint8(min(100, uint64(of)*uint64(l.Counts[q].Healthy)/uint64(l.Counts[q].Total)))
+				l.Healthy[q] = uint8(availability(of, l.Counts[q].Healthy, l.Counts[q].Total))
 			}
 			l.Healthy[p] = uint8(100 - sum)
 			return true
@@ -320,6 +317,15 @@ func (l *Loads) healthyFirst(of uint32) bool {
 		sum += h
 	}
 	return false
+}
+
+// availability is Envoy's per-priority health (or degraded) value,
+// min(100, of·n/total), and 0 for an empty priority.
+func availability(of, n, total uint32) uint32 {
+	if total == 0 {
+		return 0
+	}
+	return uint32(min(100, uint64(of)*uint64(n)/uint64(total)))
 }
 
 // spread is Envoy's distributeLoad: as much of the load as each priority's
@@ -337,18 +343,27 @@ func spread(load []uint8, avail []uint32, total, nta uint32) (first int, rem uin
 	return first, total
 }
 
-// setPanic marks the priorities in panic; if all are, the load follows the
-// host counts (Envoy's total panic).
+// setPanic marks the priorities in panic (an empty one too, as Envoy's
+// isHostSetInPanic: 0 % < threshold); if all are, the load follows the host
+// counts (Envoy's total panic), the remainder to the first non-empty one.
 func (l *Loads) setPanic(threshold uint32) {
 	var hosts uint64
+	first := -1
 	for p := range l.N {
 		c := l.Counts[p]
-		if 100*(uint64(c.Healthy)+uint64(c.Degraded)) < uint64(threshold)*uint64(c.Total) {
+		if (c.Total == 0 && threshold > 0) || 100*(uint64(c.Healthy)+uint64(c.Degraded)) < uint64(threshold)*uint64(c.Total) {
 			l.panic |= 1 << p
+		}
+		if first < 0 && c.Total > 0 {
+			first = p
 		}
 		hosts += uint64(c.Total)
 	}
 	if l.panic != 1<<l.N-1 {
+		return
+	}
+	if hosts == 0 {
+		l.Healthy[0] = 100
 		return
 	}
 	rem := uint64(100)
@@ -357,7 +372,7 @@ func (l *Loads) setPanic(threshold uint32) {
 		l.Healthy[p], l.Degraded[p] = uint8(x), 0
 		rem -= x
 	}
-	l.Healthy[0] += uint8(rem) // every priority has hosts
+	l.Healthy[first] += uint8(rem)
 }
 
 // choose is Envoy's choosePriority: hash%100+1 against the cumulative
