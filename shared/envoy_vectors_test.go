@@ -86,4 +86,3 @@ func checkVector(v envoyVector, h, d []uint32, p []bool) string {
 	}
 	return ""
 }
-
