@@ -379,3 +379,89 @@ func TestLocalityBalancerUpdateRecomputesLoads(t *testing.T) {
 		}
 	}
 }
+
+// chiCritical are chi-square critical values at p = 0.0001 for 1 to 9
+// degrees of freedom.
+var chiCritical = [...]float64{15.14, 18.42, 21.11, 23.51, 25.74, 27.86, 29.88, 31.83, 33.72}
+
+// TestPickLoadsFrequenciesRandom: for random spillover topologies (degraded
+// and unhealthy endpoints, failover rules, overrides, every policy) and
+// sources, the share of picks landing in each priority matches its load
+// (healthy + degraded) by a chi-square test, a priority not in panic never
+// yields an unhealthy endpoint, and a priority without load yields none.
+// The picker is seeded, so the test is deterministic.
+func TestPickLoadsFrequenciesRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	const picks = 3000
+	tested := 0
+	for it := 0; tested < 300; it++ {
+		top, _, _ := randomSpilloverTopology(rng)
+		top.Services[0].Policy = policyNames[rng.IntN(len(policyNames))]
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		l := svc.Loads(randomSource(rng, top.Services[0].Scopes))
+		if l.N < 2 {
+			continue
+		}
+		tested++
+		// Envoy's corner: with every availability rounded to 0 (a tiny
+		// factor) and only some priorities in panic, no priority gets load;
+		// choosePriority then falls back to P0 healthy ("unexpected load
+		// error"), and so does Loads.choose.
+		var load [MaxPriorities]float64
+		sum := 0.0
+		for pr := range l.N {
+			load[pr] = float64(l.Healthy[pr]) + float64(l.Degraded[pr])
+			sum += load[pr]
+		}
+		if sum == 0 {
+			load[0] = 100
+		}
+		p := NewPicker(tree, PickerOptions{Seed: uint64(it + 1)})
+		var got [MaxPriorities]float64
+		for range picks {
+			i, ok := p.PickLoads(svc, &l, rng.Uint64())
+			if !ok {
+				continue // Envoy: no host (a load on an empty set cannot happen; checked below)
+			}
+			pr, unhealthy := priorityOfAny(&l, i)
+			if pr < 0 || (unhealthy && !l.InPanic(pr)) {
+				t.Fatalf("topology %d: pick %d is in priority %d (unhealthy %v) with loads %+v", it, i, pr, unhealthy, l)
+			}
+			got[pr]++
+		}
+		chi, df := 0.0, -1
+		for pr := range l.N {
+			want := load[pr] * picks / 100
+			if want == 0 {
+				if got[pr] != 0 {
+					t.Fatalf("topology %d: priority %d has no load and %v picks; loads %+v", it, pr, got[pr], l)
+				}
+				continue
+			}
+			chi += (got[pr] - want) * (got[pr] - want) / want
+			df++
+		}
+		if df > 0 && chi > chiCritical[df-1] {
+			t.Fatalf("topology %d (%s): picks %v for loads %v/%v: chi-square %.1f, %d df", it, svc.Policy, got[:l.N], l.Healthy[:l.N], l.Degraded[:l.N], chi, df)
+		}
+	}
+}
+
+// priorityOfAny is the priority whose endpoints hold i, and whether i is
+// one of its unhealthy endpoints.
+func priorityOfAny(l *Loads, i uint32) (int, bool) {
+	for p := range l.N {
+		for set := range numSets {
+			for _, s := range l.spans(set, p) {
+				if i >= s.Lo && i < s.Hi {
+					return p, set == setUnhealthy
+				}
+			}
+		}
+	}
+	return -1, false
+}
