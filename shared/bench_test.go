@@ -184,3 +184,107 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// spillTree is benchTree's mesh with spillover on and a mix of health: every
+// 7th endpoint degraded, every 5th unhealthy, so all three trees are walked.
+func spillTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
+	return spillTreeHealth(b, n, true)
+}
+
+// spillTreeHealth is spillTree, with the health mix or all healthy.
+func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Source) {
+	top, leaves := meshTopology(n)
+	spec := &top.Services[0]
+	spec.Spillover = &SpilloverSpec{}
+	f := false
+	for i := range spec.Endpoints {
+		if !mixed {
+			break
+		}
+		switch {
+		case i%5 == 0:
+			spec.Endpoints[i].Healthy = &f
+		case i%7 == 0:
+			spec.Endpoints[i].Degraded = true
+		}
+	}
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var srcs []*Source
+	for _, l := range benchSources(leaves) {
+		srcs = append(srcs, NewSource(l))
+	}
+	return tree, &tree.Services()[0], srcs
+}
+
+// BenchmarkPickLoads is BenchmarkPick with spillover: compute the priority
+// loads of a prepared source (three tree walks) and pick by them (loads=fresh),
+// or pick by loads computed once per source (loads=cached: what a data plane
+// with a fixed source locality does, as Envoy recomputes its loads only when
+// hosts change).
+func BenchmarkPickLoads(b *testing.B) {
+	for _, n := range benchSizes {
+		tree, svc, srcs := spillTree(b, n)
+		p := NewPicker(tree, PickerOptions{})
+		cached := make([]Loads, len(srcs))
+		for i, src := range srcs {
+			svc.LoadsSource(src, &cached[i])
+		}
+		b.Run(fmt.Sprintf("loads=cached/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+		_, healthySvc, _ := spillTreeHealth(b, n, false)
+		hp := NewPicker(healthySvc.Tree(), PickerOptions{})
+		b.Run(fmt.Sprintf("loads=fresh-all-healthy/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var l Loads
+			i := 0
+			for b.Loop() {
+				healthySvc.LoadsSource(srcs[i%len(srcs)], &l)
+				if _, ok := hp.PickLoads(healthySvc, &l, 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("loads=fresh/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var l Loads
+			i := 0
+			for b.Loop() {
+				svc.LoadsSource(srcs[i%len(srcs)], &l)
+				if _, ok := p.PickLoads(svc, &l, 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+	}
+}
+
+// TestPickLoadsDoesNotAllocate asserts the spillover hot path allocates
+// nothing, for every policy (one benchmark run; the policy rotates).
+func TestPickLoadsDoesNotAllocate(t *testing.T) {
+	tree, svc, srcs := spillTree(t, 1000)
+	p := NewPicker(tree, PickerOptions{})
+	res := testing.Benchmark(func(b *testing.B) {
+		var l Loads
+		for i := 0; b.Loop(); i++ {
+			svc.Policy = Policy(i % len(policyNames)) // the picker reads the policy from the Service
+			svc.LoadsSource(srcs[i%len(srcs)], &l)
+			p.PickLoads(svc, &l, uint64(i))
+		}
+	})
+	if a := res.AllocsPerOp(); a != 0 {
+		t.Fatalf("%d allocations per lookup and pick", a)
+	}
+}

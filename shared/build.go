@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // BuildOptions are the caller's settings for Build.
@@ -31,26 +32,45 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 
 // builtService is a validated service, its endpoints sorted, its nodes laid out.
 type builtService struct {
-	name   string
-	hosts  []string
-	scopes []string
-	mode   Mode
-	policy Policy
-	health Health
-	vip    netip.AddrPort
-	eps    []builtEndpoint // in spec order
-	labels []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
-	order  []int32         // eps indices, sorted: eligible first, each part by labels and address
-	nElig  int
-	nodes  []builtNode // breadth-first, root first; indices relative to the service
+	name     string
+	hosts    []string
+	scopes   []string
+	mode     Mode
+	policy   Policy
+	health   Health
+	vip      netip.AddrPort
+	eps      []builtEndpoint // in spec order
+	labels   []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
+	order    []int32         // eps indices, sorted: eligible first, each part by labels and address
+	nElig    int
+	nDeg     int            // degraded endpoints; they follow the eligible ones
+	nodes    []builtNode    // breadth-first, root first; indices relative to the service
+	aux      [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
+	spill    bool           // priority load (Spillover) is on
+	of       uint32         // overprovisioning factor, percent
+	panic    uint32         // panic threshold, percent
+	failover []FailoverSpec
 }
 
 type builtEndpoint struct {
-	addr    netip.AddrPort
-	hi, lo  uint64 // the address as 16 big-endian bytes, for sorting
-	weight  uint32
-	healthy bool
-	elig    bool
+	addr     netip.AddrPort
+	hi, lo   uint64 // the address as 16 big-endian bytes, for sorting
+	weight   uint32
+	healthy  bool
+	degraded bool
+	elig     bool
+}
+
+// class orders endpoints into the three sets of the format: eligible,
+// degraded (only_healthy services), unhealthy.
+func (e *builtEndpoint) class() uint64 {
+	switch {
+	case e.elig:
+		return 0
+	case e.degraded:
+		return 1
+	}
+	return 2
 }
 
 type builtNode struct {
@@ -92,7 +112,7 @@ func prepareServices(top *Topology) ([]*builtService, error) {
 			names[n] = s.name
 		}
 		nEps += len(s.eps)
-		nNodes += len(s.nodes)
+		nNodes += len(s.nodes) + len(s.aux[0]) + len(s.aux[1])
 		svcs = append(svcs, s)
 	}
 	if nEps > MaxEndpoints || nNodes > MaxNodes {
@@ -124,6 +144,9 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := checkStrings(spec); err != nil {
 		return nil, err
 	}
+	if err := s.localityOff(spec); err != nil {
+		return nil, err
+	}
 	if len(s.scopes) == 0 {
 		s.scopes = DefaultScopes
 	}
@@ -140,7 +163,104 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if s.vip, err = parseVIP(spec); err != nil {
 		return nil, err
 	}
-	return s, nil
+	if err := s.parseSpillover(spec.Spillover); err != nil {
+		return nil, err
+	}
+	return s, s.parseFailover(spec.Failover)
+}
+
+// scopeValue is an endpoint's value for a scope as the tree stores it: its
+// locality's value; "" for NoLocalityScope; for Istio's failoverPriority
+// override "k=v", "" when the endpoint's k is v and "not v" otherwise. A
+// source never has a key "k=v" (nor the reserved key), so its value is ""
+// and it matches exactly the endpoints Istio's override matches, in every
+// data plane, with no reader change.
+func scopeValue(scope string, loc Locality) string {
+	if scope == NoLocalityScope {
+		return ""
+	}
+	name, want, ok := strings.Cut(scope, "=")
+	if !ok {
+		return loc[scope]
+	}
+	if loc[name] == want {
+		return ""
+	}
+	return "not " + want
+}
+
+// localityOff applies locality_lb: false: the single reserved scope.
+func (s *builtService) localityOff(spec *ServiceSpec) error {
+	if slices.Contains(spec.Scopes, NoLocalityScope) {
+		return invalid("service %q: scope %q is reserved for locality_lb: false", s.name, NoLocalityScope)
+	}
+	if spec.LocalityLB == nil || *spec.LocalityLB {
+		return nil
+	}
+	switch {
+	case len(spec.Scopes) > 0:
+		return invalid("service %q: scopes have no effect with locality_lb: false; remove them or locality_lb", s.name)
+	case len(spec.Failover) > 0:
+		return invalid("service %q: failover needs locality load balancing; remove failover or locality_lb: false", s.name)
+	}
+	s.scopes = []string{NoLocalityScope}
+	return nil
+}
+
+// parseFailover validates Istio's failover rules.
+func (s *builtService) parseFailover(rules []FailoverSpec) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	switch {
+	case len(rules) > MaxFailover:
+		return invalid("service %q: %d failover rules (limit %d)", s.name, len(rules), MaxFailover)
+	case !s.spill:
+		return invalid("service %q: failover needs spillover (the priority load); the plain lookup and the kernel path do not apply failover yet", s.name)
+	case !slices.Contains(s.scopes, "region"):
+		return invalid("service %q: failover names regions, but the scopes %v have no \"region\"", s.name, s.scopes)
+	}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		for _, v := range []string{r.From, r.To} {
+			if v == "" || len(v) > MaxString {
+				return invalid("service %q: failover from %q to %q: regions must be non-empty and at most %d bytes", s.name, r.From, r.To, MaxString)
+			}
+			if err := checkText(v); err != nil {
+				return invalid("service %q: failover region %v", s.name, err)
+			}
+		}
+		if r.From == r.To || seen[r.From] {
+			return invalid("service %q: failover from %q to %q: from must differ from to and appear once", s.name, r.From, r.To)
+		}
+		seen[r.From] = true
+	}
+	s.failover = rules
+	return nil
+}
+
+// parseSpillover validates the priority-load settings and fills defaults.
+func (s *builtService) parseSpillover(sp *SpilloverSpec) error {
+	if sp == nil {
+		return nil
+	}
+	if s.mode != ModeFailover {
+		return invalid("service %q: spillover needs mode failover (mode is %s); remove spillover or the mode", s.name, s.mode)
+	}
+	s.spill, s.of, s.panic = true, DefaultOverprovisioningFactor, DefaultPanicThreshold
+	if sp.OverprovisioningFactor != nil {
+		s.of = *sp.OverprovisioningFactor
+	}
+	if sp.PanicThreshold != nil {
+		s.panic = *sp.PanicThreshold
+	}
+	if s.of < 1 || s.of > MaxOverprovisioningFactor {
+		return invalid("service %q: spillover overprovisioning_factor %d (want a percent from 1 to %d; Envoy's default is 140)", s.name, s.of, MaxOverprovisioningFactor)
+	}
+	if s.panic > 100 {
+		return invalid("service %q: spillover panic_threshold %d (want a percent from 0 to 100; 0 disables panic)", s.name, s.panic)
+	}
+	return nil
 }
 
 // parseVIP parses the optional VIP; none is the zero AddrPort.
@@ -187,6 +307,9 @@ func checkStrings(spec *ServiceSpec) error {
 		if err := checkText(sc); err != nil {
 			return invalid("service %q: scope %v", spec.Name, err)
 		}
+		if name, v, ok := strings.Cut(sc, "="); ok && (name == "" || strings.Contains(v, "=")) {
+			return invalid("service %q: scope %q: an override is label=value with one \"=\" and a label (Istio's failoverPriority form)", spec.Name, sc)
+		}
 		seen[sc] = true
 	}
 	return nil
@@ -224,6 +347,8 @@ func (s *builtService) prepareEndpoints(specs []EndpointSpec) error {
 		total += uint64(e.weight)
 		if e.elig = s.eligible(e); e.elig {
 			s.nElig++
+		} else if e.degraded {
+			s.nDeg++
 		}
 	}
 	if len(specs) > 0 && total == 0 {
@@ -282,10 +407,7 @@ func (s *builtService) sortEndpoints() {
 	keys := make([]sortKey, len(s.eps))
 	for i := range s.eps {
 		e := &s.eps[i]
-		k := sortKey{head: rank[pathOf[i]], hi: e.hi, lo: e.lo}
-		if !e.elig {
-			k.head |= 1 << 63
-		}
+		k := sortKey{head: e.class()<<62 | rank[pathOf[i]], hi: e.hi, lo: e.lo}
 		k.tail = uint64(e.addr.Addr().BitLen())<<48 | uint64(e.addr.Port())<<32 | uint64(i)
 		keys[i] = k
 	}
@@ -313,8 +435,12 @@ func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec, lab
 	if spec.Healthy != nil {
 		e.healthy = *spec.Healthy
 	}
+	if spec.Degraded && !e.healthy {
+		return invalid("service %q: endpoint %s is both unhealthy and degraded; an endpoint is healthy, degraded or unhealthy", s.name, e.addr)
+	}
+	e.degraded = spec.Degraded
 	for i, sc := range s.scopes {
-		v := spec.Locality[sc]
+		v := scopeValue(sc, spec.Locality)
 		if len(v) > MaxString {
 			return invalid("service %q: endpoint %s: %s value longer than %d bytes", s.name, e.addr, sc, MaxString)
 		}
@@ -323,40 +449,57 @@ func (s *builtService) prepareEndpoint(e *builtEndpoint, spec *EndpointSpec, lab
 	return nil
 }
 
+// eligible: healthy, or any endpoint under allow_all. A degraded endpoint
+// is healthy but not eligible under only_healthy: it is in the degraded set.
 func (s *builtService) eligible(e *builtEndpoint) bool {
-	return e.healthy || s.health == HealthAllowAll
+	return (e.healthy && !e.degraded) || s.health == HealthAllowAll
 }
 
-// layoutNodes builds the breadth-first node array over the eligible endpoints.
-// labels maps every label of the tree to its value, to detect collisions.
+// layoutNodes builds the breadth-first node arrays: the tree over the
+// eligible endpoints, and the trees over the degraded and the unhealthy
+// ones. labels maps every label to its value, to detect collisions.
 func (s *builtService) layoutNodes(specs []EndpointSpec, labels map[uint64]string) error {
-	s.nodes = []builtNode{{lo: 0, hi: uint32(s.nElig)}}
-	if s.nElig == 0 {
-		return nil
+	elig, deg := uint32(s.nElig), uint32(s.nElig+s.nDeg)
+	var err error
+	if s.nodes, err = s.layoutTree(0, elig, specs, labels); err != nil {
+		return err
+	}
+	if s.aux[0], err = s.layoutTree(elig, deg, specs, labels); err != nil {
+		return err
+	}
+	s.aux[1], err = s.layoutTree(deg, uint32(len(s.eps)), specs, labels)
+	return err
+}
+
+// layoutTree lays out the tree over the sorted endpoints [lo, hi).
+func (s *builtService) layoutTree(lo, hi uint32, specs []EndpointSpec, labels map[uint64]string) ([]builtNode, error) {
+	nodes := []builtNode{{lo: lo, hi: hi}}
+	if lo == hi {
+		return nodes, nil
 	}
 	levelStart, levelEnd := 0, 1
 	for depth := 0; depth < len(s.scopes); depth++ {
 		for n := levelStart; n < levelEnd; n++ {
-			if err := s.split(n, depth, specs, labels); err != nil {
-				return err
+			if err := s.split(&nodes, n, depth, specs, labels); err != nil {
+				return nil, err
 			}
 		}
-		levelStart, levelEnd = levelEnd, len(s.nodes)
+		levelStart, levelEnd = levelEnd, len(nodes)
 	}
-	return nil
+	return nodes, nil
 }
 
 // split appends the children of node n, one per run of equal labels at depth.
-func (s *builtService) split(n, depth int, specs []EndpointSpec, labels map[uint64]string) error {
-	lo, hi := s.nodes[n].lo, s.nodes[n].hi
-	first := uint32(len(s.nodes))
+func (s *builtService) split(nodes *[]builtNode, n, depth int, specs []EndpointSpec, labels map[uint64]string) error {
+	lo, hi := (*nodes)[n].lo, (*nodes)[n].hi
+	first := uint32(len(*nodes))
 	for i := lo; i < hi; {
 		j := i + 1
 		label := s.label(i, depth)
 		for j < hi && s.label(j, depth) == label {
 			j++
 		}
-		value := specs[s.order[i]].Locality[s.scopes[depth]]
+		value := scopeValue(s.scopes[depth], specs[s.order[i]].Locality)
 		if err := checkText(value); err != nil {
 			return invalid("service %q: %s value %v", s.name, s.scopes[depth], err)
 		}
@@ -364,11 +507,11 @@ func (s *builtService) split(n, depth int, specs []EndpointSpec, labels map[uint
 			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev, value, label)
 		}
 		labels[label] = value
-		s.nodes = append(s.nodes, builtNode{label: label, value: value, lo: i, hi: j})
+		*nodes = append(*nodes, builtNode{label: label, value: value, lo: i, hi: j})
 		i = j
 	}
-	s.nodes[n].firstChild = first
-	s.nodes[n].childCount = uint32(len(s.nodes)) - first
+	(*nodes)[n].firstChild = first
+	(*nodes)[n].childCount = uint32(len(*nodes)) - first
 	return nil
 }
 
@@ -389,6 +532,9 @@ func (s *builtService) metaSize() int {
 	for _, nd := range s.nodes[1:] {
 		n += 2 + len(nd.value)
 	}
+	for _, r := range s.failover {
+		n += 4 + len(r.From) + len(r.To)
+	}
 	return n
 }
 
@@ -403,6 +549,9 @@ func (s *builtService) appendMeta(b []byte) []byte {
 	}
 	for _, nd := range s.nodes[1:] {
 		b = appendStr(b, nd.value)
+	}
+	for _, r := range s.failover {
+		b = appendStr(appendStr(b, r.From), r.To)
 	}
 	return b
 }

@@ -3,6 +3,7 @@ package shared
 import (
 	"bytes"
 	"fmt"
+	"slices"
 )
 
 func corrupt(format string, args ...any) error {
@@ -23,13 +24,15 @@ func Decode(b []byte) (*Tree, error) {
 		services: make([]Service, nSvc),
 		byName:   make(map[string]int, nSvc),
 		nodes:    b[le.Uint32(b[hNodesOff:]):le.Uint32(b[hEndpointsOff:])],
-		eps:      b[le.Uint32(b[hEndpointsOff:]):le.Uint32(b[hStringsOff:])],
 	}
-	strs := b[le.Uint32(b[hStringsOff:]):]
-	var nodeNext, epNext uint32
+	c := headerSections(b)
+	_, epsOff, polsOff, auxOff, strOff, _ := c.offsets()
+	t.eps, t.pols, t.aux = b[epsOff:polsOff], b[polsOff:auxOff], b[auxOff:strOff]
+	strs := b[strOff:]
+	var nodeNext, epNext, auxNext uint32
 	for i := range t.services {
 		s := &t.services[i]
-		if err := t.decodeService(i, s, strs, nodeNext, epNext); err != nil {
+		if err := t.decodeService(i, s, strs, nodeNext, epNext, auxNext); err != nil {
 			return nil, fmt.Errorf("service %d: %w", i, err)
 		}
 		if i > 0 && t.services[i-1].Name >= s.Name {
@@ -40,9 +43,10 @@ func Decode(b []byte) (*Tree, error) {
 		}
 		nodeNext += s.NodeCount
 		epNext += s.EpTotal
+		auxNext += s.AuxCount[0] + s.AuxCount[1]
 	}
-	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() {
-		return nil, corrupt("services cover %d nodes and %d endpoints of %d and %d", nodeNext, epNext, t.NumNodes(), t.NumEndpoints())
+	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/NodeRecordSize {
+		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/NodeRecordSize)
 	}
 	return t, nil
 }
@@ -66,22 +70,33 @@ func checkHeader(b []byte) error {
 	if got, want := checksum(b), le.Uint32(b[hChecksum:]); got != want {
 		return corrupt("checksum %#08x, header says %#08x", got, want)
 	}
-	if f := le.Uint32(b[hFlags:]); f != 0 || le.Uint32(b[60:]) != 0 {
+	if f := le.Uint32(b[hFlags:]); f != 0 {
 		return corrupt("reserved header fields are not zero")
 	}
 	return checkSections(b)
+}
+
+// headerSections reads the section counts of a header whose counts are
+// within the limits (checkSections).
+func headerSections(b []byte) sections {
+	return sections{
+		svcs: int(le.Uint32(b[hServiceCount:])), nodes: int(le.Uint32(b[hNodeCount:])),
+		eps: int(le.Uint32(b[hEndpointCnt:])), aux: int(le.Uint32(b[hAuxNodeCount:])),
+		strs: int(le.Uint32(b[hStringsSize:])),
+	}
 }
 
 func checkSections(b []byte) error {
 	nSvc := uint64(le.Uint32(b[hServiceCount:]))
 	nNodes := uint64(le.Uint32(b[hNodeCount:]))
 	nEps := uint64(le.Uint32(b[hEndpointCnt:]))
-	if nSvc > MaxServices || nNodes > MaxNodes || nEps > MaxEndpoints {
-		return corrupt("%d services, %d nodes, %d endpoints exceed the limits", nSvc, nNodes, nEps)
+	nAux := uint64(le.Uint32(b[hAuxNodeCount:]))
+	if nSvc > MaxServices || nNodes > MaxNodes || nEps > MaxEndpoints || nAux > MaxNodes {
+		return corrupt("%d services, %d nodes, %d endpoints, %d aux nodes exceed the limits", nSvc, nNodes, nEps, nAux)
 	}
 	nodesOff := HeaderSize + ServiceRecordSize*nSvc
 	epsOff := nodesOff + NodeRecordSize*nNodes
-	strOff := epsOff + EndpointRecordSize*nEps
+	strOff := epsOff + EndpointRecordSize*nEps + PolicyRecordSize*nSvc + NodeRecordSize*nAux
 	want := [...]uint64{HeaderSize, nodesOff, epsOff, strOff, strOff + uint64(le.Uint32(b[hStringsSize:]))}
 	got := [...]uint64{
 		uint64(le.Uint32(b[hServicesOff:])), uint64(le.Uint32(b[hNodesOff:])),
@@ -93,7 +108,7 @@ func checkSections(b []byte) error {
 	return nil
 }
 
-func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst uint32) error {
+func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst, auxFirst uint32) error {
 	r := t.ServiceRecord(i)
 	*s = Service{
 		Index: i, tree: t,
@@ -104,13 +119,63 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst 
 	if err := checkServiceRecord(r, s, nodeFirst, epFirst, t); err != nil {
 		return err
 	}
+	if err := t.decodePolicy(i, s, auxFirst); err != nil {
+		return err
+	}
 	if err := s.decodeMeta(r, strs); err != nil {
+		return err
+	}
+	if err := s.indexFailover(); err != nil {
 		return err
 	}
 	if err := t.checkEndpoints(s); err != nil {
 		return err
 	}
-	return t.checkNodes(s)
+	if err := t.checkNodes(s); err != nil {
+		return err
+	}
+	return t.checkAuxTrees(s)
+}
+
+// decodePolicy reads and checks service i's policy record.
+func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
+	p := t.pols[i*PolicyRecordSize:][:PolicyRecordSize]
+	s.AuxRoot = [2]uint32{le.Uint32(p[pDegradedRoot:]), le.Uint32(p[pUnhealthyRoot:])}
+	s.AuxCount = [2]uint32{le.Uint32(p[pDegradedCount:]), le.Uint32(p[pUnhealthyCount:])}
+	s.EpDegraded = le.Uint32(p[pEpDegraded:])
+	s.OverprovisioningFactor = uint32(le.Uint16(p[pOverprovision:]))
+	s.PanicThreshold = uint32(p[pPanic])
+	s.Failover = make([]FailoverSpec, p[pFailoverCount])
+	nAux := uint64(len(t.aux) / NodeRecordSize)
+	switch {
+	case !allZero(p[pReserved:]):
+		return corrupt("reserved policy bytes are not zero")
+	case s.AuxRoot[0] != auxFirst || s.AuxCount[0] == 0 || s.AuxRoot[1] != s.AuxRoot[0]+s.AuxCount[0] || s.AuxCount[1] == 0 ||
+		uint64(s.AuxRoot[1])+uint64(s.AuxCount[1]) > nAux:
+		return corrupt("aux trees at %d (+%d) and %d (+%d) do not follow the previous service's (at %d) inside %d aux nodes", s.AuxRoot[0], s.AuxCount[0], s.AuxRoot[1], s.AuxCount[1], auxFirst, nAux)
+	case uint64(s.EpEligible)+uint64(s.EpDegraded) > uint64(s.EpTotal), s.EpDegraded > 0 && s.Health == HealthAllowAll:
+		return corrupt("%d degraded endpoints after %d eligible of %d (health %s)", s.EpDegraded, s.EpEligible, s.EpTotal, s.Health)
+	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && (s.PanicThreshold != 0 || len(s.Failover) != 0):
+		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
+	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
+		return corrupt("priority load in mode %s", s.Mode)
+	}
+	return nil
+}
+
+// checkAuxTrees checks the trees over the degraded and the unhealthy
+// endpoints as checkNodes does the main tree (their values are not stored,
+// so their labels are not checked against values).
+func (t *Tree) checkAuxTrees(s *Service) error {
+	lo := s.EpFirst + s.EpEligible
+	bounds := [3]uint32{lo, lo + s.EpDegraded, s.EpFirst + s.EpTotal}
+	for k := range s.AuxRoot {
+		v := treeView{nodes: t.aux, root: s.AuxRoot[k], count: s.AuxCount[k], lo: bounds[k], hi: bounds[k+1], levels: len(s.Scopes)}
+		if err := v.check(); err != nil {
+			return fmt.Errorf("%s tree: %w", [2]string{"degraded", "unhealthy"}[k], err)
+		}
+	}
+	return nil
 }
 
 func checkServiceRecord(r []byte, s *Service, nodeFirst, epFirst uint32, t *Tree) error {
@@ -195,6 +260,9 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 	for i := range s.values {
 		s.values[i] = m.str()
 	}
+	for i := range s.Failover {
+		s.Failover[i] = FailoverSpec{From: m.str(), To: m.str()}
+	}
 	if m.err == nil && len(m.b) != 0 {
 		return corrupt("%d bytes of metadata left over", len(m.b))
 	}
@@ -202,6 +270,22 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 		return corrupt("empty service name")
 	}
 	return m.err
+}
+
+// indexFailover checks the failover rules as Build does and hashes them.
+func (s *Service) indexFailover() error {
+	s.regionAt = slices.Index(s.Scopes, "region")
+	if len(s.Failover) > 0 && s.regionAt < 0 {
+		return corrupt("failover rules without a region scope")
+	}
+	s.failTo = make([][2]uint64, len(s.Failover))
+	for i, r := range s.Failover {
+		if r.From == "" || r.To == "" || r.From == r.To || slices.ContainsFunc(s.Failover[:i], func(o FailoverSpec) bool { return o.From == r.From }) {
+			return corrupt("failover rule %d from %q to %q", i, r.From, r.To)
+		}
+		s.failTo[i] = [2]uint64{Label(r.From), Label(r.To)}
+	}
+	return nil
 }
 
 func (t *Tree) index(s *Service) error {
@@ -241,24 +325,41 @@ func (t *Tree) checkEndpoints(s *Service) error {
 // children are sorted by label and partition their parent's range, with every
 // leaf at full depth, and that every label is the hash of its value.
 func (t *Tree) checkNodes(s *Service) error {
-	end := s.Root + s.NodeCount
-	root := t.Node(s.Root)
-	if root.Label != 0 || root.Lo != s.EpFirst || root.Hi != s.EpFirst+s.EpEligible {
-		return corrupt("root node %d: label %#x, range [%d, %d), want 0 and [%d, %d)", s.Root, root.Label, root.Lo, root.Hi, s.EpFirst, s.EpFirst+s.EpEligible)
+	v := treeView{nodes: t.nodes, root: s.Root, count: s.NodeCount, lo: s.EpFirst, hi: s.EpFirst + s.EpEligible, levels: len(s.Scopes), values: s.values}
+	return v.check()
+}
+
+// treeView is one tree of a service to check: its nodes [root, root+count)
+// of a node section, covering the endpoints [lo, hi).
+type treeView struct {
+	nodes       []byte
+	root, count uint32
+	lo, hi      uint32
+	levels      int
+	values      []string // node values from root+1, or nil (not stored)
+}
+
+func (v *treeView) node(i uint32) Node { return nodeAt(v.nodes, i) }
+
+func (v *treeView) check() error {
+	end := v.root + v.count
+	root := v.node(v.root)
+	if root.Label != 0 || root.Lo != v.lo || root.Hi != v.hi {
+		return corrupt("root node %d: label %#x, range [%d, %d), want 0 and [%d, %d)", v.root, root.Label, root.Lo, root.Hi, v.lo, v.hi)
 	}
-	depth, levelEnd, next := 0, s.Root+1, s.Root+1
-	for i := s.Root; i < end; i++ {
+	depth, levelEnd, next := 0, v.root+1, v.root+1
+	for i := v.root; i < end; i++ {
 		if i == levelEnd {
 			depth, levelEnd = depth+1, next
 		}
-		if i >= next && i != s.Root {
+		if i >= next && i != v.root {
 			return corrupt("node %d is nobody's child", i)
 		}
-		n := t.Node(i)
-		if i != s.Root && Label(s.values[i-s.Root-1]) != n.Label {
-			return corrupt("node %d: label %#x is not the hash of %q", i, n.Label, s.values[i-s.Root-1])
+		n := v.node(i)
+		if v.values != nil && i != v.root && Label(v.values[i-v.root-1]) != n.Label {
+			return corrupt("node %d: label %#x is not the hash of %q", i, n.Label, v.values[i-v.root-1])
 		}
-		if err := t.checkChildren(s, i, n, depth, &next, end); err != nil {
+		if err := v.checkChildren(i, n, depth, &next, end); err != nil {
 			return err
 		}
 	}
@@ -268,19 +369,19 @@ func (t *Tree) checkNodes(s *Service) error {
 	return nil
 }
 
-func (t *Tree) checkChildren(s *Service, i uint32, n Node, depth int, next *uint32, end uint32) error {
+func (v *treeView) checkChildren(i uint32, n Node, depth int, next *uint32, end uint32) error {
 	if n.ChildCount == 0 {
-		if n.FirstChild != 0 || (depth != len(s.Scopes) && !(i == s.Root && n.Lo == n.Hi)) {
-			return corrupt("node %d: leaf at depth %d of %d", i, depth, len(s.Scopes))
+		if n.FirstChild != 0 || (depth != v.levels && !(i == v.root && n.Lo == n.Hi)) {
+			return corrupt("node %d: leaf at depth %d of %d", i, depth, v.levels)
 		}
 		return nil
 	}
-	if depth >= len(s.Scopes) || n.FirstChild != *next || uint64(n.FirstChild)+uint64(n.ChildCount) > uint64(end) {
+	if depth >= v.levels || n.FirstChild != *next || uint64(n.FirstChild)+uint64(n.ChildCount) > uint64(end) {
 		return corrupt("node %d: children [%d, +%d) at depth %d are not the next nodes (%d) of the service", i, n.FirstChild, n.ChildCount, depth, *next)
 	}
 	lo, prev := n.Lo, uint64(0)
 	for k := uint32(0); k < n.ChildCount; k++ {
-		c := t.Node(n.FirstChild + k)
+		c := v.node(n.FirstChild + k)
 		if c.Lo != lo || c.Hi <= c.Lo || (k > 0 && c.Label <= prev) {
 			return corrupt("node %d: child %d breaks the label order or the range partition", i, n.FirstChild+k)
 		}

@@ -17,6 +17,32 @@ func goldenTree(t testing.TB) *Tree {
 	return tree
 }
 
+// spilloverTree is the golden mesh with spillover on every failover
+// service and some degraded endpoints: all sections of format 2 are used.
+func spilloverTree(t testing.TB) *Tree {
+	t.Helper()
+	top := loadJSON(t, "testdata/mesh.json")
+	for i := range top.Services {
+		s := &top.Services[i]
+		if s.Mode == "" || s.Mode == "failover" {
+			s.Spillover = &SpilloverSpec{}
+			if len(s.Scopes) == 0 || slices.Contains(s.Scopes, "region") {
+				s.Failover = []FailoverSpec{{From: "us-east", To: "eu-central"}, {From: "eu-central", To: "us-west"}}
+			}
+		}
+		for k := range s.Endpoints {
+			if e := &s.Endpoints[k]; k%2 == 1 && (e.Healthy == nil || *e.Healthy) {
+				e.Degraded = true
+			}
+		}
+	}
+	tree, err := Build(top, BuildOptions{Generation: 43})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
 func reseal(b []byte) []byte {
 	binary.LittleEndian.PutUint32(b[hChecksum:], checksum(b))
 	return b
@@ -64,7 +90,12 @@ func TestDecodeRejectsTruncation(t *testing.T) {
 // structural checks must either reject the blob or accept one whose lookups
 // stay in range (a flipped weight or address is still a valid tree).
 func TestDecodeRejectsFlips(t *testing.T) {
-	orig := goldenTree(t).Bytes()
+	for _, tree := range []*Tree{goldenTree(t), spilloverTree(t)} {
+		decodeRejectsFlips(t, tree.Bytes())
+	}
+}
+
+func decodeRejectsFlips(t *testing.T, orig []byte) {
 	for i := range orig {
 		for bit := range 8 {
 			b := append([]byte(nil), orig...)
@@ -95,7 +126,29 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 			for k := r.Lo; k < r.Hi; k++ {
 				_ = tree.Endpoint(k)
 			}
+			checkLoads(t, s, s.Loads(src))
 		}
+	}
+}
+
+// checkLoads checks that a decoded tree's priority loads stay inside the
+// service's endpoints, sum to 100 and can be picked from.
+func checkLoads(t testing.TB, s *Service, l Loads) {
+	t.Helper()
+	sum := 0
+	for p := range l.N {
+		sum += int(l.Healthy[p]) + int(l.Degraded[p])
+		for _, sp := range l.allSpans(p) {
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.EpFirst || sp.Hi > s.EpFirst+s.EpTotal)) {
+				t.Fatalf("%s: priority %d span [%d, %d) outside the service's endpoints", s.Name, p, sp.Lo, sp.Hi)
+			}
+		}
+	}
+	if l.N > 0 && sum != 100 && sum != 0 { // 0: Envoy's no-load corner (choosePriority falls back to P0)
+		t.Fatalf("%s: loads sum to %d: %+v", s.Name, sum, l)
+	}
+	if l.N > 0 {
+		NewPicker(s.Tree(), PickerOptions{Seed: 1}).PickLoads(s, &l, 7)
 	}
 }
 
@@ -113,7 +166,7 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 		blob       []byte
 	}{
 		{"magic", "bad magic", mut(func(b []byte) { b[0] = 'X' })},
-		{"version", "format version 2", mut(func(b []byte) { b[hVersion] = 2 })},
+		{"version", "format version 1", mut(func(b []byte) { b[hVersion] = 1 })},
 		{"checksum", "checksum", func() []byte { b := append([]byte(nil), orig...); b[len(b)-1]++; return b }()},
 		{"levels", "levels", mut(func(b []byte) { b[HeaderSize+sLevels] = 9 })},
 		{"policy", "policy 9", mut(func(b []byte) { b[HeaderSize+sPolicy] = 9 })},
@@ -139,6 +192,7 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(goldenTree(f).Bytes())
+	f.Add(spilloverTree(f).Bytes())
 	f.Add([]byte("LTRE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tree, err := Decode(b)
@@ -157,6 +211,7 @@ func FuzzDecode(f *testing.F) {
 func FuzzLookup(f *testing.F) {
 	f.Add(goldenTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	f.Add(goldenTree(f).Bytes(), "", "", "")
+	f.Add(spilloverTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	f.Fuzz(func(t *testing.T, in []byte, region, zone, subzone string) {
 		b := slices.Clone(in) // testing.F: the fuzzer's input must not be modified
 		if len(b) >= HeaderSize {
@@ -176,6 +231,57 @@ func FuzzLookup(f *testing.F) {
 			if r.Len() > 0 && s.Mode == ModeStrict && r.Depth != len(s.Scopes) {
 				t.Fatalf("%s: strict range at depth %d", s.Name, r.Depth)
 			}
+			checkLoads(t, s, s.Loads(src))
 		}
 	})
+}
+
+// TestDecodeRejectsBadPolicy: the checks of format 2's policy record and aux
+// trees name what is wrong.
+func TestDecodeRejectsBadPolicy(t *testing.T) {
+	orig := spilloverTree(t).Bytes()
+	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(binary.LittleEndian.Uint32(orig[hEndpointCnt:]))
+	nSvc := int(binary.LittleEndian.Uint32(orig[hServiceCount:]))
+	aux := pols + nSvc*PolicyRecordSize
+	cases := []struct {
+		name, want string
+		mut        func(b []byte)
+	}{
+		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved+3] = 1 }},
+		{"panic", "panic threshold 101", func(b []byte) { b[pols+pPanic] = 101 }},
+		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pDegradedRoot:], 1) }},
+		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pEpDegraded:], 1000) }},
+		{"aux range", "degraded tree: corrupt tree: root node", func(b []byte) { binary.LittleEndian.PutUint32(b[aux+nHi:], 999) }},
+		{"aux count", "aux nodes", func(b []byte) { binary.LittleEndian.PutUint32(b[hAuxNodeCount:], 1<<26) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := slices.Clone(orig)
+			c.mut(b)
+			_, err := Decode(reseal(b))
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrCorrupt mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeRejectsBadFailover(t *testing.T) {
+	tree := spilloverTree(t)
+	var svc *Service
+	for i := range tree.Services() {
+		if s := &tree.Services()[i]; len(s.Failover) > 0 {
+			svc = s
+		}
+	}
+	if svc == nil {
+		t.Fatal("no failover service in the spillover tree")
+	}
+	orig := tree.Bytes()
+	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*tree.NumEndpoints()
+	b := slices.Clone(orig)
+	b[pols+svc.Index*PolicyRecordSize+pFailoverCount]++ // one rule more than the metadata holds
+	if _, err := Decode(reseal(b)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("error %v, want ErrCorrupt about the metadata", err)
+	}
 }

@@ -5,28 +5,39 @@ import (
 	"net/netip"
 )
 
+// sections are the element counts of a blob's sections.
+type sections struct{ svcs, nodes, eps, aux, strs int }
+
+// offsets are where the sections start, in the order of docs/FORMAT.md:
+// services, nodes, endpoints, policies, aux nodes, strings; and the total.
+func (c sections) offsets() (nodes, eps, pols, aux, strs, total int) {
+	nodes = HeaderSize + ServiceRecordSize*c.svcs
+	eps = nodes + NodeRecordSize*c.nodes
+	pols = eps + EndpointRecordSize*c.eps
+	aux = pols + PolicyRecordSize*c.svcs
+	strs = aux + NodeRecordSize*c.aux
+	return nodes, eps, pols, aux, strs, strs + c.strs
+}
+
 // encode lays prepared services out as one blob (docs/FORMAT.md).
 func encode(svcs []*builtService, generation uint64) ([]byte, error) {
-	var nNodes, nEps, nStr int
+	c := sections{svcs: len(svcs)}
 	for _, s := range svcs {
-		nNodes += len(s.nodes)
-		nEps += len(s.eps)
-		nStr += s.metaSize()
+		c.nodes += len(s.nodes)
+		c.eps += len(s.eps)
+		c.aux += len(s.aux[0]) + len(s.aux[1])
+		c.strs += s.metaSize()
 	}
-	nodesOff := HeaderSize + ServiceRecordSize*len(svcs)
-	epsOff := nodesOff + NodeRecordSize*nNodes
-	strOff := epsOff + EndpointRecordSize*nEps
-	total := strOff + nStr
+	nodesOff, epsOff, polsOff, auxOff, strOff, total := c.offsets()
 	if total > MaxBlobSize {
 		return nil, fmt.Errorf("%w: encoded tree of %d bytes (limit %d)", ErrTooLarge, total, MaxBlobSize)
 	}
 	b := make([]byte, total)
-	putHeader(b, generation, len(svcs), nNodes, nEps, nStr)
-	var nodeBase, epBase int
+	putHeader(b, generation, c)
+	var nodeBase, epBase, auxBase int
 	strs := b[strOff:strOff]
 	for i, s := range svcs {
-		rec := b[HeaderSize+i*ServiceRecordSize:]
-		putService(rec, s, nodeBase, epBase, len(strs))
+		putService(b[HeaderSize+i*ServiceRecordSize:], s, nodeBase, epBase, len(strs))
 		strs = s.appendMeta(strs)
 		for k := range s.nodes {
 			putNode(b[nodesOff+(nodeBase+k)*NodeRecordSize:], &s.nodes[k], nodeBase, epBase)
@@ -37,6 +48,13 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 			cum += uint64(e.weight)
 			putEndpoint(b[epsOff+(epBase+k)*EndpointRecordSize:], e, cum)
 		}
+		putPolicy(b[polsOff+i*PolicyRecordSize:], s, auxBase)
+		for _, tree := range s.aux {
+			for k := range tree {
+				putNode(b[auxOff+(auxBase+k)*NodeRecordSize:], &tree[k], auxBase, epBase)
+			}
+			auxBase += len(tree)
+		}
 		nodeBase += len(s.nodes)
 		epBase += len(s.eps)
 	}
@@ -44,23 +62,37 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 	return b, nil
 }
 
-func putHeader(b []byte, generation uint64, nSvc, nNodes, nEps, nStr int) {
+func putHeader(b []byte, generation uint64, c sections) {
 	copy(b[hMagic:], Magic[:])
 	le.PutUint16(b[hVersion:], FormatVersion)
 	le.PutUint16(b[hHeaderSize:], HeaderSize)
 	le.PutUint64(b[hGeneration:], generation)
-	nodesOff := HeaderSize + ServiceRecordSize*nSvc
-	epsOff := nodesOff + NodeRecordSize*nNodes
-	strOff := epsOff + EndpointRecordSize*nEps
-	le.PutUint32(b[hTotalSize:], uint32(strOff+nStr))
-	le.PutUint32(b[hServiceCount:], uint32(nSvc))
-	le.PutUint32(b[hNodeCount:], uint32(nNodes))
-	le.PutUint32(b[hEndpointCnt:], uint32(nEps))
-	le.PutUint32(b[hStringsSize:], uint32(nStr))
+	nodesOff, epsOff, _, _, strOff, total := c.offsets()
+	le.PutUint32(b[hTotalSize:], uint32(total))
+	le.PutUint32(b[hServiceCount:], uint32(c.svcs))
+	le.PutUint32(b[hNodeCount:], uint32(c.nodes))
+	le.PutUint32(b[hEndpointCnt:], uint32(c.eps))
+	le.PutUint32(b[hStringsSize:], uint32(c.strs))
 	le.PutUint32(b[hServicesOff:], HeaderSize)
 	le.PutUint32(b[hNodesOff:], uint32(nodesOff))
 	le.PutUint32(b[hEndpointsOff:], uint32(epsOff))
 	le.PutUint32(b[hStringsOff:], uint32(strOff))
+	le.PutUint32(b[hAuxNodeCount:], uint32(c.aux))
+}
+
+// putPolicy writes the service's policy record; auxBase is the absolute
+// index of its degraded tree's root among the aux nodes.
+func putPolicy(b []byte, s *builtService, auxBase int) {
+	le.PutUint32(b[pDegradedRoot:], uint32(auxBase))
+	le.PutUint32(b[pDegradedCount:], uint32(len(s.aux[0])))
+	le.PutUint32(b[pUnhealthyRoot:], uint32(auxBase+len(s.aux[0])))
+	le.PutUint32(b[pUnhealthyCount:], uint32(len(s.aux[1])))
+	le.PutUint32(b[pEpDegraded:], uint32(s.nDeg))
+	if s.spill {
+		le.PutUint16(b[pOverprovision:], uint16(s.of))
+		b[pPanic] = byte(s.panic)
+	}
+	b[pFailoverCount] = byte(len(s.failover))
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {
@@ -92,7 +124,7 @@ func putNode(b []byte, n *builtNode, nodeBase, epBase int) {
 
 func putEndpoint(b []byte, e *builtEndpoint, cum uint64) {
 	putAddr(b[eAddr:], b[ePort:], &b[eFamily], e.addr)
-	if e.healthy {
+	if e.healthy && !e.degraded {
 		b[eFlags] = flagHealthy
 	}
 	le.PutUint32(b[eWeight:], e.weight)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -82,12 +83,13 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(1)
+	u16(2)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
 	u64(7)
-	total := 64 + 64 + 3*24 + 2*32 + len(meta)
+	// services, nodes, endpoints, one policy record, two aux roots, strings
+	total := 64 + 64 + 3*24 + 2*32 + 32 + 2*24 + len(meta)
 	u32(uint32(total))
 	u32(1)
 	u32(3)
@@ -96,8 +98,8 @@ func TestExactBytes(t *testing.T) {
 	u32(64)
 	u32(128)
 	u32(128 + 72)
-	u32(128 + 72 + 64)
-	u32(0)
+	u32(128 + 72 + 64 + 32 + 48)
+	u32(2) // aux_node_count
 	// service
 	u32(0)
 	u32(3)
@@ -133,6 +135,140 @@ func TestExactBytes(t *testing.T) {
 	}
 	ep(firstAddr, firstW, uint64(firstW))
 	ep(secondAddr, secondW, 4)
+	// policy record: degraded tree at aux 0 (1 node), unhealthy tree at aux 1
+	// (1 node), no degraded endpoint, no priority load, reserved zero
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	b = append(b, make([]byte, 12)...)
+	// aux nodes: the two empty roots, range [2, 2)
+	for range 2 {
+		u64(0)
+		u32(2)
+		u32(2)
+		u32(0)
+		u32(0)
+	}
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+}
+
+// TestGoldenKeepsV1Records holds format version 2 to its promise to the
+// kernel path: the service, node and endpoint records and the strings of
+// testdata/mesh.json are byte for byte those of the format-1 golden file
+// (testdata/mesh.v1.golden.bin, written by the format-1 encoder), and the
+// header differs only in version, checksum, total_size, strings_off and
+// aux_node_count. The new sections sit between the endpoints and the strings.
+func TestGoldenKeepsV1Records(t *testing.T) {
+	v1, err := os.ReadFile(filepath.Join("testdata", "mesh.v1.golden.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := goldenTree(t).Bytes()
+	u32 := func(b []byte, off int) int { return int(binary.LittleEndian.Uint32(b[off:])) }
+	strOff1 := u32(v1, hStringsOff)
+	if !bytes.Equal(v1[HeaderSize:strOff1], v2[HeaderSize:strOff1]) {
+		t.Fatal("service, node or endpoint records differ from format 1")
+	}
+	nSvc, nAux := u32(v2, hServiceCount), u32(v2, hAuxNodeCount)
+	strOff2 := strOff1 + nSvc*PolicyRecordSize + nAux*NodeRecordSize
+	if u32(v2, hStringsOff) != strOff2 || !bytes.Equal(v1[strOff1:], v2[strOff2:]) {
+		t.Fatalf("strings moved: at %d, want %d, or differ", u32(v2, hStringsOff), strOff2)
+	}
+	h1, h2 := slices.Clone(v1[:HeaderSize]), slices.Clone(v2[:HeaderSize])
+	for _, f := range []int{hVersion, hChecksum, hTotalSize, hStringsOff, hAuxNodeCount} {
+		copy(h1[f:f+2], []byte{0, 0})
+		copy(h2[f:f+2], []byte{0, 0})
+		if f != hVersion {
+			copy(h1[f:f+4], make([]byte, 4))
+			copy(h2[f:f+4], make([]byte, 4))
+		}
+	}
+	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != 2 || u32(v2, hTotalSize) != len(v2) {
+		t.Fatalf("headers differ beyond version, checksum, sizes and offsets:\n%x\n%x", h1, h2)
+	}
+}
+
+// TestExactBytesSpillover writes by hand, from docs/FORMAT.md, the blob of a
+// service with spillover and one endpoint of each state, so every field of
+// the policy record and of the aux node section is pinned.
+func TestExactBytesSpillover(t *testing.T) {
+	f := false
+	top := &Topology{Services: []ServiceSpec{{
+		Name: "s", Scopes: []string{"zone"},
+		Spillover: &SpilloverSpec{OverprovisioningFactor: u32p(200), PanicThreshold: u32p(30)},
+		Endpoints: []EndpointSpec{
+			{Address: "127.0.0.3:80", Locality: Locality{"zone": "b"}, Healthy: &f},
+			{Address: "127.0.0.2:80", Locality: Locality{"zone": "a"}, Degraded: true},
+			{Address: "127.0.0.1:80", Locality: Locality{"zone": "a"}},
+		},
+	}}}
+	tree, err := Build(top, BuildOptions{Generation: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
+	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, 'a'}
+	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
+	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(2)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(9)
+	u32(uint32(strOff + len(meta)))
+	u32(1)
+	u32(2)
+	u32(3)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(nodesOff)
+	u32(epsOff)
+	u32(strOff)
+	u32(4)
+	// service: root 0 (+2), endpoints from 0: 1 eligible of 3; levels 1, failover, random, only_healthy
+	u32(0)
+	u32(2)
+	u32(0)
+	u32(1)
+	u32(3)
+	b = append(b, 1, 0, 0, 0)
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, make([]byte, 32)...) // no vip, reserved
+	node(0, 0, 1, 1, 1)
+	node(Label("a"), 0, 1, 0, 0)
+	ep := func(last, flags byte, cum uint64) {
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 80, 4, flags)
+		u32(1)
+		u64(cum)
+	}
+	ep(1, 1, 1) // eligible
+	ep(2, 0, 2) // degraded: flags 0
+	ep(3, 0, 3) // unhealthy
+	// policy: degraded tree at 0 (+2), unhealthy at 2 (+2), 1 degraded, factor 200, panic 30
+	u32(0)
+	u32(2)
+	u32(2)
+	u32(2)
+	u32(1)
+	u16(200)
+	b = append(b, 30)
+	b = append(b, make([]byte, 9)...)
+	node(0, 1, 2, 1, 1)
+	node(Label("a"), 1, 2, 0, 0)
+	node(0, 2, 3, 3, 1)
+	node(Label("b"), 2, 3, 0, 0)
 	b = append(b, meta...)
 	binary.LittleEndian.PutUint32(b[8:], checksum(b))
 	if !bytes.Equal(tree.Bytes(), b) {

@@ -7,11 +7,12 @@ import (
 
 // Record sizes and format constants (docs/FORMAT.md).
 const (
-	FormatVersion      = 1
+	FormatVersion      = 2
 	HeaderSize         = 64
 	ServiceRecordSize  = 64
 	NodeRecordSize     = 24
 	EndpointRecordSize = 32
+	PolicyRecordSize   = 32
 	// MaxLevels is the largest number of routing scopes of a service.
 	MaxLevels = 8
 )
@@ -25,6 +26,9 @@ const (
 	MaxHosts     = 255
 	MaxString    = 1<<16 - 1
 	MaxBlobSize  = 1 << 31
+	// MaxOverprovisioningFactor is the largest overprovisioning factor
+	// (percent) the policy record holds.
+	MaxOverprovisioningFactor = 1<<16 - 1
 )
 
 // Magic opens every encoded tree.
@@ -47,6 +51,20 @@ const (
 	hNodesOff     = 48
 	hEndpointsOff = 52
 	hStringsOff   = 56
+	hAuxNodeCount = 60
+)
+
+// Policy record field offsets (format version 2).
+const (
+	pDegradedRoot   = 0
+	pDegradedCount  = 4
+	pUnhealthyRoot  = 8
+	pUnhealthyCount = 12
+	pEpDegraded     = 16
+	pOverprovision  = 20
+	pPanic          = 22
+	pFailoverCount  = 23
+	pReserved       = 24
 )
 
 // Service record field offsets.

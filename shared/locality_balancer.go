@@ -25,6 +25,7 @@ type localityState struct {
 	svc    *Service
 	picker *Picker
 	r      Range
+	loads  Loads                     // the priority loads, used when the service has spillover
 	byAddr map[netip.AddrPort]uint32 // every endpoint of the service → absolute index
 }
 
@@ -55,11 +56,13 @@ func (lb *LocalityBalancer) newState(t *Tree) (*localityState, error) {
 	for i := svc.EpFirst; i < svc.EpFirst+svc.EpTotal; i++ {
 		st.byAddr[t.Endpoint(i).Addr] = i
 	}
+	st.loads = svc.Loads(lb.src)
 	return st, nil
 }
 
 // Balance picks an endpoint. key is hashed (HashKey) and used by the
-// consistent_hash policy only. It returns an error wrapping ErrNoCandidate when
+// consistent_hash policy only. A service with spillover is balanced by its
+// priority loads (Picker.PickLoads), others by the candidate range. It returns an error wrapping ErrNoCandidate when
 // the tree has no candidate for the source (strict mode without a full match,
 // or no eligible endpoint).
 func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
@@ -68,7 +71,13 @@ func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
 	if st.svc.Policy == PolicyConsistentHash {
 		k = HashKey(key)
 	}
-	i, ok := st.picker.Pick(st.svc, st.r, k)
+	var i uint32
+	var ok bool
+	if st.svc.OverprovisioningFactor != 0 {
+		i, ok = st.picker.PickLoads(st.svc, &st.loads, k)
+	} else {
+		i, ok = st.picker.Pick(st.svc, st.r, k)
+	}
 	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("%w: service %q (%s) from %v", ErrNoCandidate, st.svc.Name, st.svc.Mode, lb.src)
 	}
@@ -80,6 +89,9 @@ func (lb *LocalityBalancer) Candidates() (*Service, Range) {
 	st := lb.state.Load()
 	return st.svc, st.r
 }
+
+// Loads returns the priority loads of the current tree for the source.
+func (lb *LocalityBalancer) Loads() Loads { return lb.state.Load().loads }
 
 // Inc counts one more request in flight to addr; unknown addresses are ignored.
 func (lb *LocalityBalancer) Inc(addr netip.AddrPort) {

@@ -19,22 +19,70 @@ type Topology struct {
 // ServiceSpec describes one service. Empty fields take their defaults: scopes
 // [region, zone, subzone], mode failover, policy random, health only_healthy.
 type ServiceSpec struct {
-	Name      string         `json:"name" yaml:"name"`
-	Hosts     []string       `json:"hosts,omitempty" yaml:"hosts,omitempty"`
-	VIP       string         `json:"vip,omitempty" yaml:"vip,omitempty"`
-	Scopes    []string       `json:"scopes,omitempty" yaml:"scopes,omitempty"`
-	Mode      string         `json:"mode,omitempty" yaml:"mode,omitempty"`
-	Policy    string         `json:"policy,omitempty" yaml:"policy,omitempty"`
-	Health    string         `json:"health,omitempty" yaml:"health,omitempty"`
-	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
+	Name   string   `json:"name" yaml:"name"`
+	Hosts  []string `json:"hosts,omitempty" yaml:"hosts,omitempty"`
+	VIP    string   `json:"vip,omitempty" yaml:"vip,omitempty"`
+	Scopes []string `json:"scopes,omitempty" yaml:"scopes,omitempty"`
+	Mode   string   `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Policy string   `json:"policy,omitempty" yaml:"policy,omitempty"`
+	Health string   `json:"health,omitempty" yaml:"health,omitempty"`
+	// Spillover, when set, replaces the all-or-nothing failover by Envoy's
+	// priority load (docs/FORMAT.md, "Priority load"): the priorities are the
+	// source's match depths, deepest first. It needs mode failover.
+	Spillover *SpilloverSpec `json:"spillover,omitempty" yaml:"spillover,omitempty"`
+	// Failover are Istio's localityLbSetting.failover rules: a source in
+	// region From whose region has no endpoint prefers region To before
+	// any other. They need spillover and a scope named "region".
+	Failover []FailoverSpec `json:"failover,omitempty" yaml:"failover,omitempty"`
+	// LocalityLB false turns locality load balancing off (Istio's
+	// localityLbSetting.enabled: false): every source gets every eligible
+	// endpoint. The service then has the single scope NoLocalityScope.
+	LocalityLB *bool          `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
+	Endpoints  []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
 
+// FailoverSpec is one failover rule, from-region → to-region.
+type FailoverSpec struct {
+	From string `json:"from" yaml:"from"`
+	To   string `json:"to" yaml:"to"`
+}
+
+// NoLocalityScope is the one scope of a service with locality_lb: false.
+// Every endpoint has the empty value for it, and so does every source that
+// does not name it, so every lookup matches all eligible endpoints. The key
+// is reserved: no service may name it as a scope.
+const NoLocalityScope = "loctree.io/no-locality"
+
+// MaxFailover is the largest number of failover rules of a service.
+const MaxFailover = 255
+
+// SpilloverSpec are the settings of Envoy's priority load. Empty fields take
+// Envoy's defaults: overprovisioning factor 140, panic threshold 50.
+type SpilloverSpec struct {
+	// OverprovisioningFactor in percent, 1..65535 (Envoy's
+	// ClusterLoadAssignment.Policy.overprovisioning_factor).
+	OverprovisioningFactor *uint32 `json:"overprovisioning_factor,omitempty" yaml:"overprovisioning_factor,omitempty"`
+	// PanicThreshold in percent, 0..100; 0 disables panic (Envoy's
+	// CommonLbConfig.healthy_panic_threshold, here a whole percent).
+	PanicThreshold *uint32 `json:"panic_threshold,omitempty" yaml:"panic_threshold,omitempty"`
+}
+
+// Envoy's defaults (envoy/config/endpoint/v3/endpoint.proto
+// overprovisioning_factor; cluster.proto healthy_panic_threshold).
+const (
+	DefaultOverprovisioningFactor = 140
+	DefaultPanicThreshold         = 50
+)
+
 // EndpointSpec is one endpoint. Weight defaults to 1 and Healthy to true.
+// Degraded marks a healthy endpoint as degraded (Envoy's third health
+// state): it takes traffic only as Envoy's degraded load gives it.
 type EndpointSpec struct {
 	Address  string   `json:"address" yaml:"address"`
 	Locality Locality `json:"locality,omitempty" yaml:"locality,omitempty"`
 	Weight   *uint32  `json:"weight,omitempty" yaml:"weight,omitempty"`
 	Healthy  *bool    `json:"healthy,omitempty" yaml:"healthy,omitempty"`
+	Degraded bool     `json:"degraded,omitempty" yaml:"degraded,omitempty"`
 }
 
 // NodeSpec names a locality, e.g. a Kubernetes node.

@@ -14,6 +14,8 @@ type Tree struct {
 	byName   map[string]int
 	nodes    []byte // the node section
 	eps      []byte // the endpoint section
+	pols     []byte // the policy section
+	aux      []byte // the aux node section (degraded and unhealthy trees)
 }
 
 // Service is one service of a tree: its metadata and where its nodes and
@@ -33,9 +35,23 @@ type Service struct {
 	EpFirst    uint32
 	EpEligible uint32
 	EpTotal    uint32
+	// EpDegraded degraded endpoints follow the eligible ones; the
+	// unhealthy ones follow them (format version 2).
+	EpDegraded uint32
+	// OverprovisioningFactor (percent) is non-zero when the service uses
+	// Envoy's priority load (Spillover); PanicThreshold is in percent.
+	OverprovisioningFactor uint32
+	PanicThreshold         uint32
+	// AuxRoot and AuxCount locate the trees over the degraded (0) and the
+	// unhealthy (1) endpoints in the aux node section.
+	AuxRoot, AuxCount [2]uint32
+	// Failover are the service's failover rules (format version 2).
+	Failover []FailoverSpec
 
-	tree   *Tree
-	values []string // node values, node Root+1 first
+	tree     *Tree
+	regionAt int         // index of the "region" scope, or -1
+	failTo   [][2]uint64 // labels of the failover rules: from, to
+	values   []string    // node values, node Root+1 first
 }
 
 // Endpoint is a decoded endpoint record.
@@ -91,8 +107,16 @@ func (t *Tree) NodeRecords() []byte { return t.nodes }
 func (t *Tree) EndpointRecords() []byte { return t.eps }
 
 // Node decodes node i (an absolute index below NumNodes).
-func (t *Tree) Node(i uint32) Node {
-	b := t.nodes[int(i)*NodeRecordSize:][:NodeRecordSize]
+func (t *Tree) Node(i uint32) Node { return nodeAt(t.nodes, i) }
+
+// AuxNode decodes node i of the aux section (the degraded and unhealthy trees).
+func (t *Tree) AuxNode(i uint32) Node { return nodeAt(t.aux, i) }
+
+// AuxNodeRecords returns the whole aux node section.
+func (t *Tree) AuxNodeRecords() []byte { return t.aux }
+
+func nodeAt(nodes []byte, i uint32) Node {
+	b := nodes[int(i)*NodeRecordSize:][:NodeRecordSize]
 	return Node{
 		Label:      le.Uint64(b[nLabel:]),
 		Lo:         le.Uint32(b[nLo:]),

@@ -83,7 +83,45 @@ type pickResult struct {
 	Candidates []string       `json:"candidates"`
 	Picks      map[string]int `json:"picks"`
 	Notes      []string       `json:"notes,omitempty"` // why fewer scopes matched
+	Loads      []priorityLoad `json:"loads,omitempty"`
 	Error      string         `json:"error,omitempty"`
+}
+
+// priorityLoad is one priority of a spillover service (shared.Loads).
+type priorityLoad struct {
+	Priority     int    `json:"priority"`
+	Matched      int    `json:"matched"`
+	Failover     string `json:"failover,omitempty"` // "to": the failover rule's region; "other": the rest
+	Healthy      int    `json:"healthy"`
+	Degraded     int    `json:"degraded"`
+	Total        int    `json:"total"`
+	HealthyLoad  int    `json:"healthy_load"`
+	DegradedLoad int    `json:"degraded_load"`
+	Panic        bool   `json:"panic"`
+}
+
+// pickLoads picks --count times by the priority loads of a spillover service.
+func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions, res *pickResult) {
+	l := svc.Loads(src)
+	for p := range l.N {
+		c := l.Counts[p]
+		res.Loads = append(res.Loads, priorityLoad{
+			Priority: p, Matched: int(l.Rank[p]), Failover: [3]string{"", "to", "other"}[l.Failover[p]],
+			Healthy: int(c.Healthy), Degraded: int(c.Degraded), Total: int(c.Total),
+			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
+		})
+	}
+	if l.N == 0 {
+		res.Error = noCandidateReason(svc, shared.Range{})
+		return
+	}
+	p := shared.NewPicker(t, shared.PickerOptions{Seed: o.seed})
+	key := shared.HashKey(o.key)
+	for range o.count {
+		if ep, ok := p.PickLoads(svc, &l, key); ok {
+			res.Picks[t.Endpoint(ep).Addr.String()]++
+		}
+	}
 }
 
 func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
@@ -115,6 +153,10 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 		res.Error += ": " + typo
 	case typo != "":
 		fmt.Fprintf(cmd.ErrOrStderr(), "loctree: warning: %s\n", typo)
+	}
+	if svc.OverprovisioningFactor != 0 {
+		res.Picks, res.Error = map[string]int{}, ""
+		pickLoads(t, svc, src, o, res)
 	}
 	if o.format == "json" {
 		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
@@ -191,6 +233,10 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 		from = append(from, fmt.Sprintf("%s=%q", sc, src[sc]))
 	}
 	fmt.Fprintf(w, "%s (%s, %s) from %s\n", safe(svc.Name), svc.Mode, svc.Policy, strings.Join(from, " "))
+	if res.Loads != nil || svc.OverprovisioningFactor != 0 {
+		drawLoads(w, svc, res)
+		return
+	}
 	fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "  why: %s\n", n)
@@ -211,6 +257,34 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 			fmt.Fprintf(w, " (%.1f%%)", 100*float64(n)/float64(total))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// drawLoads prints a line per priority, then the picks per endpoint.
+func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
+	for _, l := range res.Loads {
+		fo := ""
+		if l.Failover != "" {
+			fo = " (failover " + l.Failover + ")"
+		}
+		fmt.Fprintf(w, "P%d  matched %d of %d%s: %d healthy, %d degraded of %d; load %d%% healthy, %d%% degraded",
+			l.Priority, l.Matched, len(svc.Scopes), fo, l.Healthy, l.Degraded, l.Total, l.HealthyLoad, l.DegradedLoad)
+		if l.Panic {
+			fmt.Fprint(w, ", panic (all endpoints)")
+		}
+		fmt.Fprintln(w)
+	}
+	total := 0
+	for _, n := range res.Picks {
+		total += n
+	}
+	addrs := make([]string, 0, len(res.Picks))
+	for a := range res.Picks {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	for _, a := range addrs { // only picked addresses: total > 0
+		fmt.Fprintf(w, "  %-22s %s %d (%.1f%%)\n", a, bar(res.Picks[a], total, 30), res.Picks[a], 100*float64(res.Picks[a])/float64(total))
 	}
 }
 

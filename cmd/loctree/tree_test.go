@@ -161,3 +161,53 @@ func sumLeaves(n jsonNode) int {
 	}
 	return s
 }
+
+// TestPickLoads: for a spillover service, tree pick shows Envoy's
+// per-priority loads (the "loads" field of -o json, a line per priority in
+// the table) and picks by them.
+func TestPickLoads(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "spill.yaml")
+	doc := `services:
+  - name: reviews
+    scopes: [region, zone]
+    spillover: {overprovisioning_factor: 140, panic_threshold: 50}
+    failover: [{from: us-east, to: eu-west}]
+    endpoints:
+      - {address: 127.0.0.1:80, locality: {region: us-east, zone: a}}
+      - {address: 127.0.0.2:80, locality: {region: us-east, zone: a}, healthy: false}
+      - {address: 127.0.0.3:80, locality: {region: us-east, zone: b}}
+      - {address: 127.0.0.4:80, locality: {region: eu-west, zone: c}}
+      - {address: 127.0.0.5:80, locality: {region: ap-south, zone: c}}
+`
+	if err := os.WriteFile(top, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "tree", "pick", "-f", top, "--service", "reviews", "--from", "region=us-east,zone=a", "--count", "2000", "--seed", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Loads []struct {
+			Priority, Matched, Healthy, Degraded, Total int
+			HealthyLoad                                 int    `json:"healthy_load"`
+			DegradedLoad                                int    `json:"degraded_load"`
+			Failover                                    string `json:"failover"`
+			Panic                                       bool   `json:"panic"`
+		} `json:"loads"`
+		Picks map[string]int `json:"picks"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// zone a: 1 healthy of 2 → health 70; zone b (rest of us-east): 100.
+	if len(res.Loads) != 4 || res.Loads[0].HealthyLoad != 70 || res.Loads[1].HealthyLoad != 30 || res.Loads[2].Failover != "to" || res.Loads[3].Failover != "other" {
+		t.Fatalf("loads %+v", res.Loads)
+	}
+	if n := res.Picks["127.0.0.1:80"]; n < 1300 || n > 1500 || res.Picks["127.0.0.2:80"] != 0 {
+		t.Fatalf("picks %v, want about 70 %% on 127.0.0.1:80 and none on the unhealthy one", res.Picks)
+	}
+	code, out, _ = runCLI(t, "tree", "pick", "-f", top, "--service", "reviews", "--from", "region=us-east,zone=a", "--count", "10")
+	if code != 0 || !strings.Contains(out, "P0  matched 2 of 2") || !strings.Contains(out, "P2  matched 0 of 2 (failover to)") {
+		t.Fatalf("table:\n%s", out)
+	}
+}

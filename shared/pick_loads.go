@@ -1,0 +1,166 @@
+package shared
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// PickLoads picks one endpoint as Envoy does with priority loads: a priority
+// and healthy or degraded by choosePriority (the service's consistent_hash
+// uses key for it, as Envoy's hash-based balancers use the request hash;
+// the other policies a random number), then, within that priority's healthy
+// or degraded endpoints, or all of them in panic (hostSourceToUse), one
+// endpoint by the service's policy. A priority's endpoints are up to two
+// spans per set (six in panic): random, weighted, round_robin and
+// least_request treat them as one list; least_connections takes the least
+// loaded of the spans' winners; consistent_hash is weighted rendezvous over
+// all of them. It returns false when l has no priority, l or s is of another
+// tree, or the chosen set is empty (Envoy: no host). It allocates nothing.
+func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
+	if s.tree != p.tree || l.tree != p.tree || l.N <= 0 || l.N > MaxPriorities {
+		return 0, false
+	}
+	h := key
+	if s.Policy != PolicyConsistentHash {
+		h = p.src.next()
+	}
+	pr, degraded := l.choose(h)
+	if int(l.Rank[pr]) > MaxLevels {
+		return 0, false
+	}
+	var u spanSet
+	switch {
+	case l.InPanic(pr):
+		for set := range numSets {
+			u.add(l.spans(set, pr))
+		}
+	case degraded:
+		u.add(l.spans(setDegraded, pr))
+	default:
+		u.add(l.spans(setEligible, pr))
+	}
+	if u.total == 0 || int(u.s[u.n-1].Hi) > len(p.pool.counts) {
+		return 0, false
+	}
+	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
+	if u.n == 1 {
+		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
+	}
+	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
+}
+
+// spanSet is up to six non-empty spans picked from as one list.
+type spanSet struct {
+	s     [3 * numSets]Span
+	n     int
+	total uint32
+}
+
+func (u *spanSet) add(spans [3]Span) {
+	for _, s := range spans {
+		if s.Hi > s.Lo {
+			u.s[u.n] = s
+			u.n++
+			u.total += s.Hi - s.Lo
+		}
+	}
+}
+
+// at is the k-th endpoint of the list (k < total).
+func (u *spanSet) at(k uint32) uint32 {
+	for _, s := range u.s[:u.n] {
+		if n := s.Hi - s.Lo; k < n {
+			return s.Lo + k
+		} else {
+			k -= n
+		}
+	}
+	return u.s[u.n-1].Hi - 1
+}
+
+// pickSpans applies a policy to the endpoints of several spans.
+func (p *pool) pickSpans(pol Policy, u *spanSet, key uint64, src *source, rr *atomic.Uint64) uint32 {
+	switch pol {
+	case PolicyWeighted:
+		return p.pickSpansWeighted(u, src)
+	case PolicyRoundRobin:
+		return u.at(uint32((rr.Add(1) - 1) % uint64(u.total)))
+	case PolicyLeastRequest:
+		a := src.below(u.total)
+		b := (a + 1 + src.below(u.total-1)) % u.total
+		if p.load(u.at(b)) < p.load(u.at(a)) {
+			return u.at(b)
+		}
+		return u.at(a)
+	case PolicyLeastConnections:
+		best := u.s[0].Lo
+		for _, s := range u.s[:u.n] {
+			if i := p.pickLeast(s.Lo, s.Hi, src); p.load(i) < p.load(best) {
+				best = i
+			}
+		}
+		return best
+	case PolicyConsistentHash:
+		return p.pickSpansHash(u, key)
+	}
+	return u.at(src.below(u.total))
+}
+
+// spanWeight is the sum of the weights of [lo, hi), lo < hi.
+func (p *pool) spanWeight(lo, hi uint32) uint64 {
+	return p.cumWeight(hi-1) - p.cumWeight(lo) + uint64(p.weight(lo))
+}
+
+// pickSpansWeighted draws a span by its weight, then an endpoint in it by
+// weight: together, proportional to the endpoint weights.
+func (p *pool) pickSpansWeighted(u *spanSet, src *source) uint32 {
+	var total uint64
+	for _, s := range u.s[:u.n] {
+		total += p.spanWeight(s.Lo, s.Hi)
+	}
+	if total == 0 {
+		return u.at(src.below(u.total))
+	}
+	x := src.below64(total)
+	for _, s := range u.s[:u.n] {
+		w := p.spanWeight(s.Lo, s.Hi)
+		if x < w {
+			return p.pickWeightedAt(s.Lo, s.Hi, x)
+		}
+		x -= w
+	}
+	return u.s[u.n-1].Hi - 1
+}
+
+// pickWeightedAt is the endpoint of [lo, hi) whose slice of the cumulative
+// weights holds x (0 <= x < the span's weight).
+func (p *pool) pickWeightedAt(lo, hi uint32, x uint64) uint32 {
+	target := p.cumWeight(lo) - uint64(p.weight(lo)) + x
+	a, b := lo, hi-1
+	for a < b {
+		mid := a + (b-a)/2
+		if p.cumWeight(mid) > target {
+			b = mid
+		} else {
+			a = mid + 1
+		}
+	}
+	return a
+}
+
+// pickSpansHash is weighted rendezvous hashing over the spans: each span's
+// winner, scored as pickHashWeighted scores (ln(u)/weight), the best wins.
+func (p *pool) pickSpansHash(u *spanSet, key uint64) uint32 {
+	best, bestS := u.s[0].Lo, math.Inf(-1)
+	for _, s := range u.s[:u.n] {
+		i := p.pick(PolicyConsistentHash, s.Lo, s.Hi, key, nil, nil)
+		w := p.weight(i)
+		if w == 0 {
+			continue
+		}
+		if sc := math.Log(unitOpen(mix64(key^p.hashes[i]))) / float64(w); sc > bestS {
+			best, bestS = i, sc
+		}
+	}
+	return best
+}

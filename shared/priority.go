@@ -1,0 +1,393 @@
+package shared
+
+// MaxPriorities is the largest number of priorities of a source: one per
+// match depth, 0..MaxLevels, and one more where a failover rule splits a
+// depth in two.
+const MaxPriorities = MaxLevels + 2
+
+// Span is a contiguous range of endpoints [Lo, Hi) (absolute indices).
+type Span struct{ Lo, Hi uint32 }
+
+// Len is the number of endpoints in the span.
+func (s Span) Len() int { return int(s.Hi - s.Lo) }
+
+// PriorityCounts are the endpoints of one priority: healthy, degraded, and
+// all of them (healthy, degraded and unhealthy).
+type PriorityCounts struct{ Healthy, Degraded, Total uint32 }
+
+// The three endpoint sets of a service, each with its own tree.
+const (
+	setEligible = iota
+	setDegraded
+	setUnhealthy
+	numSets
+)
+
+// Loads is Envoy's per-priority state for one source (docs/FORMAT.md,
+// "Priority load"): priority p holds the endpoints whose rank (the length of
+// the scope prefix they share with the source) is Rank[p], deepest first,
+// and receives Healthy[p] percent of the traffic on its healthy endpoints
+// and Degraded[p] percent on its degraded ones; a priority in panic uses all
+// its endpoints. A Loads is computed in O(levels × log branching) from the
+// trees, without allocating, and is read by Picker.PickLoads.
+type Loads struct {
+	N    int // number of priorities; 0: no endpoint to pick
+	Rank [MaxPriorities]uint8
+	// Failover is 0 for a priority no failover rule touches, 1 for the
+	// endpoints of the rule's to-region, 2 for the other regions.
+	Failover [MaxPriorities]uint8
+	Counts   [MaxPriorities]PriorityCounts
+	Healthy  [MaxPriorities]uint8 // percent
+	Degraded [MaxPriorities]uint8 // percent
+	panic    uint16               // bit p: priority p is in panic
+
+	tree  *Tree
+	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
+	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
+	reach [numSets]int                   // the depth each walk reached
+	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
+}
+
+// InPanic says whether priority p uses all its endpoints (Envoy's
+// per-priority panic).
+func (l *Loads) InPanic(p int) bool { return p >= 0 && p < 16 && l.panic&(1<<p) != 0 }
+
+// Loads computes the priority loads of a source.
+func (s *Service) Loads(src Locality) Loads {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = Label(src[sc])
+	}
+	var l Loads
+	s.LoadsLabels(labels[:len(s.Scopes)], &l)
+	return l
+}
+
+// LoadsSource is Loads with a prepared source. It does not allocate.
+func (s *Service) LoadsSource(src *Source, l *Loads) {
+	var labels [MaxLevels]uint64
+	for i, sc := range s.Scopes {
+		labels[i] = src.label(sc)
+	}
+	s.LoadsLabels(labels[:len(s.Scopes)], l)
+}
+
+// LoadsLabels computes into l the priority loads of a source given as
+// labels (as LookupLabels). A service without spillover has one priority,
+// Lookup's candidate range, with all the load (none in strict mode without
+// a full match).
+func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
+	*l = Loads{tree: s.tree}
+	levels := len(s.Scopes)
+	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
+	if s.OverprovisioningFactor == 0 {
+		l.single(s)
+		return
+	}
+	for k, set := range [2]int{setDegraded, setUnhealthy} {
+		if lo, hi := s.auxRange(k); lo == hi {
+			for j := range levels + 2 {
+				l.path[set][j] = Span{lo, lo}
+			}
+			l.reach[set] = -1 // not walked: no node to search
+			continue
+		}
+		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
+	}
+	split := l.failover(s, labels)
+	for r := levels; r >= 0; r-- {
+		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
+		if r == split {
+			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
+			l.add(r, 1, th, td, tu)
+			l.add(r, 2, h-th, d-td, u-tu)
+			continue
+		}
+		l.add(r, 0, h, d, u)
+	}
+	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+}
+
+// add appends a priority unless it is empty.
+func (l *Loads) add(rank int, failover uint8, h, d, u uint32) {
+	if h+d+u == 0 {
+		return
+	}
+	l.Rank[l.N], l.Failover[l.N] = uint8(rank), failover
+	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
+	l.N++
+}
+
+// failover applies the first failover rule whose from is the source's
+// region (Istio's applyLocalityFailover): it finds the rule's to-region among
+// the siblings of the source's region in each tree, and returns the depth
+// it splits (the region scope's index), or -1.
+func (l *Loads) failover(s *Service, labels []uint64) int {
+	if s.regionAt < 0 || len(s.failTo) == 0 {
+		return -1
+	}
+	src := emptyLabel
+	if s.regionAt < len(labels) {
+		src = labels[s.regionAt]
+	}
+	k := 0
+	for k < len(s.failTo) && s.failTo[k][0] != src {
+		k++
+	}
+	if k == len(s.failTo) {
+		return -1
+	}
+	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
+	for set := range numSets {
+		a := l.path[set][s.regionAt]
+		l.to[set] = Span{a.Lo, a.Lo}
+		if l.reach[set] < s.regionAt {
+			continue
+		}
+		rec := trees[set][int(l.node[set][s.regionAt])*NodeRecordSize:][:NodeRecordSize]
+		if c, ok := findChild(trees[set], rec, s.failTo[k][1]); ok {
+			cr := trees[set][int(c)*NodeRecordSize:][:NodeRecordSize]
+			l.to[set] = Span{le.Uint32(cr[nLo:]), le.Uint32(cr[nHi:])}
+		}
+	}
+	return s.regionAt
+}
+
+// auxRange is the endpoint range of aux tree k (degraded, unhealthy).
+func (s *Service) auxRange(k int) (lo, hi uint32) {
+	lo = s.EpFirst + s.EpEligible
+	if k == 0 {
+		return lo, lo + s.EpDegraded
+	}
+	return lo + s.EpDegraded, s.EpFirst + s.EpTotal
+}
+
+// single is the one priority of a service without spillover: the eligible
+// endpoints of maximal rank (strict: of full rank).
+func (l *Loads) single(s *Service) {
+	depth := 0
+	for depth < len(s.Scopes) && l.path[setEligible][depth+1].Len() > 0 {
+		depth++
+	}
+	n := uint32(l.path[setEligible][depth].Len())
+	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) {
+		return
+	}
+	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
+}
+
+// walk follows the source's labels down one tree and records its range at
+// every depth; below the deepest match the range is empty (at the deepest
+// node's lo), so the ranges nest.
+func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels int) {
+	rec := nodes[int(root)*NodeRecordSize:][:NodeRecordSize]
+	n, depth := root, 0
+	l.path[set][0] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+	for ; depth < levels; depth++ {
+		want := emptyLabel
+		if depth < len(labels) {
+			want = labels[depth]
+		}
+		c, ok := findChild(nodes, rec, want)
+		if !ok {
+			break
+		}
+		n, rec = c, nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
+		l.path[set][depth+1] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+		l.node[set][depth+1] = n
+	}
+	lo := le.Uint32(rec[nLo:])
+	l.node[set][0], l.reach[set] = root, depth
+	for j := depth + 1; j <= levels+1; j++ {
+		l.path[set][j], l.node[set][j] = Span{lo, lo}, n
+	}
+}
+
+// findChild is the binary search of LookupLabels: the child of the node rec
+// whose label is want.
+func findChild(nodes, rec []byte, want uint64) (uint32, bool) {
+	count := le.Uint32(rec[nChildCount:])
+	if count == 0 {
+		return 0, false
+	}
+	base := le.Uint32(rec[nFirstChild:])
+	for count > 1 {
+		half := count / 2
+		if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+			base += half
+		}
+		count -= half
+	}
+	return base, le.Uint64(nodes[int(base)*NodeRecordSize:]) == want
+}
+
+// count is the number of endpoints of a set whose rank is exactly r.
+func (l *Loads) count(set, r int) uint32 {
+	return uint32(l.path[set][r].Len() - l.path[set][r+1].Len())
+}
+
+// spans returns the endpoints of a set in priority p: the range at depth
+// Rank[p] minus the nested range at depth Rank[p]+1 (two spans); with a
+// failover rule, the to-region's range (one span), or the rest (three).
+func (l *Loads) spans(set, p int) [3]Span {
+	a, b := l.path[set][l.Rank[p]], l.path[set][l.Rank[p]+1]
+	switch to := l.to[set]; {
+	case l.Failover[p] == 1:
+		return [3]Span{to, {to.Hi, to.Hi}, {to.Hi, to.Hi}}
+	case l.Failover[p] == 2 && to.Hi > to.Lo:
+		x, y := b, to // the two holes in a, in order (an empty b sits at a.Lo)
+		if to.Lo < b.Lo || (to.Lo == b.Lo && to.Hi < b.Hi) {
+			x, y = to, b
+		}
+		return [3]Span{{a.Lo, x.Lo}, {x.Hi, y.Lo}, {y.Hi, a.Hi}}
+	}
+	return [3]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}, {a.Hi, a.Hi}}
+}
+
+func (l *Loads) healthySpans(p int) []Span {
+	s := l.spans(setEligible, p)
+	return s[:]
+}
+
+func (l *Loads) degradedSpans(p int) []Span {
+	s := l.spans(setDegraded, p)
+	return s[:]
+}
+
+func (l *Loads) allSpans(p int) []Span {
+	var out []Span
+	for set := range numSets {
+		s := l.spans(set, p)
+		out = append(out, s[:]...)
+	}
+	return out
+}
+
+// distribute computes the loads from the counts as Envoy's
+// recalculatePerPriorityState, recalculatePerPriorityPanic and
+// recalculateLoadInTotalPanic do (load_balancer_impl.cc), in integers: a
+// priority is in panic when 100·(healthy+degraded) < threshold·total.
+func (l *Loads) distribute(of, threshold uint32) {
+	if l.N == 0 || l.healthyFirst(of) {
+		return
+	}
+	var health, degraded [MaxPriorities]uint32
+	var sum uint32
+	for p := range l.N {
+		c := l.Counts[p]
+		health[p], degraded[p] = availability(of, c.Healthy, c.Total), availability(of, c.Degraded, c.Total)
+		sum += health[p] + degraded[p]
+	}
+	nta := min(sum, 100)
+	if nta > 0 {
+		firstH, rem := spread(l.Healthy[:l.N], health[:l.N], 100, nta)
+		firstD, rem := spread(l.Degraded[:l.N], degraded[:l.N], rem, nta)
+		if rem > 0 && firstH >= 0 {
+			l.Healthy[firstH] += uint8(rem)
+		} else if rem > 0 {
+			l.Degraded[firstD] += uint8(rem)
+		}
+	}
+	if threshold == 0 && nta == 0 {
+		l.Healthy[0] = 100
+		return
+	}
+	if nta == 100 {
+		return
+	}
+	l.setPanic(threshold)
+}
+
+// healthyFirst is the common case of distribute, exactly: if the healthy
+// availabilities of the first priorities already sum to 100, the normalized
+// total availability is 100, so each of them takes its availability
+// (·100/100), the last the remainder, later priorities and every degraded
+// load get 0, and no priority is in panic. It reports whether it applied.
+func (l *Loads) healthyFirst(of uint32) bool {
+	var sum uint32
+	for p := range l.N {
+		h := availability(of, l.Counts[p].Healthy, l.Counts[p].Total)
+		if sum+h >= 100 {
+			for q := range p {
+				l.Healthy[q] = uint8(availability(of, l.Counts[q].Healthy, l.Counts[q].Total))
+			}
+			l.Healthy[p] = uint8(100 - sum)
+			return true
+		}
+		sum += h
+	}
+	return false
+}
+
+// availability is Envoy's per-priority health (or degraded) value,
+// min(100, of·n/total), and 0 for an empty priority.
+func availability(of, n, total uint32) uint32 {
+	if total == 0 {
+		return 0
+	}
+	return uint32(min(100, uint64(of)*uint64(n)/uint64(total)))
+}
+
+// spread is Envoy's distributeLoad: as much of the load as each priority's
+// availability allows, in priority order.
+func spread(load []uint8, avail []uint32, total, nta uint32) (first int, rem uint32) {
+	first = -1
+	for p, a := range avail {
+		if first < 0 && a > 0 {
+			first = p
+		}
+		x := min(total, a*100/nta)
+		load[p] = uint8(x)
+		total -= x
+	}
+	return first, total
+}
+
+// setPanic marks the priorities in panic (an empty one too, as Envoy's
+// isHostSetInPanic: 0 % < threshold); if all are, the load follows the host
+// counts (Envoy's total panic), the remainder to the first non-empty one.
+func (l *Loads) setPanic(threshold uint32) {
+	var hosts uint64
+	first := -1
+	for p := range l.N {
+		c := l.Counts[p]
+		if (c.Total == 0 && threshold > 0) || 100*(uint64(c.Healthy)+uint64(c.Degraded)) < uint64(threshold)*uint64(c.Total) {
+			l.panic |= 1 << p
+		}
+		if first < 0 && c.Total > 0 {
+			first = p
+		}
+		hosts += uint64(c.Total)
+	}
+	if l.panic != 1<<l.N-1 {
+		return
+	}
+	if hosts == 0 {
+		l.Healthy[0] = 100
+		return
+	}
+	rem := uint64(100)
+	for p := range l.N {
+		x := 100 * uint64(l.Counts[p].Total) / hosts
+		l.Healthy[p], l.Degraded[p] = uint8(x), 0
+		rem -= x
+	}
+	l.Healthy[first] += uint8(rem)
+}
+
+// choose is Envoy's choosePriority: hash%100+1 against the cumulative
+// healthy loads, then the degraded ones.
+func (l *Loads) choose(hash uint64) (p int, degraded bool) {
+	h, agg := hash%100+1, uint64(0)
+	for p := range l.N {
+		if agg += uint64(l.Healthy[p]); h <= agg {
+			return p, false
+		}
+	}
+	for p := range l.N {
+		if agg += uint64(l.Degraded[p]); h <= agg {
+			return p, true
+		}
+	}
+	return 0, false
+}
