@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/shared"
 )
 
 // TestVersion: `loctree version` and `loctree --version` name the module
@@ -14,7 +17,7 @@ func TestVersion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"loctree ", "revision ", runtime.Version(), "tree format 1"} {
+	for _, want := range []string{"loctree ", "revision ", runtime.Version(), fmt.Sprintf("tree format %d", shared.FormatVersion)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version output %q lacks %q", out, want)
 		}
@@ -25,7 +28,7 @@ func TestVersion(t *testing.T) {
 	}
 	code, js, _ := runCLI(t, "version", "-o", "json")
 	var v versionInfo
-	if code != 0 || json.Unmarshal([]byte(js), &v) != nil || v.GoVersion != runtime.Version() || v.FormatVersion != 1 || v.Module == "" {
+	if code != 0 || json.Unmarshal([]byte(js), &v) != nil || v.GoVersion != runtime.Version() || v.FormatVersion != shared.FormatVersion || v.Module == "" {
 		t.Errorf("version -o json: exit %d, %q", code, js)
 	}
 }
