@@ -234,7 +234,7 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int ud
 		return lt_refuse(LT_STAT_BAD_FAMILY);
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, &fe, &b, idx, svc.policy == LT_POLICY_LEAST_CONNECTIONS);
+	lt_remember(cookie, old, &fe, &b, idx, lt_counts(svc.policy));
 	if (udp)
 		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);

@@ -457,12 +457,18 @@ static __always_inline __u64 lt_conns_of(__u32 idx)
 	return v ? *v : 0;
 }
 
+/* lt_counts reports whether a policy counts open connections per backend. */
+static __always_inline int lt_counts(__u8 policy)
+{
+	return policy == LT_POLICY_LEAST_CONNECTIONS || policy == LT_POLICY_LEAST_REQUEST;
+}
+
 /*
  * lt_pick chooses one endpoint (map index) in r by svc's policy.
- * least_connections is the power of two random choices over the open
- * connection counts, two distinct candidates as shared's picker draws
- * them; least_request and consistent_hash are random here (the loader
- * warns at install time).
+ * least_connections and least_request are the power of two random choices
+ * over the open connection counts (a connection is the request a socket
+ * load balancer sees), two distinct candidates as shared's picker draws
+ * them; consistent_hash is random here (the loader warns at install time).
  */
 static __always_inline int lt_pick(const struct lt_service *svc, const struct lt_range *r,
 				   __u32 *out)
@@ -480,7 +486,8 @@ static __always_inline int lt_pick(const struct lt_service *svc, const struct lt
 		*out = r->lo + (__u32)(k % n);
 		return LT_OK;
 	}
-	case LT_POLICY_LEAST_CONNECTIONS: {
+	case LT_POLICY_LEAST_CONNECTIONS:
+	case LT_POLICY_LEAST_REQUEST: {
 		__u32 a = bpf_get_prandom_u32() % n, b = a;
 
 		if (n > 1)

@@ -210,7 +210,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 // warnPolicies logs the policies the kernel does not implement.
 func (in *Installer) warnPolicies(changed []plan) {
 	for _, p := range changed {
-		if p.svc.Policy == shared.PolicyLeastRequest || p.svc.Policy == shared.PolicyConsistentHash {
+		if p.svc.Policy == shared.PolicyConsistentHash {
 			in.log.Warn("policy not implemented in the kernel, connections use random", "service", p.svc.Name, "policy", p.svc.Policy.String())
 		}
 	}

@@ -27,8 +27,13 @@ func lcPool() []string {
 // lcTopology is a least_connections service over the pool's backends
 // picked by index, all candidates for the source (one zone).
 func lcTopology(idx ...int) *shared.Topology {
+	return countedTopology("least_connections", idx...)
+}
+
+// countedTopology is lcTopology with another policy that counts connections.
+func countedTopology(policy string, idx ...int) *shared.Topology {
 	pool := lcPool()
-	spec := shared.ServiceSpec{Name: "lcm", VIP: "127.77.2.1:80", Scopes: []string{"region", "zone"}, Policy: "least_connections"}
+	spec := shared.ServiceSpec{Name: "lcm", VIP: "127.77.2.1:80", Scopes: []string{"region", "zone"}, Policy: policy}
 	for _, i := range idx {
 		spec.Endpoints = append(spec.Endpoints, ep(pool[i], "r1", "z1"))
 	}
@@ -75,11 +80,18 @@ func backendKey(addr string) bpf.Backend {
 // TestLeastConnectionsFollowEndpoints: connections opened before and
 // after Applies that move and resize the service stay counted on the
 // endpoint they went to (not on the index it had), and closing all of
-// them in random order brings every count back to exactly 0.
+// them in random order brings every count back to exactly 0; for
+// least_connections and for least_request, which the kernel runs alike.
 func TestLeastConnectionsFollowEndpoints(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	kerneltest.Backends(t, lcPool())
-	in := setup(t, mustBuild(t, lcTopology(0, 1, 2), 1), shared.Locality{"region": "r1", "zone": "z1"})
+	for _, policy := range []string{"least_connections", "least_request"} {
+		t.Run(policy, func(t *testing.T) { followEndpoints(t, policy) })
+	}
+}
+
+func followEndpoints(t *testing.T, policy string) {
+	in := setup(t, mustBuild(t, countedTopology(policy, 0, 1, 2), 1), shared.Locality{"region": "r1", "zone": "z1"})
 	open := map[string][]net.Conn{}
 	defer func() {
 		for _, cs := range open {
@@ -92,7 +104,7 @@ func TestLeastConnectionsFollowEndpoints(t *testing.T) {
 	checkConns(t, in, open, "generation 1")
 	steps := [][]int{{3, 1, 2, 4}, {0, 4, 5}, {5}, {2, 0, 1, 3, 4, 5}}
 	for g, idx := range steps {
-		if _, err := in.Apply(mustBuild(t, lcTopology(idx...), uint64(g+2))); err != nil {
+		if _, err := in.Apply(mustBuild(t, countedTopology(policy, idx...), uint64(g+2))); err != nil {
 			t.Fatal(err)
 		}
 		checkConns(t, in, open, fmt.Sprintf("after Apply %d", g+2))
@@ -138,10 +150,17 @@ func spread(t *testing.T, in *Installer, open map[string][]net.Conn) {
 
 // TestLeastConnectionsTwoDistinct: with two candidates, P2C compares both
 // every time (shared's picker draws two distinct ones), so the endpoint
-// with 1,000 open connections is never picked over the idle one.
+// with 1,000 open connections is never picked over the idle one. The
+// kernel runs least_request the same way, over connections.
 func TestLeastConnectionsTwoDistinct(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	tree := mustBuild(t, lcTopology(0, 1), 1)
+	for _, policy := range []string{"least_connections", "least_request"} {
+		t.Run(policy, func(t *testing.T) { twoDistinct(t, policy) })
+	}
+}
+
+func twoDistinct(t *testing.T, policy string) {
+	tree := mustBuild(t, countedTopology(policy, 0, 1), 1)
 	in, err := Open(Config{Locality: shared.Locality{"region": "r1", "zone": "z1"}})
 	if err != nil {
 		t.Fatal(err)
