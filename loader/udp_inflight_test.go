@@ -29,27 +29,42 @@ func dnsTopology(backends ...string) *shared.Topology {
 // to a VIP back to back and reads both replies afterwards, as a resolver
 // sending its A and AAAA queries at once does. Both replies must be shown
 // from the VIP: a reply from a backend address is dropped by the
-// application as an answer from a server it never asked. 10,000 rounds.
+// application as an answer from a server it never asked. 10,000 rounds on
+// IPv4, and 1,000 each on IPv6 and on an IPv6 socket to the IPv4 VIP
+// (v4-mapped).
 func TestUDPDatagramsInFlight(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	backends := []string{"127.0.53.1:5353", "127.0.53.2:5353"}
-	kerneltest.Backends(t, backends)
-	tree := mustBuild(t, dnsTopology(backends...), 1)
-	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
-	vip := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.77.0.53:5353"))
+	v4 := []string{"127.0.53.1:5353", "127.0.53.2:5353"}
+	v6 := []string{"[::1]:20053", "[::1]:20054"}
+	kerneltest.Backends(t, append(slices.Clone(v4), v6...))
+	top := dnsTopology(v4...)
+	six := dnsTopology(v6...).Services[0]
+	six.Name, six.VIP = "dns6", "[::1]:5353"
+	top.Services = append(top.Services, six)
+	setup(t, mustBuild(t, top, 1), shared.Locality{"region": "r1", "zone": "z1"})
 	rounds := 10000
 	if testing.Short() {
 		rounds = 1000
 	}
+	t.Run("udp4", func(t *testing.T) { inFlight(t, "udp4", "127.0.0.1", "127.77.0.53:5353", v4, rounds) })
+	t.Run("udp6", func(t *testing.T) { inFlight(t, "udp6", "::1", "[::1]:5353", v6, 1000) })
+	t.Run("v4-mapped", func(t *testing.T) { inFlight(t, "udp", "::", "127.77.0.53:5353", v4, 1000) })
+}
+
+// inFlight sends two datagrams at once to vip from a new socket of network
+// bound to local, rounds times, and counts the replies lost or shown from
+// anything but the VIP.
+func inFlight(t *testing.T, network, local, vip string, backends []string, rounds int) {
+	to := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(vip))
 	var lost, fromBackend int
 	buf := make([]byte, 64)
 	for round := range rounds {
-		pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		pc, err := net.ListenUDP(network, &net.UDPAddr{IP: net.ParseIP(local)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, q := range []string{"A", "AAAA"} {
-			if _, err := pc.WriteToUDP([]byte(q), vip); err != nil {
+			if _, err := pc.WriteToUDP([]byte(q), to); err != nil {
 				t.Fatalf("round %d: send: %v", round, err)
 			}
 		}
@@ -59,7 +74,7 @@ func TestUDPDatagramsInFlight(t *testing.T) {
 			switch {
 			case err != nil:
 				lost++
-			case from.AddrPort() != vip.AddrPort():
+			case netip.AddrPortFrom(from.AddrPort().Addr().Unmap(), from.AddrPort().Port()) != to.AddrPort():
 				fromBackend++
 			case !slices.Contains(backends, string(buf[:n])):
 				t.Fatalf("round %d: reply %q from no backend", round, buf[:n])
