@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/loctree/loctree/shared"
 )
 
 // run runs the phases, each a third of the duration: change the topology,
@@ -68,6 +70,11 @@ func (d *demo) settle(ctx context.Context, prev uint64) (uint64, error) {
 		}
 		return true
 	})
+	if err != nil {
+		// The usual cause: a filter module built before this loctree, which
+		// rejects the tree's format (its log says "format version").
+		err = fmt.Errorf("%w (the filter logs why it rejects the tree; a module older than this loctree rejects its tree format %d: rebuild it with make wasm)", err, shared.FormatVersion)
+	}
 	return gen, err
 }
 
