@@ -13,9 +13,9 @@ import (
 // makes of the same topology. The zero Builder is empty and ready to use;
 // a Builder is not safe for concurrent use.
 type Builder struct {
-	chunks map[string]*chunk  // by service name
-	order  []string           // service names, sorted
-	names  map[string]string  // name or host → service
+	chunks map[string]*chunk // by service name
+	order  []string          // service names, sorted
+	names  map[string]string // name or host → service
 	vips   map[netip.AddrPort]string
 	labels map[uint64]labelUse // every node label of the tree → its value
 	nodes  int                 // node records of all services
