@@ -1,0 +1,224 @@
+package topology
+
+import (
+	"fmt"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// Files follows a topology file, or a directory of topology files (each a
+// topology document, typically holding one service: the layout a
+// config-management tool writes), and reports what changed per service.
+// A file is read only when its size, times or inode changed; a service
+// whose bytes did not change is not decoded again. Each file obeys
+// ReadFile's rules, and the files of a directory count together against
+// MaxFileSize.
+type Files struct {
+	path   string
+	docs   map[string]*document // by file path: what was last read
+	byHash map[uint64]string    // committed: a service's source hash → its name
+	reads  int                  // files read (tests)
+}
+
+// Change is what changed since the last committed Change: services to add
+// or replace, and names of services gone. Commit it once it is installed;
+// an uncommitted Change leaves the next one computed against the last
+// committed state.
+type Change struct {
+	Upserts []shared.ServiceSpec
+	Removes []string // sorted
+	Nodes   []shared.NodeSpec
+	byHash  map[uint64]string
+	files   *Files
+}
+
+// Commit makes c the base of the next Change.
+func (c *Change) Commit() { c.files.byHash = c.byHash }
+
+// NewFiles follows path, a topology file or a directory of them.
+func NewFiles(path string) *Files {
+	return &Files{path: path, docs: map[string]*document{}, byHash: map[uint64]string{}}
+}
+
+// Poll reads the files that changed on disk since the last Poll and returns
+// the services that changed against the last committed state: nil when
+// nothing changed; an error naming the file (and line) for a file that
+// cannot be read or decoded, reported once per change of the files.
+func (f *Files) Poll() (*Change, error) {
+	paths, err := f.list()
+	if err != nil {
+		return nil, err
+	}
+	changed := len(paths) != len(f.docs)
+	docs := make([]*document, len(paths))
+	data := map[*document][]byte{}
+	var total int64
+	for i, p := range paths {
+		d, buf, fresh, err := f.read(p)
+		if err != nil {
+			return nil, err
+		}
+		if total += d.sig.size; total > MaxFileSize {
+			return nil, tooLarge(f.path+" (all files)", total, MaxFileSize)
+		}
+		docs[i], changed = d, changed || fresh
+		if buf != nil {
+			data[d] = buf
+		}
+	}
+	for p := range f.docs {
+		if !slices.Contains(paths, p) {
+			delete(f.docs, p)
+		}
+	}
+	if !changed {
+		return nil, nil
+	}
+	for _, d := range docs {
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	ch, err := f.diff(docs, data)
+	if err != nil || len(ch.Upserts)+len(ch.Removes) == 0 && len(f.byHash) > 0 {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// list is the files to read: path itself, or the *.json, *.yaml and *.yml
+// files of the directory path (not hidden ones), sorted.
+func (f *Files) list() ([]string, error) {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{f.path}, nil
+	}
+	ents, err := os.ReadDir(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("read topology directory: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if ext := filepath.Ext(n); !strings.HasPrefix(n, ".") && (ext == ".json" || ext == ".yaml" || ext == ".yml") {
+			out = append(out, filepath.Join(f.path, n))
+		}
+	}
+	return out, nil
+}
+
+// read returns the document of path, read again only when the file changed
+// or when a cached document holds services that were never committed. fresh
+// says it was read now; data is its content then.
+func (f *Files) read(path string) (d *document, data []byte, fresh bool, err error) {
+	now := time.Now()
+	sig, err := stat(path)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if old := f.docs[path]; old != nil && old.sig == sig && !sig.recent(old.readAt) && (old.err != nil || f.committed(old)) {
+		return old, nil, false, nil
+	}
+	f.reads++
+	data, err = ReadFile(path)
+	sum := maphash.Bytes(hashSeed, data)
+	if old := f.docs[path]; old != nil && err == nil && old.sum == sum {
+		old.sig, old.readAt = sig, now // the same content, read again
+		return old, data, false, nil
+	}
+	if err == nil {
+		d, err = split(data, path)
+	}
+	if err != nil {
+		d = &document{name: path, err: err}
+	}
+	d.sig, d.readAt, d.sum = sig, now, sum
+	f.docs[path] = d
+	return d, data, true, nil
+}
+
+// committed reports whether every service of d is in the committed state.
+func (f *Files) committed(d *document) bool {
+	for _, p := range d.parts {
+		if _, ok := f.byHash[p.hash]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// diff decodes the services whose bytes are new and compares the names with
+// the committed state.
+func (f *Files) diff(docs []*document, data map[*document][]byte) (*Change, error) {
+	ch := &Change{byHash: map[uint64]string{}, files: f}
+	seen := map[string]bool{}
+	for _, d := range docs {
+		for i := range d.parts {
+			p := &d.parts[i]
+			name, ok := f.byHash[p.hash]
+			if !ok {
+				spec, err := p.decode(data[d], d.name)
+				if err != nil {
+					return nil, err
+				}
+				ch.Upserts = append(ch.Upserts, *spec)
+				name = spec.Name
+			}
+			if seen[name] {
+				return nil, fmt.Errorf("%s: service %q appears twice; give each service one entry", d.name, name)
+			}
+			seen[name] = true
+			ch.byHash[p.hash] = name
+		}
+		ch.Nodes = append(ch.Nodes, d.nodes...)
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("%s: no services", f.path)
+	}
+	if err := checkNodes(&shared.Topology{Nodes: ch.Nodes}); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.path, err)
+	}
+	for _, name := range f.byHash {
+		if !seen[name] {
+			ch.Removes = append(ch.Removes, name)
+		}
+	}
+	slices.Sort(ch.Removes)
+	return ch, nil
+}
+
+// fileSig is what says a file changed without reading it.
+type fileSig struct {
+	size         int64
+	mtime, ctime int64 // ns
+	ino, dev     uint64
+}
+
+func stat(path string) (fileSig, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileSig{}, fmt.Errorf("read topology: %w", &os.PathError{Op: "stat", Path: path, Err: err})
+	}
+	return fileSig{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, dev: uint64(st.Dev)}, nil
+}
+
+// coarseClock bounds the granularity of file times (the kernel stamps them
+// from a clock that ticks every few milliseconds): a write in the same tick
+// as an earlier read leaves the times unchanged.
+const coarseClock = 50 * time.Millisecond
+
+// recent reports whether a read at readAt may have missed a write stamped
+// with the same times; such a file is read again on the next Poll.
+func (s fileSig) recent(readAt time.Time) bool {
+	return readAt.UnixNano()-max(s.mtime, s.ctime) < int64(coarseClock)
+}
