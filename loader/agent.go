@@ -1,13 +1,13 @@
 package loader
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -45,9 +45,11 @@ type agent struct {
 	in      *Installer
 	trees   TreeServer
 	metrics *Metrics
-	ready   atomic.Bool  // the programs are attached: the kernel path is live
-	tree    *shared.Tree // the tree installed last
-	last    []byte       // the topology file's content last applied (or rejected)
+	ready   atomic.Bool    // the programs are attached: the kernel path is live
+	tree    *shared.Tree   // the tree installed last
+	builder shared.Builder // makes the next tree from the last per service
+	files   *topology.Files
+	resync  bool // a source update was rejected: rebuild from its next whole state
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -113,11 +115,18 @@ func pinned(dir string) bool {
 
 // start installs the first tree and attaches the programs.
 func (a *agent) start() error {
-	top, name, err := a.read()
+	if a.cfg.Topology == "" {
+		if err := a.apply(topology.DefaultName, topology.Default().Services, nil); err != nil {
+			return err
+		}
+		return a.attach()
+	}
+	a.files = topology.NewFiles(a.cfg.Topology)
+	ch, err := a.files.Poll()
 	if err != nil {
 		return err
 	}
-	if err := a.apply(top, name); err != nil {
+	if err := a.applyChange(ch); err != nil {
 		return err
 	}
 	return a.attach()
@@ -144,29 +153,23 @@ func (a *agent) attach() error {
 	return nil
 }
 
-// read loads the topology file (or the embedded default).
-func (a *agent) read() (*shared.Topology, string, error) {
-	if a.cfg.Topology == "" {
-		return topology.Default(), topology.DefaultName, nil
-	}
-	data, err := topology.ReadFile(a.cfg.Topology)
-	if err != nil {
-		return nil, a.cfg.Topology, err
-	}
-	a.last = data
-	top, err := topology.Parse(data, a.cfg.Topology)
-	return top, a.cfg.Topology, err
-}
-
-// apply builds and installs a topology as the next generation.
-func (a *agent) apply(top *shared.Topology, name string) error {
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: a.in.Generation() + 1})
+// apply builds the next generation of the tree from the previous one with
+// the given services added or replaced and the named ones removed, and
+// installs what changed. A tree that cannot be built or installed is an
+// error, and the previous one stays, in the builder as in the kernel.
+func (a *agent) apply(name string, upserts []shared.ServiceSpec, removes []string) error {
+	tree, err := a.builder.Update(upserts, removes, a.in.Generation()+1)
 	if err != nil {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	res, err := a.in.Apply(tree)
+	changed := slices.Clone(removes)
+	for i := range upserts {
+		changed = append(changed, upserts[i].Name)
+	}
+	res, err := a.in.ApplyServices(tree, changed)
 	if err != nil {
+		a.builder.Revert()
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -177,6 +180,15 @@ func (a *agent) apply(top *shared.Topology, name string) error {
 	a.metrics.installed(res)
 	a.log.Info("tree installed", "topology", name, "generation", res.Generation, "services", res.Services,
 		"endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
+	return nil
+}
+
+// applyChange applies a change of the topology files and commits it.
+func (a *agent) applyChange(ch *topology.Change) error {
+	if err := a.apply(a.cfg.Topology, ch.Upserts, ch.Removes); err != nil {
+		return err
+	}
+	ch.Commit()
 	return nil
 }
 
@@ -198,20 +210,19 @@ func (a *agent) watch(ctx context.Context) {
 	}
 }
 
+// reload applies what changed in the topology files since the last good
+// state; a bad file is logged once and the installed tree stays.
 func (a *agent) reload() {
-	data, err := topology.ReadFile(a.cfg.Topology)
-	if err != nil || bytes.Equal(data, a.last) {
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("cannot read topology; keeping the installed tree", "topology", a.cfg.Topology, "err", err)
-		}
+	ch, err := a.files.Poll()
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return
-	}
-	a.last = data
-	top, err := topology.Parse(data, a.cfg.Topology)
-	if err == nil {
-		err = a.apply(top, a.cfg.Topology)
-	} else {
+	case err != nil:
 		a.metrics.failed()
+	case ch == nil:
+		return
+	default:
+		err = a.applyChange(ch)
 	}
 	if err != nil {
 		a.log.Error("topology rejected; keeping the installed tree", "err", err)
