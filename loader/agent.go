@@ -49,7 +49,9 @@ type agent struct {
 	tree    *shared.Tree   // the tree installed last
 	builder shared.Builder // makes the next tree from the last per service
 	files   *topology.Files
-	resync  bool // a source update was rejected: rebuild from its next whole state
+	first   *topology.Change // the first change, committed once installed
+	built   <-chan error     // the first tree is built (buildFirst)
+	resync  bool             // a source update was rejected: rebuild from its next whole state
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -67,6 +69,9 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 		a.cfg.Watch = time.Second
 	}
 	fresh := cfg.BPFFS != "" && !pinned(cfg.BPFFS)
+	if cfg.Source == nil {
+		a.built = a.buildFirst()
+	}
 	in, err := Open(Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log})
 	if err != nil {
 		if fresh {
@@ -115,21 +120,62 @@ func pinned(dir string) bool {
 
 // start installs the first tree and attaches the programs.
 func (a *agent) start() error {
-	if a.cfg.Topology == "" {
-		if err := a.apply(topology.DefaultName, topology.Default().Services, nil); err != nil {
-			return err
-		}
-		return a.attach()
+	if a.built == nil {
+		a.built = a.buildFirst()
 	}
-	a.files = topology.NewFiles(a.cfg.Topology)
-	ch, err := a.files.Poll()
+	if err := <-a.built; err != nil {
+		return err
+	}
+	tree, err := a.builder.Stamp(a.in.Generation() + 1)
+	if err == nil {
+		err = a.install(a.topologyName(), tree, nil)
+	}
 	if err != nil {
 		return err
 	}
-	if err := a.applyChange(ch); err != nil {
-		return err
+	if a.first != nil {
+		a.first.Commit()
 	}
 	return a.attach()
+}
+
+// buildFirst reads the topology and builds its first tree (its generation
+// is stamped once the installer knows the last one) on a goroutine of its
+// own, so that it runs while Open loads the programs: the BPF verifier
+// takes most of an agent's start.
+func (a *agent) buildFirst() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		if a.cfg.Topology == "" {
+			_, err := a.builder.Update(topology.Default().Services, nil, 0)
+			done <- wrapName(topology.DefaultName, err)
+			return
+		}
+		a.files = topology.NewFiles(a.cfg.Topology)
+		ch, err := a.files.Poll()
+		if err != nil {
+			done <- err
+			return
+		}
+		a.first = ch
+		_, err = a.builder.UpdateEach(ch.Each, ch.Removes, 0)
+		done <- wrapName(a.cfg.Topology, err)
+	}()
+	return done
+}
+
+func wrapName(name string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func (a *agent) topologyName() string {
+	if a.cfg.Topology == "" {
+		return topology.DefaultName
+	}
+	return a.cfg.Topology
 }
 
 // attach sets the cgroup localities, attaches the programs and reports ready.
@@ -154,22 +200,28 @@ func (a *agent) attach() error {
 }
 
 // apply builds the next generation of the tree from the previous one with
-// the given services added or replaced and the named ones removed, and
-// installs what changed. A tree that cannot be built or installed is an
-// error, and the previous one stays, in the builder as in the kernel.
-func (a *agent) apply(name string, upserts []shared.ServiceSpec, removes []string) error {
-	tree, err := a.builder.Update(upserts, removes, a.in.Generation()+1)
+// the services each yields added or replaced (upserted names them) and the
+// removes removed, and installs what changed. A tree that cannot be built
+// or installed is an error, and the previous one stays, in the builder as
+// in the kernel.
+func (a *agent) apply(name string, each func(func(*shared.ServiceSpec) error) error, upserted, removes []string) error {
+	tree, err := a.builder.UpdateEach(each, removes, a.in.Generation()+1)
 	if err != nil {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	changed := slices.Clone(removes)
-	for i := range upserts {
-		changed = append(changed, upserts[i].Name)
+	if err := a.install(name, tree, append(slices.Clone(removes), upserted...)); err != nil {
+		a.builder.Revert()
+		return err
 	}
+	return nil
+}
+
+// install applies a tree whose changed services are named (nil: the first
+// tree, all of them) and serves it.
+func (a *agent) install(name string, tree *shared.Tree, changed []string) error {
 	res, err := a.in.ApplyServices(tree, changed)
 	if err != nil {
-		a.builder.Revert()
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -183,9 +235,21 @@ func (a *agent) apply(name string, upserts []shared.ServiceSpec, removes []strin
 	return nil
 }
 
+// specs yields the services of a slice.
+func specs(upserts []shared.ServiceSpec) func(func(*shared.ServiceSpec) error) error {
+	return func(yield func(*shared.ServiceSpec) error) error {
+		for i := range upserts {
+			if err := yield(&upserts[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // applyChange applies a change of the topology files and commits it.
 func (a *agent) applyChange(ch *topology.Change) error {
-	if err := a.apply(a.cfg.Topology, ch.Upserts, ch.Removes); err != nil {
+	if err := a.apply(a.cfg.Topology, ch.Each, ch.Names, ch.Removes); err != nil {
 		return err
 	}
 	ch.Commit()

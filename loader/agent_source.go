@@ -135,5 +135,9 @@ func (a *agent) applyUpdate(u source.Update, all bool) error {
 			removes = append(removes, name)
 		}
 	}
-	return a.apply("source", upserts, removes)
+	upserted := make([]string, len(upserts))
+	for i := range upserts {
+		upserted[i] = upserts[i].Name
+	}
+	return a.apply("source", specs(upserts), upserted, removes)
 }

@@ -54,8 +54,24 @@ func (b *Builder) Tree() *Tree { return b.tree }
 // ErrInvalidTopology, ErrLabelCollision or ErrTooLarge, as Build's) nothing
 // changes.
 func (b *Builder) Update(upserts []ServiceSpec, removes []string, generation uint64) (*Tree, error) {
+	return b.UpdateEach(func(yield func(*ServiceSpec) error) error {
+		for i := range upserts {
+			if err := yield(&upserts[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, removes, generation)
+}
+
+// UpdateEach is Update with the services to add or replace produced by
+// each, one at a time: each service is built as it comes and its spec may
+// be dropped at once, so a first load of a big topology never holds the
+// whole model. An error returned by each is UpdateEach's, and nothing
+// changes.
+func (b *Builder) UpdateEach(each func(yield func(*ServiceSpec) error) error, removes []string, generation uint64) (*Tree, error) {
 	b.init()
-	fresh, err := buildChunks(upserts)
+	fresh, err := buildChunks(each)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +93,20 @@ func (b *Builder) Update(upserts []ServiceSpec, removes []string, generation uin
 	b.undo = &undo{old: old, tree: b.tree}
 	b.tree = tree
 	return tree, nil
+}
+
+// Stamp returns the last tree built again with another generation (a new
+// blob: trees are immutable). It is an error before the first Update.
+func (b *Builder) Stamp(generation uint64) (*Tree, error) {
+	if b.tree == nil {
+		return nil, invalid("no services")
+	}
+	t, err := b.assemble(generation)
+	if err != nil {
+		return nil, err
+	}
+	b.tree = t
+	return t, nil
 }
 
 // Revert undoes the last successful Update (a caller that could not
@@ -114,17 +144,21 @@ func (b *Builder) check(generation uint64) (*Tree, error) {
 }
 
 // buildChunks builds each service alone, validated as Build validates it.
-func buildChunks(specs []ServiceSpec) (map[string]*chunk, error) {
-	out := make(map[string]*chunk, len(specs))
-	for i := range specs {
-		c, err := buildChunk(&specs[i])
+func buildChunks(each func(yield func(*ServiceSpec) error) error) (map[string]*chunk, error) {
+	out := map[string]*chunk{}
+	err := each(func(spec *ServiceSpec) error {
+		c, err := buildChunk(spec)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if _, dup := out[specs[i].Name]; dup {
-			return nil, invalid("service %q: name or host %q is already used by service %q", specs[i].Name, specs[i].Name, specs[i].Name)
+		if _, dup := out[spec.Name]; dup {
+			return invalid("service %q: name or host %q is already used by service %q", spec.Name, spec.Name, spec.Name)
 		}
-		out[specs[i].Name] = c
+		out[spec.Name] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

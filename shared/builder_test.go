@@ -81,6 +81,14 @@ func TestBuilderMatchesBuild(t *testing.T) {
 		}
 		checkSameTree(t, got, full)
 	}
+	stamped, err := b.Stamp(999)
+	full, _ := Build(want.topology(), BuildOptions{Generation: 999})
+	if err != nil || !bytes.Equal(stamped.Bytes(), full.Bytes()) || b.Tree() != stamped {
+		t.Fatalf("Stamp: %v, or its tree differs from Build's", err)
+	}
+	if _, err := new(Builder).Stamp(1); err == nil {
+		t.Fatal("Stamp of an empty builder: no error")
+	}
 }
 
 // checkSameTree compares what a reader of the two trees sees.
@@ -171,5 +179,57 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	again, err := bld.Update([]ServiceSpec{c}, []string{"a"}, 3)
 	if err != nil || !bytes.Equal(again.Bytes(), full.Bytes()) {
 		t.Fatalf("update after Revert: %v", err)
+	}
+}
+
+// scaleServices is the issue-15 mesh: services × perService endpoints over
+// regions/zones/subzones that grow with the size, as real meshes do.
+func scaleServices(services, perService int, salt int) []ServiceSpec {
+	out := make([]ServiceSpec, services)
+	for s := range out {
+		out[s] = scaleService(fmt.Sprintf("svc-%05d", s), s, perService, salt)
+	}
+	return out
+}
+
+func scaleService(name string, s, n, salt int) ServiceSpec {
+	spec := ServiceSpec{Name: name, VIP: fmt.Sprintf("127.77.%d.%d:80", s/250, s%250+1), Endpoints: make([]EndpointSpec, n)}
+	for i := range spec.Endpoints {
+		k := s*n + i + salt
+		spec.Endpoints[i] = EndpointSpec{
+			Address:  fmt.Sprintf("127.%d.%d.%d:%d", 1+k>>16&0x7f, k>>8&0xff, k&0xff, 8000+salt%1000),
+			Locality: Locality{"region": fmt.Sprintf("r%d", i%6), "zone": fmt.Sprintf("z%d", i%18), "subzone": fmt.Sprintf("s%d", i%(n/10+1))},
+		}
+	}
+	return spec
+}
+
+// BenchmarkBuilderUpdate changes one 1,000-endpoint service in a mesh of
+// S 100-endpoint services plus that one, next to a full Build of the same
+// topology (the agent's cost per change before the Builder).
+func BenchmarkBuilderUpdate(b *testing.B) {
+	for _, services := range []int{100, 1000} {
+		top := &Topology{Services: append(scaleServices(services, 100, 0), scaleService("big", services, 1000, 0))}
+		alt := [2]ServiceSpec{scaleService("big", services, 1000, 0), scaleService("big", services, 1000, 7)}
+		var bld Builder
+		if _, err := bld.Update(top.Services, nil, 1); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("S=%d/update", services), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := bld.Update(alt[i%2:i%2+1], nil, uint64(i+1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("S=%d/build", services), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Build(top, BuildOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

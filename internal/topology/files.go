@@ -27,16 +27,54 @@ type Files struct {
 	reads  int                  // files read (tests)
 }
 
-// Change is what changed since the last committed Change: services to add
-// or replace, and names of services gone. Commit it once it is installed;
-// an uncommitted Change leaves the next one computed against the last
-// committed state.
+// Change is what changed since the last committed Change: services added
+// or replaced (named in Names, decoded by Each), and services gone. Commit
+// it once it is installed; an uncommitted Change leaves the next one
+// computed against the last committed state.
 type Change struct {
-	Upserts []shared.ServiceSpec
+	Names   []string // services added or replaced, in file order
 	Removes []string // sorted
 	Nodes   []shared.NodeSpec
+	pending []pending
 	byHash  map[uint64]string
 	files   *Files
+}
+
+// pending is a service to decode: a part of a document's content.
+type pending struct {
+	doc  string
+	data []byte
+	part *part
+	name string
+}
+
+// Each decodes the added or replaced services one at a time, in file order,
+// and passes each to yield; it stops at the first error (a decoding error
+// names the file and line). The specs are not kept.
+func (c *Change) Each(yield func(*shared.ServiceSpec) error) error {
+	for _, p := range c.pending {
+		spec, err := p.part.decode(p.data, p.doc)
+		if err == nil && spec.Name != p.name {
+			err = fmt.Errorf("%s: service %q read as %q", p.doc, p.name, spec.Name)
+		}
+		if err == nil {
+			err = yield(spec)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Services decodes every added or replaced service.
+func (c *Change) Services() ([]shared.ServiceSpec, error) {
+	var out []shared.ServiceSpec
+	err := c.Each(func(s *shared.ServiceSpec) error {
+		out = append(out, *s)
+		return nil
+	})
+	return out, err
 }
 
 // Commit makes c the base of the next Change.
@@ -87,7 +125,7 @@ func (f *Files) Poll() (*Change, error) {
 		}
 	}
 	ch, err := f.diff(docs, data)
-	if err != nil || len(ch.Upserts)+len(ch.Removes) == 0 && len(f.byHash) > 0 {
+	if err != nil || len(ch.Names)+len(ch.Removes) == 0 && len(f.byHash) > 0 {
 		return nil, err
 	}
 	return ch, nil
@@ -167,12 +205,12 @@ func (f *Files) diff(docs []*document, data map[*document][]byte) (*Change, erro
 			p := &d.parts[i]
 			name, ok := f.byHash[p.hash]
 			if !ok {
-				spec, err := p.decode(data[d], d.name)
-				if err != nil {
+				var err error
+				if name, err = p.serviceName(data[d], d.name); err != nil {
 					return nil, err
 				}
-				ch.Upserts = append(ch.Upserts, *spec)
-				name = spec.Name
+				ch.Names = append(ch.Names, name)
+				ch.pending = append(ch.pending, pending{doc: d.name, data: data[d], part: p, name: name})
 			}
 			if seen[name] {
 				return nil, fmt.Errorf("%s: service %q appears twice; give each service one entry", d.name, name)

@@ -86,7 +86,7 @@ func parseParts(data []byte, name string) ([]shared.ServiceSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ch.Upserts, nil
+	return ch.Services()
 }
 
 func writeFile(t *testing.T, path, data string) {
@@ -126,7 +126,11 @@ func expectChange(t *testing.T, ch *Change, upserts, removes []string) {
 	if ch == nil {
 		t.Fatalf("no change, want upserts %v removes %v", upserts, removes)
 	}
-	if got := names(ch.Upserts); !slices.Equal(got, upserts) || !slices.Equal(ch.Removes, removes) {
+	specs, err := ch.Services()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(specs); !slices.Equal(got, upserts) || !slices.Equal(ch.Removes, removes) || !slices.Equal(got, slices.Sorted(slices.Values(ch.Names))) {
 		t.Fatalf("upserts %v removes %v, want %v %v", got, ch.Removes, upserts, removes)
 	}
 }
@@ -154,7 +158,11 @@ func TestFilesDeliversChanges(t *testing.T) {
 			writeFile(t, path, doc(svcJSON("a", 1), svcJSON("b", 9)))
 			expectChange(t, poll(t, f), nil, []string{"c"})
 			writeFile(t, path, doc(svcJSON("a", 1), `{"name": "b", "colour": 1}`))
-			if _, err := f.Poll(); err == nil || !strings.Contains(err.Error(), path) {
+			ch, err := f.Poll()
+			if err == nil { // JSON: the bad service is decoded only when built
+				_, err = ch.Services()
+			}
+			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Fatalf("bad service: error %v, want one naming %s", err, path)
 			}
 			if ch, err := f.Poll(); ch != nil || err != nil {

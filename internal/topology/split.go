@@ -93,6 +93,41 @@ func (p *part) decode(data []byte, name string) (*shared.ServiceSpec, error) {
 	return &s, nil
 }
 
+// serviceName reads the "name" of a part's service without decoding the
+// rest (the last "name" key, as encoding/json takes it).
+func (p *part) serviceName(data []byte, doc string) (string, error) {
+	if p.spec != nil {
+		return p.spec.Name, nil
+	}
+	s := &scanner{data: data[:p.end], pos: p.start, name: doc}
+	if err := s.expect('{'); err != nil {
+		return "", err
+	}
+	var name string
+	for first := true; s.next() != '}'; first = false {
+		if !first {
+			if err := s.expect(','); err != nil {
+				return "", err
+			}
+		}
+		key, err := s.key()
+		if err != nil {
+			return "", err
+		}
+		s.ws()
+		start := s.pos
+		if err := s.skipValue(); err != nil {
+			return "", err
+		}
+		if key == "name" {
+			if err := json.Unmarshal(data[start:s.pos], &name); err != nil {
+				return "", s.errorf("services.name: %v", strings.TrimPrefix(err.Error(), "json: "))
+			}
+		}
+	}
+	return name, nil
+}
+
 // partError is jsonError for a value decoded at offset start of data.
 func partError(data []byte, start int, err error) error {
 	var syn *json.SyntaxError
@@ -174,15 +209,8 @@ func (s *scanner) document() (*document, error) {
 
 // field reads one key and its value.
 func (s *scanner) field(d *document) error {
-	start := s.pos
-	if err := s.skipString(); err != nil {
-		return err
-	}
-	var key string
-	if err := json.Unmarshal(s.data[start:s.pos], &key); err != nil {
-		return s.errorf("bad key: %v", err)
-	}
-	if err := s.expect(':'); err != nil {
+	key, err := s.key()
+	if err != nil {
 		return err
 	}
 	switch key {
@@ -192,6 +220,20 @@ func (s *scanner) field(d *document) error {
 		return s.nodes(d)
 	}
 	return s.errorf("unknown field %q", key)
+}
+
+// key reads an object key and its colon.
+func (s *scanner) key() (string, error) {
+	s.ws()
+	start := s.pos
+	if err := s.skipString(); err != nil {
+		return "", err
+	}
+	var key string
+	if err := json.Unmarshal(s.data[start:s.pos], &key); err != nil {
+		return "", s.errorf("bad key: %v", err)
+	}
+	return key, s.expect(':')
 }
 
 // services cuts the services list; a repeated key replaces the earlier list.
