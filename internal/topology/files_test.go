@@ -89,7 +89,7 @@ func parseParts(data []byte, name string) ([]shared.ServiceSpec, error) {
 	return ch.Services()
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
@@ -231,4 +231,75 @@ func TestFilesDirectoryBounded(t *testing.T) {
 	if _, err := NewFiles(dir).Poll(); err == nil || !strings.Contains(err.Error(), "size limit") {
 		t.Fatalf("error %v, want the size limit", err)
 	}
+}
+
+// scaleDoc is a JSON topology of services × 100 endpoints (~8.7 MB at
+// 1,000 services) with service s at version v[s].
+func scaleDoc(services int, v []int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"services":[`)
+	for s := range services {
+		if s > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"name":"svc-%04d","vip":"127.77.%d.%d:80","endpoints":[`, s, s/250, s%250+1)
+		for i := range 100 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k := s*100 + i + v[s]
+			fmt.Fprintf(&b, `{"address":"127.%d.%d.%d:9700","locality":{"region":"r%d","zone":"z%d","subzone":"s%d"}}`, 1+k>>16&0x7f, k>>8&0xff, k&0xff, i%3, i%9, i%27)
+		}
+		b.WriteString("]}")
+	}
+	b.WriteString("]}\n")
+	return []byte(b.String())
+}
+
+// BenchmarkFilesChange: one service of a 1,000-service, 100,000-endpoint
+// JSON file changes; Poll reads the file, cuts it, finds the one changed
+// service and decodes it (what the agent does per change before building),
+// next to Parse of the same file (what it did before).
+func BenchmarkFilesChange(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "mesh.json")
+	v := make([]int, 1000)
+	docs := [2][]byte{scaleDoc(1000, v), nil}
+	v[500] = 1
+	docs[1] = scaleDoc(1000, v)
+	b.Logf("%d bytes", len(docs[0]))
+	f := NewFiles(path)
+	os.WriteFile(path, docs[0], 0o600)
+	if ch, err := f.Poll(); err != nil {
+		b.Fatal(err)
+	} else {
+		ch.Commit()
+	}
+	b.Run("poll", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			b.StopTimer()
+			writeFile(b, path, string(docs[i%2]))
+			b.StartTimer()
+			ch, err := f.Poll()
+			if err != nil || ch == nil || len(ch.Names) != 1 {
+				b.Fatalf("%v %v", ch, err)
+			}
+			if _, err := ch.Services(); err != nil {
+				b.Fatal(err)
+			}
+			ch.Commit()
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		for b.Loop() {
+			data, err := ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Parse(data, path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
