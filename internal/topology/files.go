@@ -111,9 +111,15 @@ func (f *Files) Poll() (*Change, error) {
 			data[d] = buf
 		}
 	}
-	for p := range f.docs {
-		if !slices.Contains(paths, p) {
-			delete(f.docs, p)
+	if len(f.docs) > len(paths) {
+		keep := make(map[string]bool, len(paths))
+		for _, p := range paths {
+			keep[p] = true
+		}
+		for p := range f.docs {
+			if !keep[p] {
+				delete(f.docs, p)
+			}
 		}
 	}
 	if !changed {
