@@ -137,38 +137,54 @@ func names(specs []shared.ServiceSpec) []string {
 func BenchmarkApplyServices(b *testing.B) {
 	kerneltest.RequireRoot(b)
 	for _, services := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("S=%d", services), func(b *testing.B) {
-			in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 20, Endpoints: 1 << 18}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer in.Close()
-			var bld shared.Builder
-			top := manyServices(services-1, 10, 1)
-			big := [2]shared.ServiceSpec{bigService("big", "127.78.0.1:80", 1000, 9400), bigService("big", "127.78.0.1:80", 1000, 9401)}
-			tree, err := bld.Update(append(top.Services, big[0]), nil, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := in.Apply(tree); err != nil {
-				b.Fatal(err)
-			}
-			trees := [2]*shared.Tree{}
-			for i := range trees {
-				if trees[i], err = bld.Update(big[i:i+1], nil, uint64(i+2)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			changed := []string{"big"}
-			i := 1
-			for b.Loop() {
-				res, err := in.ApplyServices(trees[i%2], changed)
-				if err != nil || res.Rewritten != 1 {
-					b.Fatalf("%+v %v", res, err)
-				}
-				i++
-			}
-		})
+		b.Run(fmt.Sprintf("S=%d", services), func(b *testing.B) { benchApply(b, services, false) })
+	}
+}
+
+// BenchmarkApplyWholeTree is BenchmarkApplyServices through Apply, which
+// compares every service of the tree (the agent's path before issue 15).
+func BenchmarkApplyWholeTree(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	for _, services := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("S=%d", services), func(b *testing.B) { benchApply(b, services, true) })
+	}
+}
+
+func benchApply(b *testing.B, services int, whole bool) {
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 20, Endpoints: 1 << 18}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	var bld shared.Builder
+	top := manyServices(services-1, 10, 1)
+	big := [2]shared.ServiceSpec{bigService("big", "127.78.0.1:80", 1000, 9400), bigService("big", "127.78.0.1:80", 1000, 9401)}
+	tree, err := bld.Update(append(top.Services, big[0]), nil, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := in.Apply(tree); err != nil {
+		b.Fatal(err)
+	}
+	trees := [2]*shared.Tree{}
+	for i := range trees {
+		if trees[i], err = bld.Update(big[i:i+1], nil, uint64(i+2)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	changed := []string{"big"}
+	i := 1
+	for b.Loop() {
+		var res Result
+		if whole {
+			res, err = in.Apply(trees[i%2])
+		} else {
+			res, err = in.ApplyServices(trees[i%2], changed)
+		}
+		if err != nil || res.Rewritten != 1 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		i++
 	}
 }
 
