@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/loctree/loctree/shared"
@@ -249,11 +248,13 @@ type fileSig struct {
 }
 
 func stat(path string) (fileSig, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return fileSig{}, fmt.Errorf("read topology: %w", &os.PathError{Op: "stat", Path: path, Err: err})
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileSig{}, fmt.Errorf("read topology: %w", err)
 	}
-	return fileSig{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, dev: uint64(st.Dev)}, nil
+	sig := fileSig{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	sysStat(fi, &sig)
+	return sig, nil
 }
 
 // coarseClock bounds the granularity of file times (the kernel stamps them
