@@ -128,6 +128,13 @@ func (f *Files) Poll() (*Change, error) {
 		if d.err != nil {
 			return nil, d.err
 		}
+		if data[d] == nil && !f.committed(d) {
+			buf, ok, err := f.reread(d)
+			if err != nil || !ok {
+				return nil, err
+			}
+			data[d] = buf
+		}
 	}
 	ch, err := f.diff(docs, data)
 	if err != nil || len(ch.Names)+len(ch.Removes) == 0 && len(f.byHash) > 0 {
@@ -169,7 +176,7 @@ func (f *Files) read(path string) (d *document, data []byte, fresh bool, err err
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if old := f.docs[path]; old != nil && old.sig == sig && !sig.recent(old.readAt) && (old.err != nil || f.committed(old)) {
+	if old := f.docs[path]; old != nil && old.sig == sig && !sig.recent(old.readAt) {
 		return old, nil, false, nil
 	}
 	f.reads++
@@ -188,6 +195,23 @@ func (f *Files) read(path string) (d *document, data []byte, fresh bool, err err
 	d.sig, d.readAt, d.sum = sig, now, sum
 	f.docs[path] = d
 	return d, data, true, nil
+}
+
+// reread reads the content of an unchanged document whose services were
+// never committed, when another file's change needs them decoded. It
+// reports false when the file changed meanwhile: the next Poll reads it
+// as new.
+func (f *Files) reread(d *document) ([]byte, bool, error) {
+	f.reads++
+	data, err := ReadFile(d.name)
+	if err != nil {
+		return nil, false, err
+	}
+	if maphash.Bytes(hashSeed, data) != d.sum {
+		delete(f.docs, d.name)
+		return nil, false, nil
+	}
+	return data, true, nil
 }
 
 // committed reports whether every service of d is in the committed state.

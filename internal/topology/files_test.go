@@ -303,3 +303,34 @@ func BenchmarkFilesChange(b *testing.B) {
 		}
 	})
 }
+
+// TestFilesRejectedNotReread: a file whose change was not committed (its
+// new service failed to decode or install) is not read again on every
+// Poll while it stays as it is; fixing it is seen.
+func TestFilesRejectedNotReread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mesh.json")
+	writeFile(t, path, topJSON(svcJSON("a", 1)))
+	f := NewFiles(path)
+	expectChange(t, poll(t, f), []string{"a"}, nil)
+	writeFile(t, path, topJSON(svcJSON("a", 1), `{"name": "b", "colour": 1}`))
+	ch, err := f.Poll()
+	if err != nil || ch == nil {
+		t.Fatalf("%v %v", ch, err)
+	}
+	if _, err := ch.Services(); err == nil {
+		t.Fatal("bad service decoded")
+	}
+	time.Sleep(2 * coarseClock)
+	f.Poll() // may read once more: written within the clock's granularity
+	reads := f.reads
+	for range 5 {
+		if ch, err := f.Poll(); ch != nil || err != nil {
+			t.Fatalf("unchanged rejected file: %v %v", ch, err)
+		}
+	}
+	if f.reads != reads {
+		t.Fatalf("read the unchanged file %d times in 5 polls", f.reads-reads)
+	}
+	writeFile(t, path, topJSON(svcJSON("a", 1), svcJSON("b", 2)))
+	expectChange(t, poll(t, f), []string{"b"}, nil)
+}
