@@ -334,3 +334,46 @@ func TestFilesRejectedNotReread(t *testing.T) {
 	writeFile(t, path, topJSON(svcJSON("a", 1), svcJSON("b", 2)))
 	expectChange(t, poll(t, f), []string{"b"}, nil)
 }
+
+// FuzzSplit: reading a document service by service (split, the name scan,
+// then decoding each service) accepts exactly the documents Parse accepts
+// (or refuses one that Build would refuse), with the same services, and
+// fails with the file's name on one line.
+func FuzzSplit(f *testing.F) {
+	f.Add([]byte(topJSON(svcJSON("a", 1), svcJSON("b", 2))))
+	f.Add([]byte(`{"services":[{"name":"a","name":"b","endpoints":[]}],"services":[{"name":"c"}]}`))
+	f.Add([]byte(`{"nodes":null,"services":[{"name":"\u00e9\"]}","hosts":["x"],"endpoints":[{"address":"[::1]:80","weight":2,"healthy":false}]}]}`))
+	f.Add([]byte(`{"services":[{"name":"a"} ,{"name":1}]}`))
+	f.Add([]byte(`{"services":[{"name":"a","endpoints":[{"address":"127.0.0.1:1","weight":2.5}]}]}`))
+	f.Add([]byte(`{"services":[[1,{"a":"]"}]]}`))
+	f.Add([]byte("services:\n- name: a\n  endpoints: []\n"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		want, werr := Parse(doc, "f.json")
+		var got []shared.ServiceSpec
+		var nodes []shared.NodeSpec
+		d, err := split(doc, "f.json")
+		if err == nil {
+			var ch *Change
+			if ch, err = NewFiles("f.json").diff([]*document{d}, map[*document][]byte{d: doc}); err == nil {
+				got, err = ch.Services()
+				nodes = ch.Nodes
+			}
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.json") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error does not name the file on one line: %q", err)
+			}
+		}
+		switch {
+		case werr == nil && err != nil:
+			// It may refuse earlier what Build refuses (a repeated name).
+			if _, berr := shared.Build(want, shared.BuildOptions{}); berr == nil {
+				t.Fatalf("Parse and Build accept, the service-by-service reading says %v", err)
+			}
+		case werr != nil && err == nil:
+			t.Fatalf("Parse refuses (%v), the service-by-service reading accepts", werr)
+		case err == nil && (!reflect.DeepEqual(got, want.Services) || len(nodes)+len(want.Nodes) > 0 && !reflect.DeepEqual(nodes, want.Nodes)):
+			t.Fatalf("services %+v, Parse's %+v", got, want.Services)
+		}
+	})
+}

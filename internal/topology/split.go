@@ -236,8 +236,14 @@ func (s *scanner) key() (string, error) {
 	return key, s.expect(':')
 }
 
-// services cuts the services list; a repeated key replaces the earlier list.
+// services cuts the services list; a repeated key replaces the earlier list,
+// whose services are decoded (and so checked) as Parse checks them.
 func (s *scanner) services(d *document) error {
+	for _, p := range d.parts {
+		if _, err := p.decode(s.data, s.name); err != nil {
+			return err
+		}
+	}
 	d.parts = nil
 	if s.next() == 'n' {
 		return s.literal("null")
