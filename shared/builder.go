@@ -99,7 +99,7 @@ func (b *Builder) UpdateEach(each func(yield func(*ServiceSpec) error) error, re
 // blob: trees are immutable). It is an error before the first Update.
 func (b *Builder) Stamp(generation uint64) (*Tree, error) {
 	if b.tree == nil {
-		return nil, invalid("no services")
+		return nil, invalid("no tree built yet")
 	}
 	t, err := b.assemble(generation)
 	if err != nil {
@@ -133,8 +133,6 @@ func (b *Builder) init() {
 // check assembles the tree once the limits allow it.
 func (b *Builder) check(generation uint64) (*Tree, error) {
 	switch {
-	case len(b.order) == 0:
-		return nil, invalid("no services")
 	case len(b.order) > MaxServices:
 		return nil, fmt.Errorf("%w: %d services (limit %d)", ErrTooLarge, len(b.order), MaxServices)
 	case b.eps > MaxEndpoints || b.nodes > MaxNodes:

@@ -139,7 +139,6 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 		{"twice in one update", []ServiceSpec{{Name: "c"}, {Name: "c"}}, nil, `"c" is already used`},
 		{"bad endpoint", []ServiceSpec{{Name: "b", Endpoints: []EndpointSpec{{Address: "nowhere"}}}}, nil, `service "b"`},
 		{"unknown removal", nil, []string{"zz"}, `remove "zz": no such service`},
-		{"empty", nil, []string{"a", "b"}, "no services"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -179,6 +178,13 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	again, err := bld.Update([]ServiceSpec{c}, []string{"a"}, 3)
 	if err != nil || !bytes.Equal(again.Bytes(), full.Bytes()) {
 		t.Fatalf("update after Revert: %v", err)
+	}
+	// Every service removed: an empty tree, as Build makes of no services
+	// (a Kubernetes source before any Service opts in).
+	empty, err := bld.Update(nil, []string{"b", "c"}, 4)
+	fullEmpty, _ := Build(&Topology{}, BuildOptions{Generation: 4})
+	if err != nil || !bytes.Equal(empty.Bytes(), fullEmpty.Bytes()) || len(empty.Services()) != 0 {
+		t.Fatalf("empty tree: %v", err)
 	}
 }
 
