@@ -86,6 +86,9 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 		}
 		res.Removed++
 	}
+	for _, name := range changed {
+		delete(in.byName, name)
+	}
 	for _, p := range plans {
 		in.byName[p.svc.Name] = p.fe
 	}
@@ -118,7 +121,6 @@ func (in *Installer) changedPlans(t *shared.Tree, changed []string) ([]plan, []b
 		if !ok {
 			continue
 		}
-		delete(in.byName, name)
 		if _, installed := in.installed[fe]; installed && !claimed[fe] && !slices.Contains(gone, fe) {
 			gone = append(gone, fe)
 		}

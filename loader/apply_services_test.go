@@ -2,6 +2,7 @@ package loader
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -202,4 +203,41 @@ func relative(nodes []byte, root, first uint32) []byte {
 		}
 	}
 	return out
+}
+
+// TestApplyServicesRefusedKeepsState: a change refused for capacity leaves
+// the installer as it was, so a later removal of the same service still
+// removes it from the kernel.
+func TestApplyServicesRefusedKeepsState(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 8, Nodes: 256, Endpoints: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var b shared.Builder
+	small := []shared.ServiceSpec{bigService("a", "127.77.9.1:80", 10, 9500), bigService("b", "127.77.9.2:80", 10, 9500)}
+	tree, err := b.Update(small, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ApplyServices(tree, nil); err != nil {
+		t.Fatal(err)
+	}
+	big, err := b.Update([]shared.ServiceSpec{bigService("a", "127.77.9.1:80", 60, 9500)}, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ApplyServices(big, []string{"a"}); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("error %v, want ErrCapacity", err)
+	}
+	b.Revert()
+	gone, err := b.Update(nil, []string{"a"}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := in.ApplyServices(gone, []string{"a"}); err != nil || res.Removed != 1 {
+		t.Fatalf("removal after a refused change: %+v %v", res, err)
+	}
+	checkInstalled(t, in, gone)
 }
