@@ -135,6 +135,7 @@ func (a *agent) start() error {
 	}
 	if a.first != nil {
 		a.first.Commit()
+		a.first = nil // it holds the file's content
 	}
 	return a.attach()
 }
