@@ -146,7 +146,7 @@ func startScaleAgent(tb testing.TB, mesh *scaleMesh) *scaleAgent {
 		Uninstall("", dir)
 	})
 	a := &scaleAgent{mesh: mesh}
-	last := len(mesh.services) - 1
+	// One Apply publishes the services one after another: wait for all.
 	kerneltest.Eventually(tb, 60*time.Second, "every service installed", func() error {
 		if a.frontends == nil {
 			m, err := ebpf.LoadPinnedMap(filepath.Join(dir, bpf.MapFrontends), nil)
@@ -155,8 +155,12 @@ func startScaleAgent(tb testing.TB, mesh *scaleMesh) *scaleAgent {
 			}
 			a.frontends = m
 		}
-		_, err := a.value(last)
-		return err
+		for s := range mesh.services {
+			if _, err := a.value(s); err != nil {
+				return fmt.Errorf("service %d: %w", s, err)
+			}
+		}
+		return nil
 	})
 	a.install = time.Since(start)
 	tb.Cleanup(func() { a.frontends.Close() })
@@ -197,9 +201,16 @@ func (a *scaleAgent) change(tb testing.TB, s, v int) time.Duration {
 	}
 }
 
-// listenAll accepts on every address and answers with it, until closed.
+// listenAll accepts on every address and answers with it, until the
+// returned function or the test's end closes the listeners.
 func listenAll(tb testing.TB, addrs []string) func() {
 	var lns []net.Listener
+	stop := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	tb.Cleanup(stop)
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
@@ -208,11 +219,7 @@ func listenAll(tb testing.TB, addrs []string) func() {
 		lns = append(lns, ln)
 		go serveAddr(ln, a)
 	}
-	return func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}
+	return stop
 }
 
 func serveAddr(ln net.Listener, self string) {
@@ -273,7 +280,6 @@ func scaleFile(t *testing.T, dir bool) {
 		for range 3 {
 			got, err := askVIP(scaleVIP(s))
 			if err != nil || !slices.Contains(addrs, got) {
-				stop()
 				t.Fatalf("change %d: a connect to service %d reached %q (%v), want one of its new endpoints", v, s, got, err)
 			}
 		}

@@ -91,7 +91,6 @@ func TestAgentScaleKubernetes(t *testing.T) {
 		lat = append(lat, time.Since(changed))
 		for range 3 {
 			if got, err := kerneltest.Ask(scaleVIP(s) + ":80"); err != nil || !slices.Contains(want, got) {
-				stop()
 				t.Fatalf("change %d: a connect to Service %d reached %q (%v), want one of its new endpoints", v, s, got, err)
 			}
 		}
@@ -124,9 +123,16 @@ func scaleSlice(s, v, n int) *discoveryv1.EndpointSlice {
 	return slice("default", scaleName(s), scaleName(s)+"-1", discoveryv1.AddressTypeIPv4, eps, 1080)
 }
 
-// listenAll accepts on every address and answers with it, until stopped.
+// listenAll accepts on every address and answers with it, until the
+// returned function or the test's end closes the listeners.
 func listenAll(t *testing.T, addrs []string) func() {
 	var lns []net.Listener
+	stop := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	t.Cleanup(stop)
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
@@ -144,11 +150,7 @@ func listenAll(t *testing.T, addrs []string) func() {
 			}
 		}()
 	}
-	return func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}
+	return stop
 }
 
 // etag is the ETag of the tree the agent serves ("" before it serves one).
