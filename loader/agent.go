@@ -215,6 +215,7 @@ func (a *agent) apply(name string, each func(func(*shared.ServiceSpec) error) er
 		a.builder.Revert()
 		return err
 	}
+	a.builder.Commit()
 	return nil
 }
 

@@ -109,6 +109,11 @@ func (b *Builder) Stamp(generation uint64) (*Tree, error) {
 	return t, nil
 }
 
+// Commit forgets what Revert would need: the last Update's tree is
+// installed, and the services it replaced (and the tree before it) can be
+// collected.
+func (b *Builder) Commit() { b.undo = nil }
+
 // Revert undoes the last successful Update (a caller that could not
 // install its tree); it does nothing when there is nothing to undo.
 func (b *Builder) Revert() {

@@ -179,6 +179,12 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	if err != nil || !bytes.Equal(again.Bytes(), full.Bytes()) {
 		t.Fatalf("update after Revert: %v", err)
 	}
+	// After Commit there is nothing to revert.
+	bld.Commit()
+	bld.Revert()
+	if bld.Tree() != again {
+		t.Fatal("Revert after Commit changed the tree")
+	}
 	// Every service removed: an empty tree, as Build makes of no services
 	// (a Kubernetes source before any Service opts in).
 	empty, err := bld.Update(nil, []string{"b", "c"}, 4)
