@@ -1,13 +1,13 @@
 package loader
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +50,11 @@ type agent struct {
 	pinsOK     atomic.Bool    // every pin is in the bpffs directory (pins.go)
 	background sync.WaitGroup // goroutines that use the installer
 	tree       *shared.Tree   // the tree installed last
-	last       []byte         // the topology file's content last applied (or rejected)
+	builder    shared.Builder // makes the next tree from the last per service
+	files      *topology.Files
+	first      *topology.Change // the first change, committed once installed
+	built      <-chan error     // the first tree is built (buildFirst)
+	resync     bool             // a source update was rejected: rebuild from its next whole state
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -69,6 +73,9 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 		a.cfg.Watch = time.Second
 	}
 	fresh := cfg.BPFFS != "" && !pinned(cfg.BPFFS)
+	if cfg.Source == nil {
+		a.built = a.buildFirst()
+	}
 	in, err := Open(Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log})
 	if err != nil {
 		if fresh {
@@ -121,14 +128,63 @@ func pinned(dir string) bool {
 
 // start installs the first tree and attaches the programs.
 func (a *agent) start() error {
-	top, name, err := a.read()
+	if a.built == nil {
+		a.built = a.buildFirst()
+	}
+	if err := <-a.built; err != nil {
+		return err
+	}
+	tree, err := a.builder.Stamp(a.in.Generation() + 1)
+	if err == nil {
+		err = a.install(a.topologyName(), tree, nil)
+	}
 	if err != nil {
 		return err
 	}
-	if err := a.apply(top, name); err != nil {
-		return err
+	if a.first != nil {
+		a.first.Commit()
+		a.first = nil // it holds the file's content
 	}
 	return a.attach()
+}
+
+// buildFirst reads the topology and builds its first tree (its generation
+// is stamped once the installer knows the last one) on a goroutine of its
+// own, so that it runs while Open loads the programs: the BPF verifier
+// takes most of an agent's start.
+func (a *agent) buildFirst() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		if a.cfg.Topology == "" {
+			_, err := a.builder.Update(topology.Default().Services, nil, 0)
+			done <- wrapName(topology.DefaultName, err)
+			return
+		}
+		a.files = topology.NewFiles(a.cfg.Topology)
+		ch, err := a.files.Poll()
+		if err != nil {
+			done <- err
+			return
+		}
+		a.first = ch
+		_, err = a.builder.UpdateEach(ch.Each, ch.Removes, 0)
+		done <- wrapName(a.cfg.Topology, err)
+	}()
+	return done
+}
+
+func wrapName(name string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func (a *agent) topologyName() string {
+	if a.cfg.Topology == "" {
+		return topology.DefaultName
+	}
+	return a.cfg.Topology
 }
 
 // attach sets the cgroup localities, attaches the programs and reports ready.
@@ -152,28 +208,29 @@ func (a *agent) attach() error {
 	return nil
 }
 
-// read loads the topology file (or the embedded default).
-func (a *agent) read() (*shared.Topology, string, error) {
-	if a.cfg.Topology == "" {
-		return topology.Default(), topology.DefaultName, nil
-	}
-	data, err := topology.ReadFile(a.cfg.Topology)
-	if err != nil {
-		return nil, a.cfg.Topology, err
-	}
-	a.last = data
-	top, err := topology.Parse(data, a.cfg.Topology)
-	return top, a.cfg.Topology, err
-}
-
-// apply builds and installs a topology as the next generation.
-func (a *agent) apply(top *shared.Topology, name string) error {
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: a.in.Generation() + 1})
+// apply builds the next generation of the tree from the previous one with
+// the services each yields added or replaced (upserted names them) and the
+// removes removed, and installs what changed. A tree that cannot be built
+// or installed is an error, and the previous one stays, in the builder as
+// in the kernel.
+func (a *agent) apply(name string, each func(func(*shared.ServiceSpec) error) error, upserted, removes []string) error {
+	tree, err := a.builder.UpdateEach(each, removes, a.in.Generation()+1)
 	if err != nil {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	res, err := a.in.Apply(tree)
+	if err := a.install(name, tree, append(slices.Clone(removes), upserted...)); err != nil {
+		a.builder.Revert()
+		return err
+	}
+	a.builder.Commit()
+	return nil
+}
+
+// install applies a tree whose changed services are named (nil: the first
+// tree, all of them) and serves it.
+func (a *agent) install(name string, tree *shared.Tree, changed []string) error {
+	res, err := a.in.ApplyServices(tree, changed)
 	if err != nil {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
@@ -185,6 +242,27 @@ func (a *agent) apply(top *shared.Topology, name string) error {
 	a.metrics.installed(res)
 	a.log.Info("tree installed", "topology", name, "generation", res.Generation, "services", res.Services,
 		"endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
+	return nil
+}
+
+// specs yields the services of a slice.
+func specs(upserts []shared.ServiceSpec) func(func(*shared.ServiceSpec) error) error {
+	return func(yield func(*shared.ServiceSpec) error) error {
+		for i := range upserts {
+			if err := yield(&upserts[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// applyChange applies a change of the topology files and commits it.
+func (a *agent) applyChange(ch *topology.Change) error {
+	if err := a.apply(a.cfg.Topology, ch.Each, ch.Names, ch.Removes); err != nil {
+		return err
+	}
+	ch.Commit()
 	return nil
 }
 
@@ -206,20 +284,19 @@ func (a *agent) watch(ctx context.Context) {
 	}
 }
 
+// reload applies what changed in the topology files since the last good
+// state; a bad file is logged once and the installed tree stays.
 func (a *agent) reload() {
-	data, err := topology.ReadFile(a.cfg.Topology)
-	if err != nil || bytes.Equal(data, a.last) {
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("cannot read topology; keeping the installed tree", "topology", a.cfg.Topology, "err", err)
-		}
+	ch, err := a.files.Poll()
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return
-	}
-	a.last = data
-	top, err := topology.Parse(data, a.cfg.Topology)
-	if err == nil {
-		err = a.apply(top, a.cfg.Topology)
-	} else {
+	case err != nil:
 		a.metrics.failed()
+	case ch == nil:
+		return
+	default:
+		err = a.applyChange(ch)
 	}
 	if err != nil {
 		a.log.Error("topology rejected; keeping the installed tree", "err", err)

@@ -1,11 +1,14 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/loctree/loctree/loader/source"
+	"github.com/loctree/loctree/shared"
 )
 
 // errSourceEnded means a source's Run returned before its first update.
@@ -72,7 +75,7 @@ func (a *agent) startWith(u source.Update) error {
 	if u.Locality != nil {
 		a.in.SetLocality(u.Locality)
 	}
-	if err := a.apply(u.Topology, "source"); err != nil {
+	if err := a.applyUpdate(u, true); err != nil {
 		return err
 	}
 	return a.attach()
@@ -83,7 +86,59 @@ func (a *agent) update(u source.Update) {
 		a.in.SetLocality(u.Locality)
 		a.log.Info("node locality changed", "locality", u.Locality)
 	}
-	if err := a.apply(u.Topology, "source"); err != nil {
+	if err := a.applyUpdate(u, a.resync); err != nil {
+		a.resync = true
 		a.log.Error("update rejected; keeping the installed tree", "changed", u.Changed, "err", err)
+		return
 	}
+	a.resync = false
+}
+
+// applyUpdate builds only the services an update names as changed, or,
+// with all, every service of its topology (the first update, and the one
+// after a rejected update, whose changes the builder never took).
+func (a *agent) applyUpdate(u source.Update, all bool) error {
+	have := func(name string) bool {
+		t := a.builder.Tree()
+		if t == nil {
+			return false
+		}
+		s, ok := t.Service(name)
+		return ok && s.Name == name
+	}
+	var upserts []shared.ServiceSpec
+	var removes []string
+	in := func(name string) (*shared.ServiceSpec, bool) {
+		i, ok := slices.BinarySearchFunc(u.Topology.Services, name, func(s shared.ServiceSpec, n string) int { return cmp.Compare(s.Name, n) })
+		if !ok {
+			return nil, false
+		}
+		return &u.Topology.Services[i], true
+	}
+	names := u.Changed
+	if all {
+		names = nil
+		for _, s := range u.Topology.Services {
+			names = append(names, s.Name)
+		}
+		if t := a.builder.Tree(); t != nil {
+			for _, s := range t.Services() {
+				names = append(names, s.Name)
+			}
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	for _, name := range names {
+		if s, ok := in(name); ok {
+			upserts = append(upserts, *s)
+		} else if have(name) {
+			removes = append(removes, name)
+		}
+	}
+	upserted := make([]string, len(upserts))
+	for i := range upserts {
+		upserted[i] = upserts[i].Name
+	}
+	return a.apply("source", specs(upserts), upserted, removes)
 }

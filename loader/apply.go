@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -50,6 +51,83 @@ func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
 	return out, endpoints
 }
 
+// ApplyServices installs tree t, which differs from the tree applied last
+// only in the services named in changed (added, changed or removed ones):
+// its cost is the changed services' records, independent of the number of
+// services in t. Before a full Apply in this process (the first tree, or
+// maps re-adopted from an earlier agent, whose service names are unknown)
+// it is Apply. Errors are Apply's; a tree that does not fit changes
+// nothing.
+func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, error) {
+	in.mu.Lock()
+	if in.byName == nil {
+		in.mu.Unlock()
+		return in.Apply(t)
+	}
+	defer in.mu.Unlock()
+	start := time.Now()
+	// The digest cache holds slices of the tree of the last full Apply; kept
+	// across per-service applies it would keep every such tree alive.
+	clear(in.digests)
+	plans, gone := in.changedPlans(t, changed)
+	var write []plan
+	for _, p := range plans {
+		if old, ok := in.installed[p.fe]; !ok || old.Digest != p.digest {
+			write = append(write, p)
+		}
+	}
+	if err := in.makeRoom(len(in.installed)+len(plans)-len(gone), write); err != nil {
+		return Result{}, err
+	}
+	res := Result{Generation: t.Generation()}
+	for _, fe := range gone {
+		if err := in.remove(fe); err != nil {
+			return res, err
+		}
+		res.Removed++
+	}
+	for _, name := range changed {
+		delete(in.byName, name)
+	}
+	for _, p := range plans {
+		in.byName[p.svc.Name] = p.fe
+	}
+	if err := in.writeAll(t, write, &res); err != nil {
+		return res, err
+	}
+	res.Services, res.Endpoints = len(in.installed), in.endpoints
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// changedPlans are the plans of the named services that have a VIP in t,
+// and the installed frontends that the named services no longer hold.
+func (in *Installer) changedPlans(t *shared.Tree, changed []string) ([]plan, []bpf.Frontend) {
+	var plans []plan
+	claimed := map[bpf.Frontend]bool{}
+	for _, name := range changed {
+		s, ok := t.Service(name)
+		if !ok || s.Name != name || !s.VIP.IsValid() {
+			continue
+		}
+		p := plan{fe: frontendOf(s.VIP), svc: s, src: sourceLabels(s, in.locality)}
+		p.digest = digest(t, s, p.src)
+		plans = append(plans, p)
+		claimed[p.fe] = true
+	}
+	var gone []bpf.Frontend
+	for _, name := range changed {
+		fe, ok := in.byName[name]
+		if !ok {
+			continue
+		}
+		if _, installed := in.installed[fe]; installed && !claimed[fe] && !slices.Contains(gone, fe) {
+			gone = append(gone, fe)
+		}
+	}
+	return plans, gone
+}
+
 // Apply installs tree t. Services that are new or changed are written,
 // services gone from t are removed, the rest stay as they are. A tree that
 // does not fit the maps returns an error wrapping ErrCapacity and changes
@@ -65,7 +143,7 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 			changed = append(changed, p)
 		}
 	}
-	if err := in.makeRoom(plans, changed); err != nil {
+	if err := in.makeRoom(len(plans), changed); err != nil {
 		return Result{}, err
 	}
 	res := Result{Generation: t.Generation(), Services: len(plans), Endpoints: endpoints}
@@ -75,9 +153,22 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	in.byName = make(map[string]bpf.Frontend, len(plans))
+	for fe, p := range plans {
+		in.byName[p.svc.Name] = fe
+	}
+	if err := in.writeAll(t, changed, &res); err != nil {
+		return res, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// writeAll writes the changed services, then the generation.
+func (in *Installer) writeAll(t *shared.Tree, changed []plan, res *Result) error {
 	for _, p := range changed {
 		if err := in.write(t, p); err != nil {
-			return res, err
+			return err
 		}
 		res.Rewritten++
 	}
@@ -86,32 +177,42 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 		in.log.Warn("an agent restarted later may reuse this generation", "err", err)
 	}
 	in.warnPolicies(changed)
-	res.Duration = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // removeGone unpublishes the installed services that are not in plans.
 func (in *Installer) removeGone(plans map[bpf.Frontend]plan) (int, error) {
 	n := 0
-	for fe, old := range in.installed {
+	for fe := range in.installed {
 		if _, ok := plans[fe]; ok {
 			continue
 		}
-		if err := in.k.objs.LtFrontends.Delete(&fe); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, fmt.Errorf("remove service: %w", err)
+		if err := in.remove(fe); err != nil {
+			return n, err
 		}
-		delete(in.installed, fe)
-		in.retire(old)
-		in.slots.release(span{old.Slot, 1})
 		n++
 	}
 	return n, nil
 }
 
+// remove unpublishes one installed service.
+func (in *Installer) remove(fe bpf.Frontend) error {
+	old := in.installed[fe]
+	if err := in.k.objs.LtFrontends.Delete(&fe); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove service: %w", err)
+	}
+	delete(in.installed, fe)
+	in.endpoints -= int(old.EpLen)
+	in.retire(old)
+	in.slots.release(span{old.Slot, 1})
+	return nil
+}
+
 // fits checks, on copies of the allocators, that every changed service gets
-// its regions while the old copies stay readable.
-func (in *Installer) fits(plans map[bpf.Frontend]plan, changed []plan) error {
-	if n := uint32(len(plans)); n > in.k.capacity().Services {
+// its regions while the old copies stay readable, and that services
+// frontends fit.
+func (in *Installer) fits(services int, changed []plan) error {
+	if n := uint32(services); n > in.k.capacity().Services {
 		return fmt.Errorf("%w: %d services with a VIP, capacity %d (--max-services)", ErrCapacity, n, in.k.capacity().Services)
 	}
 	nodes, eps := in.nodes.clone(), in.eps.clone()
@@ -157,9 +258,9 @@ func (in *Installer) reclaim() {
 
 // makeRoom checks that the changed services fit; when they fit only with
 // regions still waiting for their grace period, it waits for it.
-func (in *Installer) makeRoom(plans map[bpf.Frontend]plan, changed []plan) error {
+func (in *Installer) makeRoom(services int, changed []plan) error {
 	in.reclaim()
-	err := in.fits(plans, changed)
+	err := in.fits(services, changed)
 	if !errors.Is(err, ErrCapacity) || len(in.retired) == 0 {
 		return err
 	}
@@ -167,7 +268,7 @@ func (in *Installer) makeRoom(plans map[bpf.Frontend]plan, changed []plan) error
 		return err
 	}
 	in.reclaim()
-	return in.fits(plans, changed)
+	return in.fits(services, changed)
 }
 
 // write copies a service's records to fresh regions and publishes them.
@@ -201,6 +302,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("publish %s: %w", s.Name, err)
 	}
 	in.installed[p.fe] = v
+	in.endpoints += int(v.EpLen) - int(old.EpLen)
 	if had {
 		in.retire(old)
 	}

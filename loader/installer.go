@@ -33,6 +33,8 @@ type Installer struct {
 	links     []link.Link             // links this agent holds; Close detaches the unpinned ones
 	pins      map[string]pinnedObject // what the agent pinned, by path (pins.go)
 	digests   map[bpf.Frontend]digestCache
+	byName    map[string]bpf.Frontend // service name → its frontend; nil until a full Apply
+	endpoints int                     // eligible endpoints of the installed services
 }
 
 // Config configures an Installer.
@@ -47,12 +49,14 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// SetLocality changes this node's locality; the next Apply rewrites the
-// services whose source labels it changes.
+// SetLocality changes this node's locality; the next Apply (or
+// ApplyServices, which becomes a full Apply) rewrites the services whose
+// source labels it changes.
 func (in *Installer) SetLocality(loc shared.Locality) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.locality = loc
+	in.byName = nil
 }
 
 // Open loads the programs and creates the maps, or re-adopts the maps and
@@ -113,6 +117,7 @@ func (in *Installer) adopt() error {
 			return fmt.Errorf("%w: service regions in the pinned maps overlap", ErrPinned)
 		}
 		in.installed[fe] = svc
+		in.endpoints += int(svc.EpLen)
 		in.gen = max(in.gen, svc.Generation)
 	}
 	if err := it.Err(); err != nil {

@@ -10,12 +10,15 @@ var benchSizes = []int{100, 1000, 10000, 100000}
 
 // meshTopology spreads n endpoints over a realistic mesh: 6 regions, 3 zones
 // per region, 4 subzones per zone (72 leaves), with one service.
-func meshTopology(n int) (*Topology, []Locality) {
+func meshTopology(n int) (*Topology, []Locality) { return meshTopologySubzones(n, 4) }
+
+// meshTopologySubzones is meshTopology with subzones subzones per zone.
+func meshTopologySubzones(n, subzones int) (*Topology, []Locality) {
 	rng := rand.New(rand.NewPCG(uint64(n), 1))
 	var leaves []Locality
 	for r := range 6 {
 		for z := range 3 {
-			for s := range 4 {
+			for s := range subzones {
 				leaves = append(leaves, Locality{
 					"region":  fmt.Sprintf("region-%d", r),
 					"zone":    fmt.Sprintf("region-%d-zone-%c", r, 'a'+z),
@@ -46,8 +49,12 @@ func benchSources(leaves []Locality) []Locality {
 // benchTree builds the mesh of n endpoints and returns its service with the
 // benchmark sources, both as localities and prepared.
 func benchTree(b *testing.B, n int) (*Tree, *Service, []Locality, []*Source) {
+	return benchTreeSubzones(b, n, 4)
+}
+
+func benchTreeSubzones(b *testing.B, n, subzones int) (*Tree, *Service, []Locality, []*Source) {
 	b.Helper()
-	top, leaves := meshTopology(n)
+	top, leaves := meshTopologySubzones(n, subzones)
 	tree, err := Build(top, BuildOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -168,11 +175,25 @@ func BenchmarkRankLoop(b *testing.B) {
 
 // BenchmarkPick is the per-request cost: look a prepared source up and pick
 // one endpoint at random in the candidate range.
+//
+// In N=… every size has the same 72 subzones, so the search among them
+// costs the same at every N; in leaves=N÷10/N=… the subzones grow with N
+// (about 10 endpoints each, as real meshes spread), so the walk's binary
+// searches grow with log N.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range benchSizes {
-		tree, svc, _, srcs := benchTree(b, n)
+		benchPick(b, fmt.Sprintf("N=%d", n), n, 4)
+	}
+	for _, n := range benchSizes {
+		benchPick(b, fmt.Sprintf("leaves=N÷10/N=%d", n), n, max(4, n/180))
+	}
+}
+
+func benchPick(b *testing.B, name string, n, subzones int) {
+	{
+		tree, svc, _, srcs := benchTreeSubzones(b, n, subzones)
 		p := NewPicker(tree, PickerOptions{})
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {

@@ -81,7 +81,7 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&cfg.Topology, "file", "f", "", "topology file (YAML or JSON); default: the embedded example mesh")
+	f.StringVarP(&cfg.Topology, "file", "f", "", "topology file (YAML or JSON), or a directory of them (*.json, *.yaml, *.yml); default: the embedded example mesh")
 	kube.register(cmd)
 	f.StringVar(&locality, "locality", "", "this node's locality, scope=value,... (e.g. region=r1,zone=z1)")
 	f.StringVar(&cfg.Cgroup, "cgroup", "", "cgroup v2 directory to attach the programs to")
@@ -89,7 +89,7 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
-	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file is checked (positive)")
+	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file (or directory) is checked for changes (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
 	_ = cmd.RegisterFlagCompletionFunc("locality", completeLocality)
 	cmd.MarkFlagRequired("cgroup")

@@ -4,6 +4,7 @@
 package fileread
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -30,10 +31,13 @@ func Regular(path string, limit int64, what string) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, TooLarge(what, path, fi.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Sized from fstat: one allocation instead of io.ReadAll's doublings
+	// (a 10 MB topology read on every change allocated 22 MB).
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, TooLarge(what, path, int64(len(data)), limit)
 	}

@@ -253,7 +253,8 @@ func ok(t *testing.T) func(any, error) {
 // TestAgentRunsKubernetesSource: loader.Run with the Kubernetes source (what
 // `loctree agent --source kubernetes` runs) installs the first update,
 // follows a relabel of its own Node (the source labels of every service are
-// re-derived) and an endpoint going unready, and serves each generation.
+// re-derived), an endpoint going unready and the deletion of its only
+// Service (an empty tree), and serves each generation.
 func TestAgentRunsKubernetesSource(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
@@ -291,8 +292,17 @@ func TestAgentRunsKubernetesSource(t *testing.T) {
 	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})
 	sl.Endpoints[0].Conditions.Ready = ptr.To(false)
 	ok(t)(client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}))
-	nextGeneration(t, listen, gen)
+	gen = nextGeneration(t, listen, gen)
 	checkPicks(t, "127.0.10.3:10080")
+
+	// The last managed Service goes: an empty tree is installed, not refused.
+	if err := client.CoreV1().Services("default").Delete(context.Background(), "reviews", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nextGeneration(t, listen, gen)
+	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("after the last Service's deletion: got %q, %v; want ECONNREFUSED (nothing on the VIP)", got, err)
+	}
 }
 
 // nextGeneration waits until the agent serves a generation after gen.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kubernetes
+
+const raceEnabled = false
