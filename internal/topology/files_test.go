@@ -30,7 +30,7 @@ func TestSplitMatchesParse(t *testing.T) {
 	for _, doc := range []string{
 		topJSON(svcJSON("a", 1), svcJSON("b", 2)),
 		`{"services":[]}`,
-		" {\n\"nodes\": [], \"services\": [ {\"name\":\"x\",\"endpoints\":[{\"address\":\"127.0.0.1:1\",\"locality\":{\"a]}\":\"\\\\\"}}]} ] }\n",
+		" {\n\"nodes\": [], \"services\": [ {\"name\":\"x\",\"scopes\":[\"a]}\"],\"endpoints\":[{\"address\":\"127.0.0.1:1\",\"locality\":{\"a]}\":\"\\\\\"}}]} ] }\n",
 		"services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:1\n",
 	} {
 		want, werr := Parse([]byte(doc), "t")

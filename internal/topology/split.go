@@ -70,6 +70,9 @@ func splitYAML(data []byte, name string) (*document, error) {
 	}
 	d := &document{name: name, nodes: top.Nodes, parts: make([]part, len(top.Services))}
 	for i := range top.Services {
+		if err := checkLocalityKeys(&top.Services[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 		b, err := json.Marshal(&top.Services[i])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -89,6 +92,9 @@ func (p *part) decode(data []byte, name string) (*shared.ServiceSpec, error) {
 	var s shared.ServiceSpec
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, partError(data, p.start, err))
+	}
+	if err := checkLocalityKeys(&s); err != nil {
+		return nil, fmt.Errorf("%s: line %d: %w", name, lineAt(data, int64(p.start)), err)
 	}
 	return &s, nil
 }

@@ -63,6 +63,11 @@ func Parse(data []byte, name string) (*shared.Topology, error) {
 	if err := checkNodes(top); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	for i := range top.Services {
+		if err := checkLocalityKeys(&top.Services[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	return top, nil
 }
 
