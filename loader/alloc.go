@@ -7,7 +7,8 @@ type span struct{ start, len uint32 }
 
 // allocator hands out regions of one array map, first fit. Services are
 // double-buffered through it: a changed service is written to a fresh region
-// while readers may still walk the old one, which is freed one apply later.
+// while readers may still walk the old one, which is freed after an RCU grace
+// period (grace.go).
 type allocator struct {
 	size uint32
 	free []span // sorted by start, coalesced
