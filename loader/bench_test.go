@@ -50,8 +50,11 @@ func mustBuild(tb testing.TB, top *shared.Topology, gen uint64) *shared.Tree {
 }
 
 // acceptors accept and close connections on the two local backends.
-func acceptors(tb testing.TB, port int) {
-	for i := range 2 {
+func acceptors(tb testing.TB, port int) { acceptorsOn(tb, 2, port) }
+
+// acceptorsOn accepts and closes connections on 127.0.0.1 to 127.0.0.n.
+func acceptorsOn(tb testing.TB, n, port int) {
+	for i := range n {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i+1, port))
 		if err != nil {
 			tb.Fatal(err)
@@ -108,7 +111,7 @@ func timedConnect(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
 // same machine load. It reports ns/op for the VIP, direct-ns/op, the ratio
 // of the means and the ratio of the medians (robust to preemption spikes on
 // a busy machine).
-func compareConnects(b *testing.B, cg string, vip, direct unix.Sockaddr) {
+func compareConnects(b *testing.B, cg string, vip unix.Sockaddr, directs ...unix.Sockaddr) {
 	const batch = 128
 	root := filepath.Dir(cg)
 	var viaVIP, viaDirect []time.Duration
@@ -117,6 +120,7 @@ func compareConnects(b *testing.B, cg string, vip, direct unix.Sockaddr) {
 		plain, hooked := sockets(b, batch, root, cg), sockets(b, batch, cg, cg)
 		b.StartTimer()
 		for i := range batch {
+			direct := directs[(len(viaDirect))%len(directs)]
 			if i%2 == 0 {
 				viaDirect = append(viaDirect, timedConnect(b, plain[i], direct))
 				viaVIP = append(viaVIP, timedConnect(b, hooked[i], vip))
@@ -178,6 +182,45 @@ func BenchmarkConnect(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
+	}
+}
+
+// spreadService is bigService with local endpoints in the source's subzone,
+// 127.0.0.1 to 127.0.0.local, all listening: a connect picks among them.
+func spreadService(name, vip string, n, local, port int) shared.ServiceSpec {
+	s := bigService(name, vip, n, port)
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		if e.Locality["region"] == "r0" && e.Locality["zone"] == "z0" {
+			e.Locality["subzone"] = "s-other"
+		}
+	}
+	for i := range local {
+		s.Endpoints[i] = shared.EndpointSpec{Address: fmt.Sprintf("127.0.0.%d:%d", i+1, port),
+			Locality: shared.Locality{"region": "r0", "zone": "z0", "subzone": "s0"}}
+	}
+	return s
+}
+
+// BenchmarkConnectSpread is BenchmarkConnect with 100 candidates, all
+// listening, against direct connects spread over the same 100 endpoints:
+// spreading connections over more backends costs by itself, so the fair
+// control spreads too.
+func BenchmarkConnectSpread(b *testing.B) {
+	const port, local = 9302, 100
+	var directs []unix.Sockaddr
+	for i := range local {
+		directs = append(directs, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, byte(i + 1)}, Port: port})
+	}
+	acceptorsOn(b, local, port)
+	in, cg := attachedInstaller(b)
+	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 3}, Port: 80}
+	for i, n := range []int{1000, 100000} {
+		top := &shared.Topology{Services: []shared.ServiceSpec{spreadService("spread", "127.77.3.3:80", n, local, port)}}
+		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, vip, directs...) })
 	}
 }
 
