@@ -56,9 +56,12 @@ func BenchmarkSyncOneService(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer src.informers.stop()
 	defer cancel()
-	src.factory.Start(ctx.Done())
-	src.factory.WaitForCacheSync(ctx.Done())
+	src.informers.start(ctx)
+	if err := src.informers.waitForSync(ctx); err != nil {
+		b.Fatal(err)
+	}
 	src.events = newEventSink(src.cfg.Client, "n0")
 	defer src.events.shutdown()
 	src.state = newState()

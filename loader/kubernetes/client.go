@@ -3,7 +3,8 @@ package kubernetes
 import (
 	"fmt"
 
-	clientset "k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -11,18 +12,31 @@ import (
 // NewClient connects to the API server: with the kubeconfig file at path, or,
 // when path is empty, with the in-cluster configuration (the Pod's service
 // account), as the agent does in its DaemonSet.
-func NewClient(path string) (clientset.Interface, error) {
+func NewClient(path string) (Client, error) {
 	cfg, err := restConfig(path)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = "loctree-agent"
-	c, err := clientset.NewForConfig(cfg)
+	core, err := typedcorev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return c, nil
+	discovery, err := typeddiscoveryv1.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return groups{core, discovery}, nil
 }
+
+// groups is a Client of just the two API groups the source reads.
+type groups struct {
+	core      typedcorev1.CoreV1Interface
+	discovery typeddiscoveryv1.DiscoveryV1Interface
+}
+
+func (g groups) CoreV1() typedcorev1.CoreV1Interface                { return g.core }
+func (g groups) DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface { return g.discovery }
 
 func restConfig(path string) (*rest.Config, error) {
 	if path != "" {

@@ -4,8 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
@@ -19,14 +18,25 @@ type eventSink struct {
 	recorder    record.EventRecorder
 }
 
-func newEventSink(client clientset.Interface, node string) *eventSink {
+func newEventSink(client Client, node string) *eventSink {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &eventSink{
 		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "loctree-agent", Host: node}),
+		recorder:    b.NewRecorder(eventScheme, corev1.EventSource{Component: "loctree-agent", Host: node}),
 	}
 }
+
+// eventScheme knows the only kind the agent raises Events on (Services):
+// the recorder needs a scheme to name the object, and client-go's full
+// scheme would link every API group.
+var eventScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		panic("loader/kubernetes: core/v1 scheme: " + err.Error())
+	}
+	return s
+}()
 
 func (e *eventSink) shutdown() { e.broadcaster.Shutdown() }
 

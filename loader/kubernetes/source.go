@@ -9,8 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/client-go/informers"
-	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -25,8 +23,8 @@ var _ source.Source = (*Source)(nil)
 
 // Config configures a Source.
 type Config struct {
-	// Client talks to the API server (a fake clientset in tests).
-	Client clientset.Interface
+	// Client talks to the API server (NewClient; a fake clientset in tests).
+	Client Client
 	// NodeName is the node the agent runs on (the downward API's spec.nodeName).
 	NodeName string
 	// ClusterID is the value of the cluster scope.
@@ -43,7 +41,7 @@ type Config struct {
 // Source watches the API server and publishes topologies.
 type Source struct {
 	cfg      Config
-	factory  informers.SharedInformerFactory
+	informers *informerSet
 	services corelisters.ServiceLister
 	slices   cache.Indexer
 	nodes    corelisters.NodeLister
@@ -78,7 +76,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
-	s.factory = informers.NewSharedInformerFactory(cfg.Client, 0)
+	s.informers = newInformerSet(cfg.Client)
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -94,20 +92,20 @@ func orDefault[T comparable](v, def T) T {
 }
 
 func (s *Source) setupInformers() error {
-	svcInf := s.factory.Core().V1().Services()
-	sliceInf := s.factory.Discovery().V1().EndpointSlices()
-	nodeInf := s.factory.Core().V1().Nodes()
-	if err := sliceInf.Informer().AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
+	inf := s.informers
+	if err := inf.slices.AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
 		return fmt.Errorf("index endpoint slices: %w", err)
 	}
-	s.services, s.slices, s.nodes = svcInf.Lister(), sliceInf.Informer().GetIndexer(), nodeInf.Lister()
+	s.services = corelisters.NewServiceLister(inf.services.GetIndexer())
+	s.slices = inf.slices.GetIndexer()
+	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		fn  func(obj any)
 	}{
-		{svcInf.Informer(), s.onService},
-		{sliceInf.Informer(), s.onSlice},
-		{nodeInf.Informer(), s.onNode},
+		{inf.services, s.onService},
+		{inf.slices, s.onSlice},
+		{inf.nodes, s.onNode},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
@@ -195,12 +193,12 @@ func (s *Source) takeDirty() dirtySet {
 func (s *Source) Run(ctx context.Context, publish func(Update)) error {
 	s.events = newEventSink(s.cfg.Client, s.cfg.NodeName)
 	defer s.events.shutdown()
-	s.factory.Start(ctx.Done())
-	defer s.factory.Shutdown()
-	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("%w: %v", ErrNotSynced, typ)
-		}
+	ctx, cancel := context.WithCancel(ctx)
+	defer s.informers.stop() // after cancel: the informers have returned
+	defer cancel()
+	s.informers.start(ctx)
+	if err := s.informers.waitForSync(ctx); err != nil {
+		return err
 	}
 	s.state = newState()
 	s.mark(func(d *dirtySet) { d.all = true })
