@@ -40,13 +40,13 @@ type Config struct {
 
 // Source watches the API server and publishes topologies.
 type Source struct {
-	cfg      Config
+	cfg       Config
 	informers *informerSet
-	services corelisters.ServiceLister
-	slices   cache.Indexer
-	nodes    corelisters.NodeLister
-	events   *eventSink
-	kick     chan struct{}
+	services  corelisters.ServiceLister
+	slices    cache.Indexer
+	nodes     corelisters.NodeLister
+	events    *eventSink
+	kick      chan struct{}
 
 	mu    sync.Mutex
 	dirty dirtySet
