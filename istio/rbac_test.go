@@ -60,7 +60,7 @@ func TestClusterRoleIsWhatTheAgentCalls(t *testing.T) {
 	for i, mode := range []string{"sticky", "stickier", "sticky"} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: "default",
 			Annotations: map[string]string{kubernetes.AnnotationEnabled: "true", kubernetes.AnnotationMode: mode}},
-			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Port: 9080}}}}
+			Spec: corev1.ServiceSpec{ClusterIP: "127.96.0.10", Ports: []corev1.ServicePort{{Port: 9080}}}}
 		apply := client.Tracker().Update
 		if i == 0 {
 			apply = func(gvr schema.GroupVersionResource, obj runtime.Object, ns string, _ ...metav1.UpdateOptions) error {

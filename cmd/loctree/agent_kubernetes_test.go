@@ -26,11 +26,11 @@ func TestDaemonSetArgs(t *testing.T) {
 		t.Fatalf("args %v do not run the agent", args)
 	}
 	cmd := newAgentCmd()
-	expanded := strings.NewReplacer("$(NODE_NAME)", "n1", "$(CLUSTER_ID)", "Kubernetes", "$(HOST_IP)", "10.0.0.7").Replace(strings.Join(args[1:], "\n"))
+	expanded := strings.NewReplacer("$(NODE_NAME)", "n1", "$(CLUSTER_ID)", "Kubernetes", "$(HOST_IP)", "127.0.0.7").Replace(strings.Join(args[1:], "\n"))
 	if err := cmd.ParseFlags(strings.Split(expanded, "\n")); err != nil {
 		t.Fatalf("loctree agent rejects the DaemonSet's arguments: %v", err)
 	}
-	for flag, want := range map[string]string{"source": "kubernetes", "node": "n1", "cluster-id": "Kubernetes", "listen": "[10.0.0.7]:15099"} {
+	for flag, want := range map[string]string{"source": "kubernetes", "node": "n1", "cluster-id": "Kubernetes", "listen": "[127.0.0.7]:15099"} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q", flag, got, want)
 		}
