@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -233,17 +232,6 @@ func serveAddr(ln net.Listener, self string) {
 	}
 }
 
-func askVIP(vip string) (string, error) {
-	c, err := net.DialTimeout("tcp", vip, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	b, err := io.ReadAll(c)
-	return string(b), err
-}
-
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -278,7 +266,7 @@ func scaleFile(t *testing.T, dir bool) {
 		stop := listenAll(t, addrs)
 		lat = append(lat, a.change(t, s, v))
 		for range 3 {
-			got, err := askVIP(scaleVIP(s))
+			got, err := kerneltest.Ask(scaleVIP(s))
 			if err != nil || !slices.Contains(addrs, got) {
 				t.Fatalf("change %d: a connect to service %d reached %q (%v), want one of its new endpoints", v, s, got, err)
 			}
