@@ -124,19 +124,19 @@ func TestBadConfigHostSurvives(t *testing.T) {
 	}
 }
 
-// TestLeastRequestInFlight: least_request counts open streams in the VM and
-// releases them when the stream ends.
-func TestLeastRequestInFlight(t *testing.T) {
+// leastRequestStreams starts a VM whose service lr has two least_request
+// endpoints and returns a function that opens a stream to lr and says where
+// the filter sent it. The VM closes when the test ends.
+func leastRequestStreams(t *testing.T) func() (*host.Stream, string) {
 	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
 	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
 	  "locality":{"region":"r"}}`
-	h := newHost(t, cfg, host.Options{})
-	vm, err := h.NewVM(context.Background())
+	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vm.Close()
-	open := func() (*host.Stream, string) {
+	t.Cleanup(func() { vm.Close() })
+	return func() (*host.Stream, string) {
 		t.Helper()
 		s, err := vm.NewStream(nil)
 		if err != nil {
@@ -149,6 +149,12 @@ func TestLeastRequestInFlight(t *testing.T) {
 		v, _ := hs.Get(defaultHeader)
 		return s, v
 	}
+}
+
+// TestLeastRequestInFlight: least_request counts open streams in the VM and
+// releases them when the stream ends.
+func TestLeastRequestInFlight(t *testing.T) {
+	open := leastRequestStreams(t)
 	a, busy := open() // stays open: one in flight
 	for range 20 {
 		b, other := open()
@@ -224,27 +230,7 @@ func vmGoroutines() int {
 // logging (proxy_on_done and proxy_on_delete, no proxy_on_log: cpp-host
 // src/context.cc:242-248) still releases its in-flight count.
 func TestLeastRequestReleasedOnDelete(t *testing.T) {
-	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
-	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
-	  "locality":{"region":"r"}}`
-	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Close()
-	open := func() (*host.Stream, string) {
-		t.Helper()
-		s, err := vm.NewStream(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
-			t.Fatal(err)
-		}
-		hs, _ := s.Headers()
-		v, _ := hs.Get(defaultHeader)
-		return s, v
-	}
+	open := leastRequestStreams(t)
 	a, busy := open() // stays open: one in flight on busy
 	defer a.Close()
 	for i := range 20 {
