@@ -30,7 +30,7 @@ The agent listens on its node's pod-facing address: run this from the node or
 from a meshed pod on it.
 
 Examples:
-  loctree istio check --agent http://10.0.3.7:15099
+  loctree istio check --agent http://127.0.0.1:15099    # on a node whose agent listens there
   kubectl debug node/NODE -it --image=REGISTRY/loctree@sha256:DIGEST -- loctree istio check --agent http://NODE_IP:15099 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
