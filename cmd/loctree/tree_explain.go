@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/loctree/loctree/internal/topology"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -170,31 +171,10 @@ func nearest(v string, values map[string]bool, n int) []string {
 		list = append(list, s)
 	}
 	slices.SortFunc(list, func(a, b string) int {
-		if da, db := editDistance(v, a), editDistance(v, b); da != db {
+		if da, db := topology.EditDistance(v, a), topology.EditDistance(v, b); da != db {
 			return da - db
 		}
 		return strings.Compare(a, b)
 	})
 	return list[:min(n, len(list))]
-}
-
-// editDistance is the Levenshtein distance of a and b, by bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

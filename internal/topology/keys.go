@@ -41,7 +41,7 @@ func checkLocalityKeys(s *shared.ServiceSpec) error {
 func nearest(k string, keys []string) string {
 	best, bestD := "", len(k)/2+1
 	for _, c := range keys {
-		if d := editDistance(k, c); d < bestD {
+		if d := EditDistance(k, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -51,14 +51,15 @@ func nearest(k string, keys []string) string {
 	return fmt.Sprintf("; did you mean %q?", best)
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, by bytes: how far a
+// name is from one the topology knows, for "did you mean" suggestions.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
 		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
@@ -67,7 +68,7 @@ func editDistance(a, b string) int {
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 		}
-		prev = cur
+		prev, cur = cur, prev
 	}
 	return prev[len(b)]
 }
