@@ -272,14 +272,19 @@ func (a *agent) watch(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(a.cfg.Watch)
+	every(ctx, a.cfg.Watch, a.reload)
+}
+
+// every runs f every d until ctx is done.
+func every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			a.reload()
+			f()
 		}
 	}
 }

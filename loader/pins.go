@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,30 +95,21 @@ func (in *Installer) repin(missing []string) error {
 	return nil
 }
 
-// guardPinsFrom starts guardPins for ctx, every watch interval.
+// guardPinsFrom checks the pins every watch interval until ctx is done.
 func (a *agent) guardPinsFrom(ctx context.Context) {
-	a.background.Go(func() { a.guardPins(ctx, a.cfg.Watch) })
+	a.background.Go(func() { every(ctx, a.cfg.Watch, a.checkPins) })
 }
 
-// guardPins checks the pins every interval until ctx is done, and keeps
-// pinsOK, /healthz and the loctree_pins_ok metric true to what it finds.
-func (a *agent) guardPins(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		err := a.in.CheckPins()
-		switch ok := err == nil; {
-		case !ok && a.pinsOK.Load():
-			a.log.Error("the kernel path is not pinned: it stops when this agent exits; /healthz reports 503", "err", err)
-		case ok && !a.pinsOK.Load():
-			a.log.Info("pins restored; healthy again", "bpffs", a.cfg.BPFFS)
-		}
-		a.pinsOK.Store(err == nil)
-		a.metrics.setPins(err == nil)
+// checkPins checks the pins once, and keeps pinsOK, /healthz and the
+// loctree_pins_ok metric true to what it finds.
+func (a *agent) checkPins() {
+	err := a.in.CheckPins()
+	switch ok := err == nil; {
+	case !ok && a.pinsOK.Load():
+		a.log.Error("the kernel path is not pinned: it stops when this agent exits; /healthz reports 503", "err", err)
+	case ok && !a.pinsOK.Load():
+		a.log.Info("pins restored; healthy again", "bpffs", a.cfg.BPFFS)
 	}
+	a.pinsOK.Store(err == nil)
+	a.metrics.setPins(err == nil)
 }
