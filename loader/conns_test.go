@@ -24,13 +24,9 @@ func lcPool() []string {
 	return out
 }
 
-// lcTopology is a least_connections service over the pool's backends
-// picked by index, all candidates for the source (one zone).
-func lcTopology(idx ...int) *shared.Topology {
-	return countedTopology("least_connections", idx...)
-}
-
-// countedTopology is lcTopology with another policy that counts connections.
+// countedTopology is a service with a policy that counts connections
+// (least_connections, least_request) over the pool's backends picked by
+// index, all candidates for the source (one zone).
 func countedTopology(policy string, idx ...int) *shared.Topology {
 	pool := lcPool()
 	spec := shared.ServiceSpec{Name: "lcm", VIP: "127.77.2.1:80", Scopes: []string{"region", "zone"}, Policy: policy}

@@ -38,11 +38,10 @@ func Load(objs *bpf.Objects) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpftest: %w", err)
 	}
-	m := objs
 	repl := map[string]*ebpf.Map{
-		bpf.MapFrontends: m.LtFrontends, bpf.MapNodes: m.LtNodes, bpf.MapEndpoints: m.LtEndpoints,
-		bpf.MapConns: m.LtConns, bpf.MapRR: m.LtRr, bpf.MapStats: m.LtStats, bpf.MapCgroupSrc: m.LtCgroupSrc,
-		bpf.MapCgroupLevels: m.LtCgroupLevels,
+		bpf.MapFrontends: objs.LtFrontends, bpf.MapNodes: objs.LtNodes, bpf.MapEndpoints: objs.LtEndpoints,
+		bpf.MapConns: objs.LtConns, bpf.MapRR: objs.LtRr, bpf.MapStats: objs.LtStats, bpf.MapCgroupSrc: objs.LtCgroupSrc,
+		bpf.MapCgroupLevels: objs.LtCgroupLevels,
 	}
 	for name, m := range repl {
 		if ms, ok := spec.Maps[name]; ok {
