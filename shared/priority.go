@@ -108,6 +108,22 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
 }
 
+// Priority is the priority that holds endpoint ep (an absolute index, in
+// any of the service's three sets), or -1 when none does. With Rank it says
+// how deep the source matched a pick.
+func (l *Loads) Priority(ep uint32) int {
+	for p := range l.N {
+		for set := range numSets {
+			for _, s := range l.spans(set, p) {
+				if ep >= s.Lo && ep < s.Hi {
+					return p
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // add appends a priority unless it is empty.
 func (l *Loads) add(rank int, failover uint8, h, d, u uint32) {
 	if h+d+u == 0 {
