@@ -47,10 +47,13 @@ type Service struct {
 	AuxRoot, AuxCount [2]uint32
 	// Failover are the service's failover rules (format version 2).
 	Failover []FailoverSpec
+	// Distribute are the service's distribute rules (format version 3).
+	Distribute []DistributeSpec
 
 	tree     *Tree
 	regionAt int         // index of the "region" scope, or -1
 	failTo   [][2]uint64 // labels of the failover rules: from, to
+	dist     []distRule  // the distribute rules, hashed
 	values   []string    // node values, node Root+1 first
 }
 

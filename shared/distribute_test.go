@@ -1,0 +1,131 @@
+package shared
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+)
+
+func distributeService(mut func(s *ServiceSpec)) *Topology {
+	s := ServiceSpec{Name: "a", Spillover: &SpilloverSpec{},
+		Distribute: []DistributeSpec{{From: "r1/*", To: map[string]uint32{"r1/z1": 80, "r2": 20}}},
+		Endpoints:  []EndpointSpec{{Address: "127.0.0.1:80", Locality: Locality{"region": "r1", "zone": "z1"}}}}
+	mut(&s)
+	return &Topology{Services: []ServiceSpec{s}}
+}
+
+// TestBuildValidatesDistribute: Istio's ValidateLocalityLbSetting rules
+// (pkg/config/validation/agent/validation.go at 86c9f01f: weights 1..100
+// summing to 100, no overlapping localities, one trailing "*", not with
+// failover) and what the tree needs (spillover, locality scopes first).
+func TestBuildValidatesDistribute(t *testing.T) {
+	to := func(m map[string]uint32) func(s *ServiceSpec) {
+		return func(s *ServiceSpec) { s.Distribute[0].To = m }
+	}
+	cases := []struct {
+		name, want string
+		mut        func(s *ServiceSpec)
+	}{
+		{"no spillover", "distribute needs spillover", func(s *ServiceSpec) { s.Spillover = nil }},
+		{"with failover", "distribute and failover exclude each other", func(s *ServiceSpec) {
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"locality off", "distribute needs locality load balancing", func(s *ServiceSpec) {
+			f := false
+			s.LocalityLB = &f
+		}},
+		{"weight sum", "to weights sum to 90 (want 100)", to(map[string]uint32{"r1": 70, "r2": 20})},
+		{"weight zero", `to "r2": weight 0 (want 1 to 100)`, to(map[string]uint32{"r1": 100, "r2": 0})},
+		{"weight over 100", "weight 101", to(map[string]uint32{"r1": 101})},
+		{"no targets", "0 to localities", to(nil)},
+		{"too many targets", "9 to localities (want 1 to 8)", to(map[string]uint32{"a": 10, "b": 10, "c": 10, "d": 10, "e": 10, "f": 10, "g": 10, "h": 30, "i": 0})},
+		{"overlapping targets", `to "r1/z1" overlaps to "r1"`, to(map[string]uint32{"r1": 50, "r1/z1": 50})},
+		{"star overlaps all", `overlaps`, to(map[string]uint32{"*": 50, "r2": 50})},
+		{"star not last", `"*" may only be the whole last segment`, to(map[string]uint32{"r1/*/s1": 100})},
+		{"two stars", `"*" may only be the whole last segment`, to(map[string]uint32{"r1/*/*": 100})},
+		{"partial star", `"*" may only be the whole last segment`, to(map[string]uint32{"r1/z*": 100})},
+		{"empty segment", "empty segment", to(map[string]uint32{"r1//s1": 100})},
+		{"four segments", "4 segments", to(map[string]uint32{"r/z/s/x": 100})},
+		{"empty from", "empty locality pattern", func(s *ServiceSpec) { s.Distribute[0].From = "" }},
+		{"overlapping from", `rule 2 from "r1/z2" overlaps`, func(s *ServiceSpec) {
+			s.Distribute = append(s.Distribute, DistributeSpec{From: "r1/z2", To: map[string]uint32{"r1": 100}})
+		}},
+		{"scopes without zone", "patterns name region/zone, so the scopes must start with [region zone] (they are [region])", func(s *ServiceSpec) {
+			s.Scopes = []string{"region"}
+		}},
+		{"scopes not region first", "must start with [region zone] (they are [network region zone])", func(s *ServiceSpec) {
+			s.Scopes = []string{"network", "region", "zone"}
+		}},
+		{"control", "control character", to(map[string]uint32{"r\x1b": 100})},
+		{"too many rules", "256 distribute rules (limit 255)", func(s *ServiceSpec) { s.Distribute = make([]DistributeSpec, 256) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Build(distributeService(c.mut), BuildOptions{})
+			if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrInvalidTopology mentioning %q", err, c.want)
+			}
+		})
+	}
+	if _, err := Build(distributeService(func(*ServiceSpec) {}), BuildOptions{}); err != nil {
+		t.Fatalf("a valid rule: %v", err)
+	}
+}
+
+// TestDistributeEncoding pins, from docs/FORMAT.md, where distribute rules
+// go: their count in policy byte 25, then in the metadata after the
+// failover pairs, per rule its from (u16 length + bytes), one byte of
+// target count, and per target (sorted by pattern) the pattern and one
+// weight byte; and that they decode back.
+func TestDistributeEncoding(t *testing.T) {
+	rules := []DistributeSpec{
+		{From: "r1/*", To: map[string]uint32{"r2": 20, "r1/z1": 80}},
+		{From: "r2", To: map[string]uint32{"r2/z9/s1": 100}},
+	}
+	tree, err := Build(distributeService(func(s *ServiceSpec) { s.Distribute = rules }), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tree.Bytes()
+	pols := int(le.Uint32(b[hEndpointsOff:])) + EndpointRecordSize
+	if b[pols+24] != 0 || b[pols+25] != 2 || !bytes.Equal(b[pols+26:pols+32], make([]byte, 6)) {
+		t.Fatalf("policy bytes 24..31 are %x, want 00 02 then zeros", b[pols+24:pols+32])
+	}
+	wantTail := []byte{4, 0, 'r', '1', '/', '*', 2, 5, 0, 'r', '1', '/', 'z', '1', 80, 2, 0, 'r', '2', 20,
+		2, 0, 'r', '2', 1, 8, 0, 'r', '2', '/', 'z', '9', '/', 's', '1', 100}
+	if !bytes.HasSuffix(b, wantTail) {
+		t.Fatalf("metadata ends %x, want %x", b[len(b)-len(wantTail):], wantTail)
+	}
+	got := tree.Services()[0].Distribute
+	if len(got) != 2 || got[0].From != "r1/*" || !maps.Equal(got[0].To, rules[0].To) || !maps.Equal(got[1].To, rules[1].To) {
+		t.Fatalf("decoded distribute %+v", got)
+	}
+}
+
+// TestDecodeRejectsBadDistribute: a blob whose distribute rules Build would
+// refuse is corrupt, with the reason (the checksum is recomputed, so only
+// the rule check can catch it).
+func TestDecodeRejectsBadDistribute(t *testing.T) {
+	tree, err := Build(distributeService(func(*ServiceSpec) {}), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weight80 := bytes.LastIndexByte(tree.Bytes(), 80)
+	for _, c := range []struct {
+		name, want string
+		mut        func(b []byte)
+	}{
+		{"weights", "to weights sum to 99", func(b []byte) { b[weight80] = 79 }},
+		{"reserved byte 24", "reserved policy bytes", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+24] = 1 }},
+		{"count", "metadata", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+25] = 2 }},
+	} {
+		b := bytes.Clone(tree.Bytes())
+		c.mut(b)
+		le.PutUint32(b[hChecksum:], checksum(b))
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
+		}
+	}
+}
