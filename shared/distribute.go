@@ -254,3 +254,145 @@ func (s *Service) indexDistribute() error {
 	}
 	return nil
 }
+
+// Target is one to locality of the distribute rule that applies to a
+// source: its pattern and weight, and its endpoints.
+type Target struct {
+	Pattern string
+	Weight  uint32 // percent of the rule
+	Counts  PriorityCounts
+}
+
+// targetState is a target's endpoints in each set (one span each: a
+// pattern is one node of each tree) and its effective weights.
+type targetState struct {
+	span       [numSets]Span
+	node       uint32 // its node in the eligible tree (the root when it has none)
+	effH, effD uint64 // Envoy's effective locality weights, fixed point
+}
+
+// everywhere is the rule of a source no from matches: Istio then leaves
+// every locality its endpoints and its weight.
+var everywhere = distRule{targets: []distTarget{{pattern: "*", weight: 100}}}
+
+// applyDistribute makes the one priority of a service with distribute
+// rules: the first rule whose from matches the source (Istio's
+// applyLocalityWeights), its targets' ranges in each tree, their counts,
+// and their effective weights (Envoy's effectiveLocalityWeight, per target:
+// weight · min(1, factor/100 · eligible/hosts)).
+func (l *Loads) applyDistribute(s *Service, labels []uint64) {
+	rule := &everywhere
+	for k := range s.dist {
+		if s.dist[k].from.matches(labels) {
+			rule, l.Rule = &s.dist[k], k+1
+			break
+		}
+	}
+	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
+	roots := [numSets]uint32{s.Root, s.AuxRoot[0], s.AuxRoot[1]}
+	var sum PriorityCounts
+	for i := range rule.targets {
+		t, st := &rule.targets[i], &l.dist[i]
+		for set := range numSets {
+			st.span[set] = findPrefix(trees[set], roots[set], &t.prefix)
+		}
+		st.node, _ = findNode(trees[setEligible], s.Root, &t.prefix)
+		h, d := uint32(st.span[setEligible].Len()), uint32(st.span[setDegraded].Len())
+		c := PriorityCounts{Healthy: h, Degraded: d, Total: h + d + uint32(st.span[setUnhealthy].Len())}
+		l.Targets[i] = Target{Pattern: t.pattern, Weight: t.weight, Counts: c}
+		st.effH, st.effD = effectiveWeight(s.OverprovisioningFactor, t.weight, h, c.Total), effectiveWeight(s.OverprovisioningFactor, t.weight, d, c.Total)
+		sum.Healthy, sum.Degraded, sum.Total = sum.Healthy+h, sum.Degraded+d, sum.Total+c.Total
+	}
+	l.NTargets = len(rule.targets)
+	if sum.Total > 0 {
+		l.N, l.Counts[0] = 1, sum
+	}
+}
+
+// fixedOne is 1 in the fixed point of the effective weights.
+const fixedOne = 1 << 20
+
+// effectiveWeight is weight · min(1, of/100 · eligible/hosts), scaled by
+// fixedOne; 0 for a target without endpoints.
+func effectiveWeight(of, weight, eligible, hosts uint32) uint64 {
+	if hosts == 0 {
+		return 0
+	}
+	return uint64(weight) * min(fixedOne, uint64(of)*uint64(eligible)*fixedOne/(100*uint64(hosts)))
+}
+
+// findNode walks a tree from root along a prefix; ok is false when a
+// segment has no child (no endpoint of the set matches the prefix).
+func findNode(nodes []byte, root uint32, p *prefix) (uint32, bool) {
+	n := root
+	for i := range p.n {
+		c, ok := findChild(nodes, nodes[int(n)*NodeRecordSize:][:NodeRecordSize], p.labels[i])
+		if !ok {
+			return root, false
+		}
+		n = c
+	}
+	return n, true
+}
+
+// findPrefix is the endpoint range of a prefix in a tree (empty when it
+// has no node).
+func findPrefix(nodes []byte, root uint32, p *prefix) Span {
+	n, ok := findNode(nodes, root, p)
+	if !ok {
+		return Span{}
+	}
+	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	return Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+}
+
+// targetOf is the target whose endpoints (in any set) hold ep, as a
+// priority: 0, or -1 when none does.
+func (l *Loads) targetOf(ep uint32) int {
+	for i := range l.NTargets {
+		for _, sp := range l.dist[i].span {
+			if ep >= sp.Lo && ep < sp.Hi {
+				return 0
+			}
+		}
+	}
+	return -1
+}
+
+// TargetShare is the part of the source's traffic (0..1) that target i
+// gets: the healthy load spread over the targets by their healthy
+// effective weights, the degraded load by their degraded ones (Envoy's
+// locality schedulers); in panic, the load spread by endpoint count (as the
+// random policy spreads over all the priority's endpoints).
+func (l *Loads) TargetShare(i int) float64 {
+	if i < 0 || i >= l.NTargets || l.N == 0 {
+		return 0
+	}
+	h, d := float64(l.Healthy[0]), float64(l.Degraded[0])
+	if l.InPanic(0) {
+		return (h + d) / 100 * float64(l.Targets[i].Counts.Total) / float64(l.Counts[0].Total)
+	}
+	if h+d == 0 {
+		h = 100 // choosePriority's fallback: P0's healthy endpoints
+	}
+	return h/100*l.effShare(i, false) + d/100*l.effShare(i, true)
+}
+
+// effShare is target i's part of one availability's effective weights.
+func (l *Loads) effShare(i int, degraded bool) float64 {
+	var sum uint64
+	for k := range l.NTargets {
+		sum += l.eff(k, degraded)
+	}
+	if sum == 0 {
+		return 0
+	}
+	return float64(l.eff(i, degraded)) / float64(sum)
+}
+
+func (l *Loads) eff(i int, degraded bool) uint64 {
+	if degraded {
+		return l.dist[i].effD
+	}
+	return l.dist[i].effH
+}

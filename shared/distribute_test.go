@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -127,5 +129,100 @@ func TestDecodeRejectsBadDistribute(t *testing.T) {
 		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestPickLoadsFollowsTargetShares: picks by the loads of a service with
+// distribute rules land only on the endpoints of the rule's targets
+// (healthy or degraded ones unless in panic), and each target gets its
+// TargetShare (chi-square per case at p ≈ 3e-6, so 300 cases stay
+// reliable), for every policy (random only in panic, where the share is by
+// endpoint count).
+func TestPickLoadsFollowsTargetShares(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	const picks = 4000
+	for it := range 300 {
+		top, _, _ := randomDistributeTopology(rng, it%2 == 0)
+		top.Services[0].Policy = policyNames[rng.IntN(len(policyNames))]
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		l := svc.Loads(randomSource3(rng))
+		if l.N == 0 {
+			continue
+		}
+		p := NewPicker(tree, PickerOptions{Seed: uint64(it + 1)})
+		counts := make([]int, l.NTargets)
+		for range picks {
+			ep, ok := p.PickLoads(svc, &l, rng.Uint64())
+			if !ok && l.Counts[0].Healthy+l.Counts[0].Degraded == 0 && !l.InPanic(0) {
+				break // Envoy's "no host": the load is on P0's healthy endpoints, and it has none
+			}
+			if !ok {
+				t.Fatalf("case %d: no pick with loads %+v", it, l.Targets[:l.NTargets])
+			}
+			i := targetHolding(&l, ep)
+			if i < 0 || (!l.InPanic(0) && ep >= svc.EpFirst+svc.EpEligible+svc.EpDegraded) {
+				t.Fatalf("case %d: picked endpoint %d outside the targets' eligible endpoints", it, ep)
+			}
+			counts[i]++
+		}
+		if (l.InPanic(0) && svc.Policy != PolicyRandom) || (!l.InPanic(0) && l.Counts[0].Healthy+l.Counts[0].Degraded == 0) {
+			continue
+		}
+		var c []int
+		var shares []float64
+		for i := range l.NTargets {
+			if s := l.TargetShare(i); s > 0 {
+				c, shares = append(c, counts[i]), append(shares, s)
+			} else if counts[i] > 0 {
+				t.Fatalf("case %d: %d picks of target %q, whose share is 0", it, counts[i], l.Targets[i].Pattern)
+			}
+		}
+		if df := len(c) - 1; df > 0 {
+			if chi2 := pickerChiSquare(c, shares); chi2 > chi2AtZ(df, 4.5) {
+				t.Fatalf("case %d (%s): picks per target %v, shares %v: chi-square %.1f (df %d)", it, svc.Policy, c, shares, chi2, df)
+			}
+		}
+	}
+}
+
+// targetHolding is the target whose spans (any set) hold ep, or -1.
+func targetHolding(l *Loads, ep uint32) int {
+	for i := range l.NTargets {
+		for _, sp := range l.dist[i].span {
+			if ep >= sp.Lo && ep < sp.Hi {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// chi2AtZ is the chi-square quantile at the normal quantile z
+// (Wilson–Hilferty).
+func chi2AtZ(df int, z float64) float64 {
+	k := float64(df)
+	a := 2 / (9 * k)
+	return k * math.Pow(1-a+z*math.Sqrt(a), 3)
+}
+
+// TestPickLoadsDistributeDoesNotAllocate: loads and pick of a service with
+// distribute rules allocate nothing, for every policy.
+func TestPickLoadsDistributeDoesNotAllocate(t *testing.T) {
+	tree, svc, srcs := distributeTree(t, 1000)
+	p := NewPicker(tree, PickerOptions{})
+	res := testing.Benchmark(func(b *testing.B) {
+		var l Loads
+		for i := 0; b.Loop(); i++ {
+			svc.Policy = Policy(i % len(policyNames))
+			svc.LoadsSource(srcs[i%len(srcs)], &l)
+			p.PickLoads(svc, &l, uint64(i))
+		}
+	})
+	if a := res.AllocsPerOp(); a != 0 {
+		t.Fatalf("%d allocations per loads and pick", a)
 	}
 }

@@ -40,12 +40,21 @@ type Loads struct {
 	Healthy  [MaxPriorities]uint8 // percent
 	Degraded [MaxPriorities]uint8 // percent
 	panic    uint16               // bit p: priority p is in panic
+	// Rule is k when the service's distribute rule k-1 applies to the
+	// source, else 0. A service with distribute rules has one priority
+	// (Istio applies no failover then): the endpoints of the rule's
+	// Targets, or of every locality when no rule's from matches (one
+	// target "*"). NTargets is 0 for a service without distribute rules.
+	Rule     int
+	NTargets int
+	Targets  [MaxDistributeTargets]Target
 
 	tree  *Tree
 	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
 	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
 	reach [numSets]int                   // the depth each walk reached
 	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
+	dist  [MaxDistributeTargets]targetState
 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
@@ -94,6 +103,11 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		}
 		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
 	}
+	if len(s.dist) > 0 {
+		l.applyDistribute(s, labels)
+		l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+		return
+	}
 	split := l.failover(s, labels)
 	for r := levels; r >= 0; r-- {
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
@@ -112,6 +126,9 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 // any of the service's three sets), or -1 when none does. With Rank it says
 // how deep the source matched a pick.
 func (l *Loads) Priority(ep uint32) int {
+	if l.NTargets > 0 {
+		return l.targetOf(ep)
+	}
 	for p := range l.N {
 		for set := range numSets {
 			for _, s := range l.spans(set, p) {
