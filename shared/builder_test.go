@@ -30,6 +30,11 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 			e.Degraded = true
 		}
 	}
+	// Format 3: distribute rules lengthen the metadata the builder places.
+	if s.Spillover != nil && rng.IntN(2) == 0 {
+		s.Scopes = []string{"region", "zone"}
+		s.Distribute = []DistributeSpec{{From: "region-1", To: map[string]uint32{"region-2": 70, "region-1/zone-3": 30}}}
+	}
 	return s
 }
 
