@@ -298,8 +298,12 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 		if l.Failover != "" {
 			fo = " (failover " + l.Failover + ")"
 		}
-		fmt.Fprintf(w, "P%d  matched %d of %d%s: %d healthy, %d degraded of %d; load %d%% healthy, %d%% degraded",
-			l.Priority, l.Matched, len(svc.Scopes), fo, l.Healthy, l.Degraded, l.Total, l.HealthyLoad, l.DegradedLoad)
+		what := fmt.Sprintf("matched %d of %d%s", l.Matched, len(svc.Scopes), fo)
+		if res.Distribute != nil {
+			what = "the distribute targets"
+		}
+		fmt.Fprintf(w, "P%d  %s: %d healthy, %d degraded of %d; load %d%% healthy, %d%% degraded",
+			l.Priority, what, l.Healthy, l.Degraded, l.Total, l.HealthyLoad, l.DegradedLoad)
 		if l.Panic {
 			fmt.Fprint(w, ", panic (all endpoints)")
 		}

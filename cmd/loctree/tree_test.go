@@ -262,7 +262,7 @@ func TestPickDistribute(t *testing.T) {
 		t.Fatalf("picks %v, want about 14.9 %% on 127.0.0.4:80 and none on .3 (no target) and .5 (unhealthy)", res.Picks)
 	}
 	code, out, _ = runCLI(t, "tree", "pick", "-f", top, "--service", "reviews", "--from", "region=us-east,zone=b", "--count", "10")
-	if code != 0 || !strings.Contains(out, "distribute rule 1:") || !strings.Contains(out, "to eu-west") {
+	if code != 0 || !strings.Contains(out, "P0  the distribute targets: 3 healthy, 0 degraded of 4") || !strings.Contains(out, "distribute rule 1:") || !strings.Contains(out, "to eu-west") {
 		t.Fatalf("table:\n%s", out)
 	}
 }
