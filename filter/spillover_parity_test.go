@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/loctree/loctree/host"
@@ -58,6 +59,12 @@ func spilloverCases(n int, rng *rand.Rand) []spilloverCase {
 			}
 			svc.Endpoints = append(svc.Endpoints, ep)
 			c.byAddr[ep.Address] = spilloverEndpoint{loc: ep.Locality, healthy: healthy, degraded: degraded}
+		}
+		if i%3 == 0 { // Istio's distribute: one priority over weighted targets
+			svc.Distribute = []shared.DistributeSpec{
+				{From: "r0", To: map[string]uint32{"r0/z0": 60, "r1": 40}},
+				{From: "r1/z1/*", To: map[string]uint32{"r1/z1/s1": 70, "r0/z1/s0": 30}},
+			}
 		}
 		c.top = &shared.Topology{Services: []shared.ServiceSpec{svc}}
 		c.src = shared.Locality{"region": fmt.Sprintf("r%d", rng.IntN(3)), "zone": fmt.Sprintf("z%d", rng.IntN(2)),
@@ -187,9 +194,11 @@ const spilloverPicks = 1500
 
 // TestSpilloverParityWasm drives the built .wasm on random spillover
 // services × sources and checks its picks follow shared's priority loads
-// (docs/FORMAT.md, "Priority load") for the same source.
+// (docs/FORMAT.md, "Priority load"), and for services with distribute rules
+// its targets' shares, for the same source.
 func TestSpilloverParityWasm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 3))
+	distributed := 0
 	for _, c := range spilloverCases(40, rng) {
 		picks := map[string]int{}
 		h := newHost(t, c.config(t), host.Options{})
@@ -208,13 +217,19 @@ func TestSpilloverParityWasm(t *testing.T) {
 			}
 		}
 		vm.Close()
-		c.check(t, picks)
+		if c.check(t, picks) {
+			distributed++
+		}
+	}
+	if distributed < 10 {
+		t.Fatalf("only %d cases with distribute rules", distributed)
 	}
 }
 
 // TestSpilloverParityNative runs the same cases through the SDK's emulator.
 func TestSpilloverParityNative(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 3))
+	distributed := 0
 	for _, c := range spilloverCases(40, rng) {
 		picks := map[string]int{}
 		opt := proxytest.NewEmulatorOption().WithVMContext(&vmContext{}).WithPluginConfiguration([]byte(c.config(t)))
@@ -234,14 +249,19 @@ func TestSpilloverParityNative(t *testing.T) {
 			emu.CompleteHttpContext(id)
 		}
 		reset()
-		c.check(t, picks)
+		if c.check(t, picks) {
+			distributed++
+		}
+	}
+	if distributed < 10 {
+		t.Fatalf("only %d cases with distribute rules", distributed)
 	}
 }
 
 // check compares the picks with shared's loads for the case's source; where
 // shared's picker has nothing to pick (no priority, or the load on an empty
 // set), the request must get no header.
-func (c *spilloverCase) check(t *testing.T, picks map[string]int) {
+func (c *spilloverCase) check(t *testing.T, picks map[string]int) (distribute bool) {
 	t.Helper()
 	tree, err := shared.Build(c.top, shared.BuildOptions{Generation: 1})
 	if err != nil {
@@ -253,7 +273,7 @@ func (c *spilloverCase) check(t *testing.T, picks map[string]int) {
 		if len(picks) != 0 {
 			t.Fatalf("%s: nothing to pick (loads %s), yet picks %v", c.summary, loadsLine(&l), picks)
 		}
-		return
+		return false
 	}
 	n := 0
 	for _, k := range picks {
@@ -262,5 +282,69 @@ func (c *spilloverCase) check(t *testing.T, picks map[string]int) {
 	if n != spilloverPicks {
 		t.Fatalf("%s: %d of %d requests got a header (loads %s)", c.summary, n, spilloverPicks, loadsLine(&l))
 	}
+	if l.NTargets > 0 {
+		checkTargets(t, c, svc.Policy, &l, picks)
+		return true
+	}
 	checkSpread(t, c, &l, picks)
+	return false
+}
+
+// checkTargets fails unless the picks of a service with distribute rules
+// land only on its targets' endpoints that may take load (healthy or
+// degraded, or any in panic), and each target gets shared's TargetShare
+// (chi-square as checkSpread; in panic only for random, where the share is
+// by endpoint count). A target is found from the topology: the endpoint's
+// region/zone/subzone against the pattern's segments.
+func checkTargets(t *testing.T, c *spilloverCase, policy shared.Policy, l *shared.Loads, picks map[string]int) {
+	t.Helper()
+	got := make([]float64, l.NTargets)
+	total := 0
+	for addr, n := range picks {
+		ep := c.byAddr[addr]
+		i := targetOf(l, ep.loc)
+		if i < 0 || (!l.InPanic(0) && !ep.healthy) {
+			t.Fatalf("%s: %d picks of %s (%v, healthy %v), outside the targets' loaded endpoints (%+v)", c.summary, n, addr, ep.loc, ep.healthy, l.Targets[:l.NTargets])
+		}
+		got[i] += float64(n)
+		total += n
+	}
+	if l.InPanic(0) && policy != shared.PolicyRandom {
+		return
+	}
+	chi2, df := 0.0, -1
+	for i := range l.NTargets {
+		share := l.TargetShare(i)
+		if share == 0 {
+			if got[i] > 0 {
+				t.Fatalf("%s: %v picks of target %q, whose share is 0", c.summary, got[i], l.Targets[i].Pattern)
+			}
+			continue
+		}
+		e := share * float64(total)
+		chi2 += (got[i] - e) * (got[i] - e) / e
+		df++
+	}
+	if df > 0 && chi2 > chi2Critical(df, 4) {
+		t.Fatalf("%s: picks per target %v, shares of %+v: chi-square %.1f > %.1f (df %d)", c.summary, got, l.Targets[:l.NTargets], chi2, chi2Critical(df, 4), df)
+	}
+}
+
+// targetOf is the target whose pattern a locality matches, or -1.
+func targetOf(l *shared.Loads, loc shared.Locality) int {
+	for i := range l.NTargets {
+		if patternMatches(l.Targets[i].Pattern, loc) {
+			return i
+		}
+	}
+	return -1
+}
+
+func patternMatches(pattern string, loc shared.Locality) bool {
+	for k, seg := range strings.Split(pattern, "/") {
+		if seg != "*" && loc[shared.DefaultScopes[k]] != seg {
+			return false
+		}
+	}
+	return true
 }
