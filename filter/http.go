@@ -96,6 +96,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	depth := 0
 	if p := l.Priority(ep); p >= 0 {
 		depth = int(l.Rank[p])
+		h.p.m.priorities[p]++
 	}
 	h.write(st, r, ep, depth)
 	return types.ActionContinue

@@ -216,10 +216,14 @@ func TestSpilloverParityWasm(t *testing.T) {
 				picks[v]++
 			}
 		}
+		if err := vm.Tick(); err != nil { // flushes the per-request counters
+			t.Fatal(err)
+		}
 		vm.Close()
 		if c.check(t, picks) {
 			distributed++
 		}
+		c.checkPriorityMetrics(t, h, picks)
 	}
 	if distributed < 10 {
 		t.Fatalf("only %d cases with distribute rules", distributed)
@@ -347,4 +351,32 @@ func patternMatches(pattern string, loc shared.Locality) bool {
 		}
 	}
 	return true
+}
+
+// checkPriorityMetrics: the filter's loctree_picks_priority_<p>_total
+// counters (what `wasm run --count` and `wasm serve` show) equal the picks
+// per priority, each pick's priority found from the topology (its rank, as
+// checkSpread; every pick of a distribute service is P0).
+func (c *spilloverCase) checkPriorityMetrics(t *testing.T, h *host.Host, picks map[string]int) {
+	t.Helper()
+	tree, err := shared.Build(c.top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := tree.Service(c.svc)
+	l := svc.Loads(c.src)
+	want := make([]uint64, shared.MaxPriorities)
+	for addr, n := range picks {
+		p := 0
+		if l.NTargets == 0 {
+			b, _ := c.bucket(&l, addr)
+			p = b / 2
+		}
+		want[p] += uint64(n)
+	}
+	for p := range want {
+		if got, _ := h.Metrics().Value(priorityMetric(p)); got != want[p] {
+			t.Fatalf("%s: %s = %d, want %d", c.summary, priorityMetric(p), got, want[p])
+		}
+	}
 }
