@@ -297,3 +297,32 @@ func TestWasmRunLogLevel(t *testing.T) {
 		t.Fatalf("a critical line must pass --log-level critical: exit %d: %s %s", code, stdout, stderr)
 	}
 }
+
+// TestWasmRunCountShowsPriorities: `wasm run --count N` sends N requests
+// and shows the picks per endpoint and, for a spillover service, per
+// priority (the filter's loctree_picks_priority_<p>_total counters); the
+// spread follows the loads `tree pick` shows for the same source (70 % on
+// P0: one healthy endpoint of two, factor 140).
+func TestWasmRunCountShowsPriorities(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	config := `{"topology":{"services":[{"name":"reviews","scopes":["region","zone"],"spillover":{},"endpoints":[
+  {"address":"127.0.2.1:9080","locality":{"region":"us-east","zone":"a"}},
+  {"address":"127.0.2.2:9080","locality":{"region":"us-east","zone":"a"},"healthy":false},
+  {"address":"127.0.2.3:9080","locality":{"region":"us-east","zone":"b"}}]}]},
+ "locality":{"region":"us-east","zone":"a"}}`
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", config,
+		"--header", ":authority=reviews", "--count", "2000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out runOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(out.Priorities) != 2 || out.Priorities[0].Priority != 0 || out.Priorities[0].Picks+out.Priorities[1].Picks != 2000 {
+		t.Fatalf("priorities %+v, want P0 and P1 with 2000 picks", out.Priorities)
+	}
+	if n := out.Priorities[0].Picks; n < 1300 || n > 1500 || out.Picks["127.0.2.1:9080"] != n || out.Picks["127.0.2.2:9080"] != 0 {
+		t.Fatalf("P0 %d picks, picks %v: want about 70 %% on 127.0.2.1:9080 and none on the unhealthy one", n, out.Picks)
+	}
+}
