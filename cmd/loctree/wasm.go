@@ -366,6 +366,10 @@ an unknown host (no service of the tree answers to the request's
 :authority), or an address outside the tree. The filter's local responses
 (e.g. strict-mode 503) are sent as is.
 
+On shutdown it prints the filter's picks per priority of spillover services
+(docs/WASM.md, loctree_picks_priority_<p>_total), the spread loctree tree pick
+shows as loads.
+
 Examples:
   loctree wasm serve --module bin/loctree.wasm --listen 127.0.0.1:15001 \
     --plugin-config '{"tree":{"cluster":"agent"}}' --upstream agent=127.0.0.1:15099`,
@@ -449,5 +453,30 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	if err := pool.Tick(); err == nil { // flushes the filter's per-request counters
+		printPriorities(stdout, h.Metrics())
+	}
 	return nil
+}
+
+// printPriorities prints, at the end of wasm serve, the loctree filter's
+// picks per priority of spillover services, if it made any.
+func printPriorities(w io.Writer, m *host.Metrics) {
+	var parts []string
+	var counts []uint64
+	total := uint64(0)
+	for p := range shared.MaxPriorities {
+		n, _ := m.Value(fmt.Sprintf("loctree_picks_priority_%d_total", p))
+		counts = append(counts, n)
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	for p, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("P%d %d (%.1f%%)", p, n, 100*float64(n)/float64(total)))
+		}
+	}
+	fmt.Fprintf(w, "loctree wasm serve: picks by priority: %s\n", strings.Join(parts, ", "))
 }
