@@ -78,7 +78,8 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 
 // chooseLoads picks by the proxy's priority loads of a spillover service
 // (computed once per tree). Fallbacks, when configured, come from the
-// source's nearest eligible endpoints (the lookup's range). With nothing to
+// source's nearest eligible endpoints (the lookup's range), or with
+// distribute rules from the pick's target's eligible endpoints. With nothing to
 // pick (no endpoint, or Envoy's "no host" when the load falls on an empty
 // set) the request passes without the header, as a failover miss does.
 func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.Loads) types.Action {
@@ -90,7 +91,11 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 		return types.ActionContinue
 	}
 	var r shared.Range
-	if h.p.cfg.Fallbacks > 0 {
+	switch {
+	case h.p.cfg.Fallbacks == 0:
+	case l.NTargets > 0:
+		r, _ = l.TargetRange(ep)
+	default:
 		r = svc.LookupLabels(st.labels[svc.Index])
 	}
 	depth := 0

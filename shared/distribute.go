@@ -396,3 +396,19 @@ func (l *Loads) eff(i int, degraded bool) uint64 {
 	}
 	return l.dist[i].effH
 }
+
+// TargetRange is the eligible endpoints of the target whose endpoints (in
+// any set) hold ep, as a range; ok is false when no target does. A data
+// plane takes retry fallbacks from it, so that they stay in the rule's
+// targets.
+func (l *Loads) TargetRange(ep uint32) (r Range, ok bool) {
+	for i := range l.NTargets {
+		for _, sp := range l.dist[i].span {
+			if ep >= sp.Lo && ep < sp.Hi {
+				e := l.dist[i].span[setEligible]
+				return Range{Lo: e.Lo, Hi: e.Hi}, true
+			}
+		}
+	}
+	return Range{}, false
+}

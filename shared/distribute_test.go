@@ -167,6 +167,9 @@ func TestPickLoadsFollowsTargetShares(t *testing.T) {
 			if i < 0 || (!l.InPanic(0) && ep >= svc.EpFirst+svc.EpEligible+svc.EpDegraded) {
 				t.Fatalf("case %d: picked endpoint %d outside the targets' eligible endpoints", it, ep)
 			}
+			if r, ok := l.TargetRange(ep); !ok || r.Lo != l.dist[i].span[setEligible].Lo || r.Hi != l.dist[i].span[setEligible].Hi {
+				t.Fatalf("case %d: TargetRange(%d) = %+v, %v; want target %d's eligible span %+v", it, ep, r, ok, i, l.dist[i].span[setEligible])
+			}
 			counts[i]++
 		}
 		if (l.InPanic(0) && svc.Policy != PolicyRandom) || (!l.InPanic(0) && l.Counts[0].Healthy+l.Counts[0].Degraded == 0) {
