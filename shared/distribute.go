@@ -302,6 +302,7 @@ func (l *Loads) applyDistribute(s *Service, labels []uint64) {
 		l.Targets[i] = Target{Pattern: t.pattern, Weight: t.weight, Counts: c}
 		st.effH, st.effD = effectiveWeight(s.OverprovisioningFactor, t.weight, h, c.Total), effectiveWeight(s.OverprovisioningFactor, t.weight, d, c.Total)
 		sum.Healthy, sum.Degraded, sum.Total = sum.Healthy+h, sum.Degraded+d, sum.Total+c.Total
+		l.effSum[0], l.effSum[1] = l.effSum[0]+st.effH, l.effSum[1]+st.effD
 	}
 	l.NTargets = len(rule.targets)
 	if sum.Total > 0 {
@@ -380,9 +381,9 @@ func (l *Loads) TargetShare(i int) float64 {
 
 // effShare is target i's part of one availability's effective weights.
 func (l *Loads) effShare(i int, degraded bool) float64 {
-	var sum uint64
-	for k := range l.NTargets {
-		sum += l.eff(k, degraded)
+	sum := l.effSum[0]
+	if degraded {
+		sum = l.effSum[1]
 	}
 	if sum == 0 {
 		return 0

@@ -63,24 +63,32 @@ func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (ui
 	if degraded {
 		set = setDegraded
 	}
-	var u spanSet
 	if l.InPanic(0) {
-		for i := range l.NTargets {
-			for _, sp := range l.dist[i].span {
-				u.addSpan(sp)
-			}
-		}
-		return p.pickSet(s, &u, key, &p.rr[s.Root])
+		return p.pickTargets(s, l, key, numSets)
 	}
 	i, ok := l.chooseTarget(p.targetDraw(s, key), degraded)
 	if !ok { // no effective weight: all the set's endpoints (Envoy: no scheduler)
-		for k := range l.NTargets {
-			u.addSpan(l.dist[k].span[set])
-		}
-		return p.pickSet(s, &u, key, &p.rr[s.Root])
+		return p.pickTargets(s, l, key, set)
 	}
-	u.addSpan(l.dist[i].span[set])
-	return p.pickSet(s, &u, key, &p.rr[l.dist[i].node])
+	sp := l.dist[i].span[set]
+	if sp.Hi <= sp.Lo || int(sp.Hi) > len(p.pool.counts) {
+		return 0, false
+	}
+	return p.pool.pick(s.Policy, sp.Lo, sp.Hi, key, p.src, &p.rr[l.dist[i].node]), true
+}
+
+// pickTargets picks by the policy among the targets' endpoints of one set,
+// or of every set (numSets).
+func (p *Picker) pickTargets(s *Service, l *Loads, key uint64, set int) (uint32, bool) {
+	var u spanSet
+	for i := range l.NTargets {
+		for k, sp := range l.dist[i].span {
+			if set == numSets || k == set {
+				u.addSpan(sp)
+			}
+		}
+	}
+	return p.pickSet(s, &u, key, &p.rr[s.Root])
 }
 
 // targetDraw is the random number that chooses a target.
@@ -93,9 +101,9 @@ func (p *Picker) targetDraw(s *Service, key uint64) uint64 {
 
 // chooseTarget draws a target by its effective weight for one availability.
 func (l *Loads) chooseTarget(draw uint64, degraded bool) (int, bool) {
-	var sum uint64
-	for i := range l.NTargets {
-		sum += l.eff(i, degraded)
+	sum := l.effSum[0]
+	if degraded {
+		sum = l.effSum[1]
 	}
 	if sum == 0 {
 		return 0, false

@@ -49,12 +49,13 @@ type Loads struct {
 	NTargets int
 	Targets  [MaxDistributeTargets]Target
 
-	tree  *Tree
-	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
-	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
-	reach [numSets]int                   // the depth each walk reached
-	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
-	dist  [MaxDistributeTargets]targetState
+	tree   *Tree
+	path   [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
+	node   [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
+	reach  [numSets]int                   // the depth each walk reached
+	to     [numSets]Span                  // a failover rule's to-region in each set (empty: none)
+	dist   [MaxDistributeTargets]targetState
+	effSum [2]uint64 // the targets' healthy and degraded effective weights, summed
 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
