@@ -294,9 +294,18 @@ func (l *Loads) applyDistribute(s *Service, labels []uint64) {
 	for i := range rule.targets {
 		t, st := &rule.targets[i], &l.dist[i]
 		for set := range numSets {
-			st.span[set] = findPrefix(trees[set], roots[set], &t.prefix)
+			if set != setEligible && s.auxEmpty(set-1) {
+				continue // an empty set: nothing to walk
+			}
+			n, ok := findNode(trees[set], roots[set], &t.prefix)
+			if set == setEligible {
+				st.node = n
+			}
+			if ok {
+				rec := trees[set][int(n)*NodeRecordSize:][:NodeRecordSize]
+				st.span[set] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+			}
 		}
-		st.node, _ = findNode(trees[setEligible], s.Root, &t.prefix)
 		h, d := uint32(st.span[setEligible].Len()), uint32(st.span[setDegraded].Len())
 		c := PriorityCounts{Healthy: h, Degraded: d, Total: h + d + uint32(st.span[setUnhealthy].Len())}
 		l.Targets[i] = Target{Pattern: t.pattern, Weight: t.weight, Counts: c}
@@ -334,17 +343,6 @@ func findNode(nodes []byte, root uint32, p *prefix) (uint32, bool) {
 		n = c
 	}
 	return n, true
-}
-
-// findPrefix is the endpoint range of a prefix in a tree (empty when it
-// has no node).
-func findPrefix(nodes []byte, root uint32, p *prefix) Span {
-	n, ok := findNode(nodes, root, p)
-	if !ok {
-		return Span{}
-	}
-	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
-	return Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
 }
 
 // targetOf is the target whose endpoints (in any set) hold ep, as a
@@ -412,4 +410,10 @@ func (l *Loads) TargetRange(ep uint32) (r Range, ok bool) {
 		}
 	}
 	return Range{}, false
+}
+
+// auxEmpty says whether aux tree k (degraded, unhealthy) has no endpoint.
+func (s *Service) auxEmpty(k int) bool {
+	lo, hi := s.auxRange(k)
+	return lo == hi
 }
