@@ -293,6 +293,7 @@ func (l *Loads) applyDistribute(s *Service, labels []uint64) {
 	var sum PriorityCounts
 	for i := range rule.targets {
 		t, st := &rule.targets[i], &l.dist[i]
+		*st = targetState{node: s.Root}
 		for set := range numSets {
 			if set != setEligible && s.auxEmpty(set-1) {
 				continue // an empty set: nothing to walk

@@ -239,6 +239,7 @@ func randomTargets(rng *rand.Rand, deep bool) map[string]uint32 {
 func TestDistributeMatchesIstioEnvoy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	var matched, implicit, panics int
+	var reused Loads
 	for it := range 6000 {
 		deep := it%2 == 0
 		top, of, threshold := randomDistributeTopology(rng, deep)
@@ -250,6 +251,15 @@ func TestDistributeMatchesIstioEnvoy(t *testing.T) {
 		svc := &tree.Services()[0]
 		src := randomSource3(rng)
 		l := svc.Loads(src)
+		svc.LoadsSource(NewSource(src), &reused) // over the previous case's loads: nothing stale may remain
+		if reused.N != l.N || reused.NTargets != l.NTargets || !slices.Equal(reused.Targets[:l.NTargets], l.Targets[:l.NTargets]) || reused.Healthy != l.Healthy {
+			t.Fatalf("case %d: loads computed over earlier ones differ: %+v, fresh %+v", it, reused.Targets, l.Targets)
+		}
+		for i := range l.NTargets {
+			if reused.TargetShare(i) != l.TargetShare(i) {
+				t.Fatalf("case %d: target %d share %v over earlier loads, %v fresh", it, i, reused.TargetShare(i), l.TargetShare(i))
+			}
+		}
 		want := distributeOracle(spec, src, of, threshold)
 		tol := 1e-5
 		if !deep {

@@ -31,6 +31,25 @@ const (
 // its endpoints. A Loads is computed in O(levels × log branching) from the
 // trees, without allocating, and is read by Picker.PickLoads.
 type Loads struct {
+	priorities
+	// Rule is k when the service's distribute rule k-1 applies to the
+	// source, else 0. A service with distribute rules has one priority
+	// (Istio applies no failover then): the endpoints of the rule's
+	// Targets, or of every locality when no rule's from matches (one
+	// target "*"). NTargets is 0 for a service without distribute rules;
+	// Targets are valid below NTargets.
+	Rule     int
+	NTargets int
+	Targets  [MaxDistributeTargets]Target
+
+	dist   [MaxDistributeTargets]targetState // valid below NTargets
+	effSum [2]uint64                         // the targets' healthy and degraded effective weights, summed
+}
+
+// priorities is the part of Loads every computation starts from zero; the
+// distribute targets are written before they are read, so a computation
+// does not pay for clearing them.
+type priorities struct {
 	N    int // number of priorities; 0: no endpoint to pick
 	Rank [MaxPriorities]uint8
 	// Failover is 0 for a priority no failover rule touches, 1 for the
@@ -40,22 +59,12 @@ type Loads struct {
 	Healthy  [MaxPriorities]uint8 // percent
 	Degraded [MaxPriorities]uint8 // percent
 	panic    uint16               // bit p: priority p is in panic
-	// Rule is k when the service's distribute rule k-1 applies to the
-	// source, else 0. A service with distribute rules has one priority
-	// (Istio applies no failover then): the endpoints of the rule's
-	// Targets, or of every locality when no rule's from matches (one
-	// target "*"). NTargets is 0 for a service without distribute rules.
-	Rule     int
-	NTargets int
-	Targets  [MaxDistributeTargets]Target
 
-	tree   *Tree
-	path   [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
-	node   [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
-	reach  [numSets]int                   // the depth each walk reached
-	to     [numSets]Span                  // a failover rule's to-region in each set (empty: none)
-	dist   [MaxDistributeTargets]targetState
-	effSum [2]uint64 // the targets' healthy and degraded effective weights, summed
+	tree  *Tree
+	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
+	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
+	reach [numSets]int                   // the depth each walk reached
+	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
@@ -87,7 +96,8 @@ func (s *Service) LoadsSource(src *Source, l *Loads) {
 // Lookup's candidate range, with all the load (none in strict mode without
 // a full match).
 func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
-	*l = Loads{tree: s.tree}
+	l.priorities = priorities{tree: s.tree}
+	l.Rule, l.NTargets, l.effSum = 0, 0, [2]uint64{}
 	levels := len(s.Scopes)
 	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
 	if s.OverprovisioningFactor == 0 {
