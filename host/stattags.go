@@ -29,7 +29,7 @@ const customNamespace = "wasmcustom."
 // IstioStatTags are the stats_tags of an Istio proxy's bootstrap with the
 // given extraStatTags (ProxyConfig.extraStatTags, or the pod annotation
 // sidecar.istio.io/extraStatTags): istio/istio tools/packaging/common/
-// envoy_bootstrap.json:84-154 at 86c9f01f. Left out: the
+// envoy_bootstrap.json:84-155 at 86c9f01f. Left out: the
 // http_conn_manager_listener_prefix tag, whose lookahead Go's regexp lacks
 // (anchored at ^listener, it never matches a plugin's wasmcustom. name).
 func IstioStatTags(extra ...string) []StatTag {

@@ -13,7 +13,7 @@ import (
 // custom namespace stripped and the rest sanitized to [a-zA-Z0-9_], a
 // leading digit dropping the metric (prometheus_stats.cc,
 // PrometheusStatsFormatter::metricName and sanitizeName); the tags are
-// Istio's bootstrap ones (envoy_bootstrap.json:84-154) plus extraStatTags
+// Istio's bootstrap ones (envoy_bootstrap.json:84-155) plus extraStatTags
 // as `(<tag>=\.=(.*?);\.;)` (lines 121-126).
 func TestEnvoyName(t *testing.T) {
 	loctree := IstioStatTags("loctree_service", "loctree_level")
