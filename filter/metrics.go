@@ -73,7 +73,7 @@ func defineMetrics() *metrics {
 // of its bootstrap; Istio generates `(<tag>=\.=(.*?);\.;)` for each of a
 // proxy's extraStatTags (istio/istio tools/packaging/common/
 // envoy_bootstrap.json:121-126). With extraStatTags loctree_service and
-// loctree_level (istio/mesh/stats.yaml), Prometheus sees
+// loctree_level (istio/mesh/istiod-values.yaml), Prometheus sees
 // loctree_service_picks_total{loctree_service, loctree_level} and
 // loctree_service_no_candidate_total{loctree_service}.
 const (
@@ -88,7 +88,6 @@ const (
 // serviceCounts are one service's per-request counts and, once defined
 // (on the first flush with a count), its counters.
 type serviceCounts struct {
-	label        string
 	picks        [shared.MaxLevels + 1]uint64 // by matched level
 	noCandidate  uint64
 	pickMetric   [shared.MaxLevels + 1]lazyCounter
@@ -109,7 +108,7 @@ func (m *metrics) service(name string) *serviceCounts {
 }
 
 func newServiceCounts(label string) *serviceCounts {
-	s := &serviceCounts{label: label}
+	s := &serviceCounts{}
 	for level := range s.pickMetric {
 		s.pickMetric[level].name = statTag("loctree_service", label) + statTag("loctree_level", strconv.Itoa(level)) + "loctree_service_picks_total"
 	}

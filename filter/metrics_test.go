@@ -100,3 +100,21 @@ func TestServiceMetricsCapped(t *testing.T) {
 		t.Errorf("(other) counted %d picks, want 5", got)
 	}
 }
+
+// TestUntaggableServiceCountsAsOther: a service whose name holds the tag
+// delimiter ";.;" (Istio's regex would cut its value short) counts under
+// "(other)", as does a service literally named "(other)".
+func TestUntaggableServiceCountsAsOther(t *testing.T) {
+	config := `{"locality":{"region":"r1"},"topology":{"services":[
+ {"name":"a;.;b","hosts":["ab"],"scopes":["region"],"endpoints":[{"address":"127.0.3.1:80","locality":{"region":"r1"}}]},
+ {"name":"(other)","hosts":["o"],"scopes":["region"],"endpoints":[{"address":"127.0.3.2:80","locality":{"region":"r1"}}]}]}}`
+	h, vm := startVM(t, config)
+	pickOn(t, vm, "ab")
+	pickOn(t, vm, "o")
+	if err := vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.Metrics().Value(picksMetric("(other)", 1)); got != 2 {
+		t.Errorf("(other) counted %d picks, want 2 (metrics %v)", got, h.Metrics().Snapshot())
+	}
+}
