@@ -58,6 +58,7 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 	r := svc.LookupLabels(st.labels[svc.Index])
 	if r.Len() == 0 {
 		p.m.noCandidate++
+		p.m.service(svc.Name).noCandidate++
 		abi.RemoveHttpRequestHeader(cfg.Header)
 		if svc.Mode == shared.ModeStrict {
 			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
@@ -83,6 +84,7 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[r.Depth]++
+	h.p.m.service(svc.Name).picks[r.Depth]++
 	st.picker.Inc(ep)
 	h.st, h.inflight, h.counted = st, ep, true
 }
