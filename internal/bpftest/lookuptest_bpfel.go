@@ -49,24 +49,24 @@ type lookuptestLtNode struct {
 }
 
 type lookuptestLtService struct {
-	_          structs.HostLayout
-	Src        [8]uint64
-	ScopeKeys  [8]uint64
-	Digest     uint64
-	Generation uint64
-	Root       uint32
-	NodeDelta  uint32
-	EpDelta    uint32
-	NodeBase   uint32
-	NodeLen    uint32
-	EpBase     uint32
-	EpLen      uint32
-	Slot       uint32
-	Levels     uint8
-	Mode       uint8
-	Policy     uint8
-	Health     uint8
-	Pad        uint32
+	_               structs.HostLayout
+	Src             [8]uint64
+	ScopeKeys       [8]uint64
+	Digest          uint64
+	Generation      uint64
+	Root            uint32
+	NodeDelta       uint32
+	EpDelta         uint32
+	NodeBase        uint32
+	NodeLen         uint32
+	EpBase          uint32
+	EpLen           uint32
+	Slot            uint32
+	Levels          uint8
+	Mode            uint8
+	Policy          uint8
+	Health          uint8
+	AffinityTimeout uint32
 }
 
 type lookuptestLtStat uint32
