@@ -115,8 +115,8 @@ func maglevPicker(eps []string) func(uint64) string {
 // simResult sums one algorithm over all ranges.
 type simResult struct {
 	leaveMoved, leaveIdeal, joinMoved, joinIdeal float64 // fractions of clients, summed
-	worstBalance, sumBalance                         float64
-	ranges                                           int
+	worstBalance, sumBalance                     float64
+	ranges                                       int
 }
 
 func (r *simResult) String() string {
