@@ -344,3 +344,25 @@ func TestAffinityRemovedBackendNotReused(t *testing.T) {
 		t.Fatalf("after %s came back: %s, want the client's new backend %s", first, got, second)
 	}
 }
+
+// TestAffinityTimeoutChangeInstalled: a change of only the timeout reaches
+// the kernel, by Apply and by ApplyServices.
+func TestAffinityTimeoutChangeInstalled(t *testing.T) {
+	pool := affPool(1, 3)
+	in, _ := affSetup(t, affTopology(60, pool))
+	check := func(want uint32) {
+		t.Helper()
+		for _, v := range frontends(t, in) {
+			if v.AffinityTimeout != want {
+				t.Fatalf("installed timeout %d, want %d", v.AffinityTimeout, want)
+			}
+		}
+	}
+	check(60)
+	apply(t, in, affTopology(2, pool), 2)
+	check(2)
+	if _, err := in.ApplyServices(mustBuild(t, affTopology(7, pool), 3), []string{"aff"}); err != nil {
+		t.Fatal(err)
+	}
+	check(7)
+}
