@@ -47,6 +47,10 @@ type Service struct {
 	AuxRoot, AuxCount [2]uint32
 	// Failover are the service's failover rules (format version 2).
 	Failover []FailoverSpec
+	// AffinityTimeout is the session affinity timeout in seconds of a
+	// consistent_hash service; 0 when the service sets none (the kernel then
+	// uses DefaultAffinityTimeout).
+	AffinityTimeout uint32
 
 	tree     *Tree
 	regionAt int         // index of the "region" scope, or -1
