@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key loctree loctree.c
 
 import (
 	"fmt"
@@ -33,6 +33,14 @@ type (
 	// RevKey is a socket cookie and a backend it sent UDP datagrams to,
 	// the key of the reverse translation map.
 	RevKey = loctreeLtRevKey
+	// AffinityKey is a client (netns cookie) and a service frontend, the
+	// key of the session affinity map.
+	AffinityKey = loctreeLtAffKey
+	// Affinity is a client's backend and the time of its last use.
+	Affinity = loctreeLtAff
+	// AffinityEpKey is a consistent_hash service and one of its backends,
+	// the key of the map that finds the backend's endpoint index.
+	AffinityEpKey = loctreeLtAffEpKey
 	// Objects are the loaded programs and maps.
 	Objects = loctreeObjects
 	// Maps are the loaded maps.
@@ -63,6 +71,8 @@ const (
 	MapStats        = loctreeMapLtStats
 	MapCgroupSrc    = loctreeMapLtCgroupSrc
 	MapCgroupLevels = loctreeMapLtCgroupLevels
+	MapAffinity     = loctreeMapLtAffinity
+	MapAffinityEps  = loctreeMapLtAffEps
 )
 
 // Spec returns the collection spec of the socket programs and their maps.

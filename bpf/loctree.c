@@ -8,6 +8,7 @@
  * Anything that is not a VIP passes untouched.
  */
 #include "loctree.h"
+#include "affinity.h"
 
 #define ECONNREFUSED 111
 #define SK_PASS 1
@@ -224,7 +225,7 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int ud
 		lt_count(LT_STAT_REDIRECT);
 		return SK_PASS;
 	}
-	ret = lt_pick(&svc, &r, &idx);
+	ret = lt_pick_for(ctx, &svc, &fe, &r, &idx);
 	if (ret != LT_OK)
 		return lt_refuse(ret);
 	ep = lt_ep_at(idx);

@@ -120,7 +120,7 @@ struct lt_service {
 	__u8 mode;
 	__u8 policy;
 	__u8 health;
-	__u32 pad;
+	__u32 affinity_timeout;   /* consistent_hash: seconds, 0 the default (affinity.h) */
 };
 
 /*
@@ -468,7 +468,8 @@ static __always_inline int lt_counts(__u8 policy)
  * least_connections and least_request are the power of two random choices
  * over the open connection counts (a connection is the request a socket
  * load balancer sees), two distinct candidates as shared's picker draws
- * them; consistent_hash is random here (the loader warns at install time).
+ * them. consistent_hash needs the client, so a socket program picks it with
+ * lt_pick_for (affinity.h); here it is random.
  */
 static __always_inline int lt_pick(const struct lt_service *svc, const struct lt_range *r,
 				   __u32 *out)

@@ -21,6 +21,26 @@ type loctreeLtAddr struct {
 	Pad    uint8
 }
 
+type loctreeLtAff struct {
+	_       structs.HostLayout
+	Backend loctreeLtAddr
+	Ep      uint32
+	LastNs  uint64
+}
+
+type loctreeLtAffEpKey struct {
+	_       structs.HostLayout
+	Fe      loctreeLtAddr
+	Backend loctreeLtAddr
+}
+
+type loctreeLtAffKey struct {
+	_      structs.HostLayout
+	Client uint64
+	Fe     loctreeLtAddr
+	Pad    uint32
+}
+
 type loctreeLtEndpoint struct {
 	_         structs.HostLayout
 	Addr      [4]uint32
@@ -56,24 +76,24 @@ type loctreeLtRevKey struct {
 }
 
 type loctreeLtService struct {
-	_          structs.HostLayout
-	Src        [8]uint64
-	ScopeKeys  [8]uint64
-	Digest     uint64
-	Generation uint64
-	Root       uint32
-	NodeDelta  uint32
-	EpDelta    uint32
-	NodeBase   uint32
-	NodeLen    uint32
-	EpBase     uint32
-	EpLen      uint32
-	Slot       uint32
-	Levels     uint8
-	Mode       uint8
-	Policy     uint8
-	Health     uint8
-	Pad        uint32
+	_               structs.HostLayout
+	Src             [8]uint64
+	ScopeKeys       [8]uint64
+	Digest          uint64
+	Generation      uint64
+	Root            uint32
+	NodeDelta       uint32
+	EpDelta         uint32
+	NodeBase        uint32
+	NodeLen         uint32
+	EpBase          uint32
+	EpLen           uint32
+	Slot            uint32
+	Levels          uint8
+	Mode            uint8
+	Policy          uint8
+	Health          uint8
+	AffinityTimeout uint32
 }
 
 type loctreeLtSock struct {
@@ -100,6 +120,8 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	loctreeMapLtAffEps        = "lt_aff_eps"
+	loctreeMapLtAffinity      = "lt_affinity"
 	loctreeMapLtCgroupLevels  = "lt_cgroup_levels"
 	loctreeMapLtCgroupSrc     = "lt_cgroup_src"
 	loctreeMapLtConns         = "lt_conns"
@@ -178,6 +200,8 @@ type loctreeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loctreeMapSpecs struct {
+	LtAffEps       *ebpf.MapSpec `ebpf:"lt_aff_eps"`
+	LtAffinity     *ebpf.MapSpec `ebpf:"lt_affinity"`
 	LtCgroupLevels *ebpf.MapSpec `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc    *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
 	LtConns        *ebpf.MapSpec `ebpf:"lt_conns"`
@@ -216,6 +240,8 @@ func (o *loctreeObjects) Close() error {
 //
 // It can be passed to loadLoctreeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loctreeMaps struct {
+	LtAffEps       *ebpf.Map `ebpf:"lt_aff_eps"`
+	LtAffinity     *ebpf.Map `ebpf:"lt_affinity"`
 	LtCgroupLevels *ebpf.Map `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc    *ebpf.Map `ebpf:"lt_cgroup_src"`
 	LtConns        *ebpf.Map `ebpf:"lt_conns"`
@@ -230,6 +256,8 @@ type loctreeMaps struct {
 
 func (m *loctreeMaps) Close() error {
 	return _LoctreeClose(
+		m.LtAffEps,
+		m.LtAffinity,
 		m.LtCgroupLevels,
 		m.LtCgroupSrc,
 		m.LtConns,

@@ -252,3 +252,52 @@ func TestImageVariablesAgree(t *testing.T) {
 		t.Errorf("Makefile IMAGE=%q IMAGE_TAG=%q; kustomization tag %q for it; chart %s:%s", vars["IMAGE"], vars["IMAGE_TAG"], kustTag, values.Image.Repository, values.Image.Tag)
 	}
 }
+
+// TestNotesNameTheMeshStatTags: the chart's notes give the mesh config that
+// istio/mesh/istiod-values.yaml holds (the same extraStatTags, in the same
+// values shape), since the chart cannot set istiod's values itself.
+func TestNotesNameTheMeshStatTags(t *testing.T) {
+	notes := renderedNotes(t)
+	block := notes[strings.Index(notes, "meshConfig:"):]
+	block = block[:strings.Index(block, "\n\n")+1]
+	var got, want map[string]any
+	if err := yaml.Unmarshal([]byte(block), &got); err != nil {
+		t.Fatalf("notes' mesh config: %v\n%s", err, block)
+	}
+	shipped, err := istio.Files.ReadFile("mesh/istiod-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(shipped, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("notes give %v, istio/mesh/istiod-values.yaml %v", got, want)
+	}
+	if !strings.Contains(notes, "sidecar.istio.io/extraStatTags: loctree_service,loctree_level") {
+		t.Errorf("notes lack the pod annotation:\n%s", notes)
+	}
+}
+
+// renderedNotes renders templates/NOTES.txt with the default values.
+func renderedNotes(t *testing.T) string {
+	t.Helper()
+	ch, err := loader.LoadDir("loctree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, map[string]any{"wasm": map[string]any{"url": testWasmURL}},
+		chartutil.ReleaseOptions{Name: "loctree", Namespace: "loctree-system", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, ok := files["loctree/templates/NOTES.txt"]
+	if !ok {
+		t.Fatal("no templates/NOTES.txt")
+	}
+	return notes
+}

@@ -61,6 +61,7 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 	r := svc.LookupLabels(st.labels[svc.Index])
 	if r.Len() == 0 {
 		p.m.noCandidate++
+		p.m.service(svc.Name).noCandidate++
 		abi.RemoveHttpRequestHeader(cfg.Header)
 		if svc.Mode == shared.ModeStrict {
 			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
@@ -73,7 +74,7 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 
 func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range) {
 	key, hasKey := h.hashKey(svc)
-	h.write(st, r, st.pick(svc, r, key, hasKey), r.Depth)
+	h.write(st, svc, r, st.pick(svc, r, key, hasKey), r.Depth)
 }
 
 // chooseLoads picks by the proxy's priority loads of a spillover service
@@ -87,6 +88,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	ep, ok := st.pickLoads(svc, l, key, hasKey)
 	if !ok {
 		h.p.m.noCandidate++
+		h.p.m.service(svc.Name).noCandidate++
 		abi.RemoveHttpRequestHeader(h.p.cfg.Header)
 		return types.ActionContinue
 	}
@@ -103,13 +105,13 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 		depth = int(l.Rank[p])
 		h.p.m.priorities[p]++
 	}
-	h.write(st, r, ep, depth)
+	h.write(st, svc, r, ep, depth)
 	return types.ActionContinue
 }
 
 // write sets the header to ep (and fallbacks from r) and counts the pick
 // at depth.
-func (h *httpContext) write(st *treeState, r shared.Range, ep uint32, depth int) {
+func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, ep uint32, depth int) {
 	cfg := h.p.cfg
 	var value string
 	if cfg.HeaderFormat == "base64" {
@@ -122,6 +124,7 @@ func (h *httpContext) write(st *treeState, r shared.Range, ep uint32, depth int)
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[depth]++
+	h.p.m.service(svc.Name).picks[depth]++
 	st.picker.Inc(ep)
 	h.st, h.inflight, h.counted = st, ep, true
 }

@@ -53,6 +53,10 @@ type Options struct {
 	OnLog func(LogEntry)
 	// Cache, if set, keeps compiled code across hosts (tests, CLIs).
 	Cache wazero.CompilationCache
+	// StatTags are the proxy's stats_tags (IstioStatTags for an Istio
+	// proxy): Metrics().Snapshot() names each metric as Envoy's Prometheus
+	// output would, with the tags taken out of its name.
+	StatTags []StatTag
 }
 
 // LogEntry is one log line written by a module through proxy_log (or to
@@ -101,7 +105,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	}
 	h := &Host{
 		opts: opts, log: opts.Logger, shared: newSharedData(), queues: newQueues(),
-		metrics: newMetrics(), props: opts.Properties, client: opts.HTTPClient,
+		metrics: newMetrics(opts.StatTags), props: opts.Properties, client: opts.HTTPClient,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -96,7 +96,7 @@ func TestSharedDataCAS(t *testing.T) {
 // per definition, one stat per name; incrementMetric: a counter takes only
 // a positive offset; recordMetric: a counter adds).
 func TestMetrics(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(nil)
 	id, _ := m.define(MetricCounter, "c")
 	again, _ := m.define(MetricCounter, "c")
 	if id != 4 || again != 8 {

@@ -17,6 +17,7 @@ type Metrics struct {
 	byID   map[uint32]*metric
 	next   [3]uint32 // last id given per type
 	list   []*metric
+	tags   []StatTag
 }
 
 type metric struct {
@@ -29,17 +30,21 @@ type metric struct {
 
 // Metric is a snapshot of one metric.
 type Metric struct {
-	Name  string
-	Type  MetricType
-	Value uint64 // counter or gauge value; for a histogram the last value
-	Count uint64 // histogram: number of recorded values
-	Sum   uint64 // histogram: sum of recorded values
+	Name string // as defined
+	// Prometheus is the name Envoy's Prometheus output gives it (with the
+	// host's StatTags taken out as Tags); "" when Envoy exports none.
+	Prometheus string
+	Tags       []Tag
+	Type       MetricType
+	Value      uint64 // counter or gauge value; for a histogram the last value
+	Count      uint64 // histogram: number of recorded values
+	Sum        uint64 // histogram: sum of recorded values
 }
 
 const metricIDStep = 4 // kMetricIdIncrement; the type is id & 3
 
-func newMetrics() *Metrics {
-	m := &Metrics{byName: map[string]*metric{}, byID: map[uint32]*metric{}}
+func newMetrics(tags []StatTag) *Metrics {
+	m := &Metrics{byName: map[string]*metric{}, byID: map[uint32]*metric{}, tags: tags}
 	for t := range m.next {
 		m.next[t] = uint32(t)
 	}
@@ -136,7 +141,8 @@ func (m *Metrics) Snapshot() []Metric {
 	defer m.mu.Unlock()
 	out := make([]Metric, 0, len(m.list))
 	for _, x := range m.list {
-		out = append(out, Metric{Name: x.name, Type: x.typ, Value: x.value, Count: x.count, Sum: x.sum})
+		prom, tags := envoyName(x.name, m.tags)
+		out = append(out, Metric{Name: x.name, Prometheus: prom, Tags: tags, Type: x.typ, Value: x.value, Count: x.count, Sum: x.sum})
 	}
 	slices.SortFunc(out, func(a, b Metric) int { return strings.Compare(a.Name, b.Name) })
 	return out

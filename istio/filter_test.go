@@ -87,28 +87,42 @@ func treeServer(t *testing.T) *httptest.Server {
 // the header the filter wrote.
 func steer(t *testing.T, module, conf []byte, agentURL, header string) string {
 	t.Helper()
+	h, vm := filterVM(t, module, conf, agentURL, nil)
+	return reviewsRequest(t, h, vm, header)
+}
+
+// filterVM starts the filter with conf in a proxy in r1/z1 (with Envoy's
+// stats_tags tags) and lets it fetch the tree from agentURL.
+func filterVM(t *testing.T, module, conf []byte, agentURL string, tags []host.StatTag) (*host.Host, *host.VM) {
+	t.Helper()
 	props := host.NewProperties()
 	props.SetString(host.SplitPath("xds.node.locality.region"), "r1")
 	props.SetString(host.SplitPath("xds.node.locality.zone"), "z1")
 	ctx := context.Background()
 	h, err := host.New(ctx, module, host.Options{PluginConfig: conf, Properties: props, ManualTicks: true, Cache: wasmCache,
-		Upstreams: map[string]string{render.TreeCluster: agentURL}})
+		Upstreams: map[string]string{render.TreeCluster: agentURL}, StatTags: tags})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close(ctx)
+	t.Cleanup(func() { h.Close(ctx) })
 	vm, err := h.NewVM(ctx)
 	if err != nil {
 		t.Fatalf("the filter rejects this pluginConfig: %v (logs: %v)", err, h.Logs())
 	}
-	defer vm.Close()
+	t.Cleanup(func() { vm.Close() })
 	if err := vm.Tick(); err != nil {
 		t.Fatal(err)
 	}
 	vm.WaitHTTPCalls()
+	return h, vm
+}
+
+// reviewsRequest sends a request for reviews:9080 and returns header.
+func reviewsRequest(t *testing.T, h *host.Host, vm *host.VM, header string) string {
+	t.Helper()
 	reqProps := host.NewProperties()
 	reqProps.SetString(host.SplitPath("xds.cluster_name"), "outbound|9080||reviews.default.svc.cluster.local")
-	res, err := vm.Do(ctx, &host.Request{
+	res, err := vm.Do(context.Background(), &host.Request{
 		Headers:    host.Headers{{":method", "GET"}, {":path", "/"}, {":scheme", "http"}, {":authority", "reviews:9080"}},
 		Properties: reqProps,
 	}, nil)

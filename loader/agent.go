@@ -212,18 +212,23 @@ func (a *agent) attach() error {
 // the services each yields added or replaced (upserted names them) and the
 // removes removed, and installs what changed. A tree that cannot be built
 // or installed is an error, and the previous one stays, in the builder as
-// in the kernel.
-func (a *agent) apply(name string, each func(func(*shared.ServiceSpec) error) error, upserted, removes []string) error {
+// in the kernel. A change the source saw at observed (zero: none, as at
+// start) is timed to the kernel.
+func (a *agent) apply(name string, observed time.Time, each func(func(*shared.ServiceSpec) error) error, upserted, removes []string) error {
 	tree, err := a.builder.UpdateEach(each, removes, a.in.Generation()+1)
 	if err != nil {
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	built := time.Now()
 	if err := a.install(name, tree, append(slices.Clone(removes), upserted...)); err != nil {
 		a.builder.Revert()
 		return err
 	}
 	a.builder.Commit()
+	if !observed.IsZero() {
+		a.metrics.updated(observed, built, time.Now())
+	}
 	return nil
 }
 
@@ -258,8 +263,8 @@ func specs(upserts []shared.ServiceSpec) func(func(*shared.ServiceSpec) error) e
 }
 
 // applyChange applies a change of the topology files and commits it.
-func (a *agent) applyChange(ch *topology.Change) error {
-	if err := a.apply(a.cfg.Topology, ch.Each, ch.Names, ch.Removes); err != nil {
+func (a *agent) applyChange(ch *topology.Change, observed time.Time) error {
+	if err := a.apply(a.cfg.Topology, observed, ch.Each, ch.Names, ch.Removes); err != nil {
 		return err
 	}
 	ch.Commit()
@@ -292,6 +297,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // reload applies what changed in the topology files since the last good
 // state; a bad file is logged once and the installed tree stays.
 func (a *agent) reload() {
+	observed := time.Now() // the poll that finds the files changed
 	ch, err := a.files.Poll()
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -301,7 +307,7 @@ func (a *agent) reload() {
 	case ch == nil:
 		return
 	default:
-		err = a.applyChange(ch)
+		err = a.applyChange(ch, observed)
 	}
 	if err != nil {
 		a.log.Error("topology rejected; keeping the installed tree", "err", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
@@ -75,6 +76,7 @@ func (a *agent) startWith(u source.Update) error {
 	if u.Locality != nil {
 		a.in.SetLocality(u.Locality)
 	}
+	u.Observed = time.Time{} // the start, not a change: not live until attached
 	if err := a.applyUpdate(u, true); err != nil {
 		return err
 	}
@@ -140,5 +142,5 @@ func (a *agent) applyUpdate(u source.Update, all bool) error {
 	for i := range upserts {
 		upserted[i] = upserts[i].Name
 	}
-	return a.apply("source", specs(upserts), upserted, removes)
+	return a.apply("source", u.Observed, specs(upserts), upserted, removes)
 }

@@ -176,7 +176,6 @@ func (in *Installer) writeAll(t *shared.Tree, changed []plan, res *Result) error
 	if err := in.k.saveGeneration(in.gen); err != nil {
 		in.log.Warn("an agent restarted later may reuse this generation", "err", err)
 	}
-	in.warnPolicies(changed)
 	return nil
 }
 
@@ -291,6 +290,10 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
 		NodeBase: nb, NodeLen: s.NodeCount, EpBase: eb, EpLen: s.EpEligible,
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
+		AffinityTimeout: s.AffinityTimeout,
+	}
+	if err := in.writeAffinityEps(p, eps, eb); err != nil {
+		return err
 	}
 	old, had := in.installed[p.fe]
 	if had {
@@ -307,13 +310,4 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		in.retire(old)
 	}
 	return nil
-}
-
-// warnPolicies logs the policies the kernel does not implement.
-func (in *Installer) warnPolicies(changed []plan) {
-	for _, p := range changed {
-		if p.svc.Policy == shared.PolicyConsistentHash {
-			in.log.Warn("policy not implemented in the kernel, connections use random", "service", p.svc.Name, "policy", p.svc.Policy.String())
-		}
-	}
 }

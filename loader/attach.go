@@ -129,6 +129,22 @@ func readopt(l link.Link, id uint64, prog *ebpf.Program) error {
 	return l.Update(prog)
 }
 
+// pinnedMapNames are the pin names of every map of the programs, and of
+// the generation map.
+func pinnedMapNames() ([]string, error) {
+	spec, err := bpf.Spec()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{mapGeneration}
+	for name := range spec.Maps {
+		if !strings.HasPrefix(name, ".") { // .rodata and friends are never pinned
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
 // Uninstall detaches the programs and removes the pins in bpffsDir. Doing it
 // twice is fine. With a cgroup it then checks that no loctree program is
 // still attached there.
@@ -144,7 +160,11 @@ func Uninstall(cgroup, bpffsDir string) error {
 	for _, h := range hooks {
 		errs = append(errs, unpinLink(linkPin(bpffsDir, h.name)))
 	}
-	for _, name := range []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapConns, bpf.MapRR, bpf.MapSocks, bpf.MapRev, bpf.MapStats, bpf.MapCgroupSrc, bpf.MapCgroupLevels, mapGeneration} {
+	names, err := pinnedMapNames()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		if err := os.Remove(filepath.Join(bpffsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", name, err))
 		}

@@ -185,6 +185,30 @@ func BenchmarkConnect(b *testing.B) {
 	}
 }
 
+// BenchmarkConnectConsistentHash is BenchmarkConnect for consistent_hash
+// beside random, in one run: one client (the benchmark's netns), so after
+// its first connect every connect follows its session affinity (a lookup
+// in lt_affinity, the backend checked in the range, last use refreshed).
+func BenchmarkConnectConsistentHash(b *testing.B) {
+	const port = 9300
+	acceptors(b, port)
+	in, cg := attachedInstaller(b)
+	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
+	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
+	gen := uint64(0)
+	for _, n := range []int{10, 1000, 100000} {
+		for _, policy := range []string{"random", "consistent_hash"} {
+			s := bigService("big", "127.77.3.1:80", n, port)
+			s.Policy = policy
+			gen++
+			if _, err := in.Apply(mustBuild(b, &shared.Topology{Services: []shared.ServiceSpec{s}}, gen)); err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("endpoints=%d/policy=%s", n, policy), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
+		}
+	}
+}
+
 // spreadService is bigService with local endpoints in the source's subzone,
 // 127.0.0.1 to 127.0.0.local, all listening: a connect picks among them.
 func spreadService(name, vip string, n, local, port int) shared.ServiceSpec {

@@ -14,6 +14,7 @@ import (
 type digestCache struct {
 	root, epFirst uint32
 	settings      [4]uint8
+	affinity      uint32
 	src, keys     [shared.MaxLevels]uint64
 	nodes, eps    []byte
 	digest        uint64
@@ -25,9 +26,9 @@ func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
 	s := p.svc
 	nodes, eps := records(t, s)
 	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, keys: scopeKeys(s), nodes: nodes, eps: eps,
-		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}}
+		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}, affinity: s.AffinityTimeout}
 	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
-		old.settings == c.settings && old.src == c.src && old.keys == c.keys && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
+		old.settings == c.settings && old.affinity == c.affinity && old.src == c.src && old.keys == c.keys && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
 		return old.digest
 	}
 	c.digest = digest(t, s, p.src)
@@ -36,7 +37,7 @@ func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
 }
 
 // digest identifies what the kernel sees of a service, independent of where
-// the service sits in the tree: its settings, scope keys, source labels, and its
+// the service sits in the tree: its settings (with the affinity timeout), scope keys, source labels, and its
 // records with indices made relative to its own root and first endpoint.
 // Equal digests mean the installed copy can stay.
 func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uint64 {
@@ -44,6 +45,9 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 	var b [64]byte
 	b[0], b[1], b[2], b[3] = byte(len(s.Scopes)), byte(s.Mode), byte(s.Policy), byte(s.Health)
 	h.Write(b[:4])
+	if s.AffinityTimeout != 0 { // only then: other services keep the digests installed before it existed
+		h.Write(binary.LittleEndian.AppendUint32(b[:0], s.AffinityTimeout))
+	}
 	keys := scopeKeys(s)
 	for _, l := range append(src[:], keys[:]...) {
 		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))

@@ -17,7 +17,7 @@ type Capacity struct {
 	Services  uint32 // services with a VIP
 	Nodes     uint32 // tree nodes of all services, twice for double-buffering
 	Endpoints uint32 // eligible endpoints of all services, same
-	Sockets   uint32 // redirected sockets open at once; more are redirected but not remembered
+	Sockets   uint32 // redirected sockets open at once; more are redirected but not remembered; also session affinities (client × service), the least recently used dropped first
 }
 
 // DefaultCapacity fits 100,000 endpoints rewritten all at once.
@@ -45,6 +45,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		bpf.MapFrontends: c.Services, bpf.MapRR: c.Services,
 		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
 		bpf.MapSocks: c.Sockets, bpf.MapRev: c.Sockets,
+		bpf.MapAffinity: c.Sockets, bpf.MapAffinityEps: c.Endpoints,
 	}
 	for name, m := range spec.Maps {
 		if n, ok := sizes[name]; ok {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/loctree/loctree/bpf"
 )
@@ -14,14 +15,20 @@ import (
 // histogram.
 var installBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}
 
+// updateBuckets are the upper bounds (seconds) of the change → kernel
+// latency histograms: Prometheus' default buckets, which span the
+// Kubernetes source's debounce (100 ms) and its longest hold (1 s).
+var updateBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
 // Metrics are the agent's counters, served in the Prometheus text format.
 type Metrics struct {
 	mu        sync.Mutex
 	installs  uint64
 	errors    uint64
 	rewritten uint64
-	buckets   []uint64 // cumulative counts per installBuckets
-	sum       float64
+	install   histogram
+	latency   histogram    // change seen by the source → live in the kernel
+	stages    [2]histogram // source → built, built → kernel
 	services  int
 	endpoints int
 	gen       uint64
@@ -31,7 +38,11 @@ type Metrics struct {
 }
 
 func newMetrics() *Metrics {
-	return &Metrics{buckets: make([]uint64, len(installBuckets))}
+	m := &Metrics{install: newHistogram(installBuckets), latency: newHistogram(updateBuckets)}
+	for i := range m.stages {
+		m.stages[i] = newHistogram(updateBuckets)
+	}
+	return m
 }
 
 // installed records a successful Apply.
@@ -41,13 +52,17 @@ func (m *Metrics) installed(r Result) {
 	m.installs++
 	m.rewritten += uint64(r.Rewritten)
 	m.services, m.endpoints, m.gen = r.Services, r.Endpoints, r.Generation
-	s := r.Duration.Seconds()
-	m.sum += s
-	for i, le := range installBuckets {
-		if s <= le {
-			m.buckets[i]++
-		}
-	}
+	m.install.observe(r.Duration)
+}
+
+// updated records a change the source saw at observed, built into a tree
+// at built and live in the kernel (and served to the filters) at live.
+func (m *Metrics) updated(observed, built, live time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.latency.observe(live.Sub(observed))
+	m.stages[0].observe(built.Sub(observed))
+	m.stages[1].observe(live.Sub(built))
 }
 
 // setPins records whether every pin is in place.
@@ -82,7 +97,11 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
-	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", m.buckets, m.sum, m.installs)
+	unlabelled := []string{""}
+	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", unlabelled, &m.install)
+	pw.histogram("loctree_update_latency_seconds", "Time from a change the source saw (a Kubernetes informer event's arrival; the poll that found a topology file changed) to the tree holding it being live in the kernel and served to the filters.", unlabelled, &m.latency)
+	pw.histogram("loctree_update_stage_seconds", "The update latency by stage: build (change seen to tree built, including the Kubernetes source's debounce), kernel (tree built to live in the kernel and served).",
+		[]string{`stage="build"`, `stage="kernel"`}, &m.stages[0], &m.stages[1])
 	m.fetches.write(pw)
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
@@ -135,12 +154,45 @@ func (p *promWriter) labeled(name, typ, help, key string, vs []labeledValue) {
 	}
 }
 
-func (p *promWriter) histogram(name, help string, buckets []uint64, sum float64, count uint64) {
+// histogram writes a histogram with one series per labels entry ("" for
+// an unlabelled histogram; else `key="value"`), each in h's order.
+func (p *promWriter) histogram(name, help string, labels []string, h ...*histogram) {
 	p.printf("# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	for i, le := range installBuckets {
-		p.printf("%s_bucket{le=\"%g\"} %d\n", name, le, buckets[i])
+	for i, x := range h {
+		sel, le := "", ""
+		if labels[i] != "" {
+			sel, le = "{"+labels[i]+"}", labels[i]+","
+		}
+		for j, bound := range x.bounds {
+			p.printf("%s_bucket{%sle=\"%g\"} %d\n", name, le, bound, x.counts[j])
+		}
+		p.printf("%s_bucket{%sle=\"+Inf\"} %d\n", name, le, x.count)
+		p.printf("%s_sum%s %s\n%s_count%s %d\n", name, sel, strconv.FormatFloat(x.sum, 'f', -1, 64), name, sel, x.count)
 	}
-	p.printf("%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, count, name, strconv.FormatFloat(sum, 'f', -1, 64), name, count)
+}
+
+// histogram counts durations in cumulative buckets, as Prometheus does (a
+// value counts in every bucket whose upper bound is at least the value).
+type histogram struct {
+	bounds []float64 // seconds
+	counts []uint64  // cumulative, per bound
+	count  uint64
+	sum    float64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, counts: make([]uint64, len(bounds))}
+}
+
+func (h *histogram) observe(d time.Duration) {
+	s := d.Seconds()
+	h.count++
+	h.sum += s
+	for i, le := range h.bounds {
+		if s <= le {
+			h.counts[i]++
+		}
+	}
 }
 
 func boolToInt(b bool) int {

@@ -51,6 +51,7 @@ type builtService struct {
 	panic      uint32         // panic threshold, percent
 	failover   []FailoverSpec
 	distribute []builtRule
+	affinity   uint32 // session affinity timeout, seconds; 0: none set
 }
 
 type builtEndpoint struct {
@@ -167,6 +168,9 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseSpillover(spec.Spillover); err != nil {
 		return nil, err
 	}
+	if err := s.parseAffinity(spec.SessionAffinity); err != nil {
+		return nil, err
+	}
 	if err := s.parseFailover(spec.Failover); err != nil {
 		return nil, err
 	}
@@ -265,6 +269,25 @@ func (s *builtService) parseSpillover(sp *SpilloverSpec) error {
 	}
 	if s.panic > 100 {
 		return invalid("service %q: spillover panic_threshold %d (want a percent from 0 to 100; 0 disables panic)", s.name, s.panic)
+	}
+	return nil
+}
+
+// parseAffinity validates the session affinity as Kubernetes'
+// validateAffinityTimeout does and fills its default timeout.
+func (s *builtService) parseAffinity(sa *SessionAffinitySpec) error {
+	if sa == nil {
+		return nil
+	}
+	if s.policy != PolicyConsistentHash {
+		return invalid("service %q: session_affinity needs policy consistent_hash (policy is %s); set the policy or remove session_affinity", s.name, s.policy)
+	}
+	s.affinity = DefaultAffinityTimeout
+	if sa.TimeoutSeconds != nil {
+		s.affinity = *sa.TimeoutSeconds
+	}
+	if s.affinity < 1 || s.affinity > MaxAffinityTimeout {
+		return invalid("service %q: session_affinity timeout_seconds %d (want 1 to %d, as Kubernetes; the default is %d)", s.name, s.affinity, MaxAffinityTimeout, DefaultAffinityTimeout)
 	}
 	return nil
 }

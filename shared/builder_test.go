@@ -25,6 +25,9 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 	if s.Mode != "strict" && rng.IntN(2) == 0 {
 		s.Spillover = &SpilloverSpec{}
 	}
+	if rng.IntN(3) == 0 {
+		s.Policy, s.SessionAffinity = "consistent_hash", &SessionAffinitySpec{TimeoutSeconds: u32p(1 + rng.Uint32N(MaxAffinityTimeout))}
+	}
 	for i := range s.Endpoints {
 		if e := &s.Endpoints[i]; (e.Healthy == nil || *e.Healthy) && rng.IntN(5) == 0 {
 			e.Degraded = true
@@ -120,7 +123,8 @@ func checkSameTree(t *testing.T, got, want *Tree) {
 		if g.Index != i || g.Name != w.Name || g.Root != w.Root || g.EpFirst != w.EpFirst || g.VIP != w.VIP ||
 			!slices.Equal(g.Hosts, w.Hosts) || !slices.Equal(g.Scopes, w.Scopes) || !slices.Equal(g.values, w.values) || g.Tree() != got ||
 			g.AuxRoot != w.AuxRoot || g.AuxCount != w.AuxCount || g.EpDegraded != w.EpDegraded ||
-			g.OverprovisioningFactor != w.OverprovisioningFactor || g.PanicThreshold != w.PanicThreshold {
+			g.OverprovisioningFactor != w.OverprovisioningFactor || g.PanicThreshold != w.PanicThreshold ||
+			g.AffinityTimeout != w.AffinityTimeout {
 			t.Fatalf("service %d: %+v, want %+v", i, g, w)
 		}
 		for _, n := range append([]string{w.Name}, w.Hosts...) {

@@ -195,18 +195,34 @@ func checkServiceRecord(r []byte, s *Service, nodeFirst, epFirst uint32, t *Tree
 		return corrupt("endpoints [%d, +%d) do not follow the previous service's (at %d) inside %d endpoints", s.EpFirst, s.EpTotal, epFirst, t.NumEndpoints())
 	case r[sVIPFamily] != 0 && r[sVIPFamily] != 4 && r[sVIPFamily] != 6:
 		return corrupt("vip family %d", r[sVIPFamily])
-	case !allZero(r[sReserved:]):
+	case r[sPad] != 0 || !allZero(r[sReserved:]):
 		return corrupt("reserved service bytes are not zero")
+	}
+	if err := checkAffinity(r, s); err != nil {
+		return err
 	}
 	if r[sVIPFamily] != 0 {
 		s.VIP = getAddr(r[sVIPAddr:], r[sVIPPort:], r[sVIPFamily])
 		if s.VIP.Port() == 0 || (r[sVIPFamily] == 4 && !allZero(r[sVIPAddr+4:sVIPPort])) {
 			return corrupt("bad vip")
 		}
-	} else if !allZero(r[sVIPAddr:sReserved]) {
+	} else if !allZero(r[sVIPAddr:sPad]) {
 		return corrupt("vip bytes without a vip family")
 	}
 	s.Scopes = make([]string, levels)
+	return nil
+}
+
+// checkAffinity reads the session affinity timeout: only a consistent_hash
+// service has one, and never more than a day.
+func checkAffinity(r []byte, s *Service) error {
+	s.AffinityTimeout = le.Uint32(r[sAffinity:])
+	switch {
+	case s.AffinityTimeout > MaxAffinityTimeout:
+		return corrupt("affinity timeout %d (at most %d)", s.AffinityTimeout, MaxAffinityTimeout)
+	case s.AffinityTimeout != 0 && s.Policy != PolicyConsistentHash:
+		return corrupt("affinity timeout %d with policy %s", s.AffinityTimeout, s.Policy)
+	}
 	return nil
 }
 

@@ -108,6 +108,7 @@ func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {
 	b[sHealth] = byte(s.health)
 	le.PutUint32(b[sMetaOff:], uint32(metaOff))
 	le.PutUint32(b[sMetaLen:], uint32(s.metaSize()))
+	le.PutUint32(b[sAffinity:], s.affinity)
 	if s.vip.IsValid() {
 		putAddr(b[sVIPAddr:], b[sVIPPort:], &b[sVIPFamily], s.vip)
 	}

@@ -84,7 +84,9 @@ const (
 	sVIPAddr    = 32
 	sVIPPort    = 48
 	sVIPFamily  = 50
-	sReserved   = 51
+	sPad        = 51
+	sAffinity   = 52
+	sReserved   = 56
 )
 
 // Node record field offsets.

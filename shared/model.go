@@ -44,8 +44,26 @@ type ServiceSpec struct {
 	// their patterns go.
 	Distribute []DistributeSpec `json:"distribute,omitempty" yaml:"distribute,omitempty"`
 	LocalityLB *bool            `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
-	Endpoints  []EndpointSpec   `json:"endpoints" yaml:"endpoints"`
+	// SessionAffinity keeps a client on the endpoint it was given for a
+	// while, as Kubernetes' sessionAffinity: ClientIP does. It needs policy
+	// consistent_hash; the kernel keys it by the client's network namespace.
+	SessionAffinity *SessionAffinitySpec `json:"session_affinity,omitempty" yaml:"session_affinity,omitempty"`
+	Endpoints       []EndpointSpec       `json:"endpoints" yaml:"endpoints"`
 }
+
+// SessionAffinitySpec is Kubernetes' sessionAffinityConfig.clientIP.
+type SessionAffinitySpec struct {
+	// TimeoutSeconds a client stays on its endpoint after its last
+	// connection, 1..86400; empty is Kubernetes' default, 10800.
+	TimeoutSeconds *uint32 `json:"timeout_seconds,omitempty" yaml:"timeout_seconds,omitempty"`
+}
+
+// Session affinity timeouts of Kubernetes (pkg/apis/core/types.go
+// DefaultClientIPServiceAffinitySeconds, MaxClientIPServiceAffinitySeconds).
+const (
+	DefaultAffinityTimeout = 10800
+	MaxAffinityTimeout     = 86400
+)
 
 // FailoverSpec is one failover rule, from-region → to-region.
 type FailoverSpec struct {

@@ -49,6 +49,10 @@ type Service struct {
 	Failover []FailoverSpec
 	// Distribute are the service's distribute rules (format version 3).
 	Distribute []DistributeSpec
+	// AffinityTimeout is the session affinity timeout in seconds of a
+	// consistent_hash service; 0 when the service sets none (the kernel then
+	// uses DefaultAffinityTimeout).
+	AffinityTimeout uint32
 
 	tree     *Tree
 	regionAt int         // index of the "region" scope, or -1

@@ -75,6 +75,9 @@ type jsonService struct {
 	// IneligibleReasons says why each ineligible endpoint is not eligible.
 	IneligibleReasons map[string]string `json:"ineligible_reasons"`
 	Tree              jsonNode          `json:"tree"`
+	// AffinityTimeout is the session affinity timeout of a consistent_hash
+	// service that sets one.
+	AffinityTimeout uint32 `json:"session_affinity_timeout_seconds,omitempty"`
 }
 
 type jsonNode struct {
@@ -92,7 +95,7 @@ func inspectJSON(t *shared.Tree) jsonTree {
 			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
 			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
 			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
-			Tree: nodeJSON(s, s.Root),
+			Tree: nodeJSON(s, s.Root), AffinityTimeout: s.AffinityTimeout,
 		}
 		if s.VIP.IsValid() {
 			js.VIP = s.VIP.String()
@@ -136,6 +139,9 @@ func drawTree(w io.Writer, name string, t *shared.Tree) {
 		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name), s.Mode, s.Policy, joinSafe(s.Scopes, "/"))
 		if s.VIP.IsValid() {
 			fmt.Fprintf(w, "  vip %s", s.VIP)
+		}
+		if s.AffinityTimeout != 0 {
+			fmt.Fprintf(w, "  session affinity %d s", s.AffinityTimeout)
 		}
 		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts), s.EpTotal, s.EpEligible, s.Health)
 		root := t.Node(s.Root)

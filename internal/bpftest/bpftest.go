@@ -6,7 +6,7 @@
 // the same way, under testdata/).
 package bpftest
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -25,6 +25,8 @@ type (
 	StaleIn = lookuptestLtTestStaleIn
 	// StaleOut is what the stale-walk program counts.
 	StaleOut = lookuptestLtTestStaleOut
+	// Jump is the input and output of the consistent_hash first-pick program.
+	Jump = lookuptestLtTestJumpArgs
 	// Objects are the loaded test programs.
 	Objects = lookuptestObjects
 )
@@ -41,7 +43,7 @@ func Load(objs *bpf.Objects) (*Objects, error) {
 	repl := map[string]*ebpf.Map{
 		bpf.MapFrontends: objs.LtFrontends, bpf.MapNodes: objs.LtNodes, bpf.MapEndpoints: objs.LtEndpoints,
 		bpf.MapConns: objs.LtConns, bpf.MapRR: objs.LtRr, bpf.MapStats: objs.LtStats, bpf.MapCgroupSrc: objs.LtCgroupSrc,
-		bpf.MapCgroupLevels: objs.LtCgroupLevels,
+		bpf.MapCgroupLevels: objs.LtCgroupLevels, bpf.MapAffinity: objs.LtAffinity, bpf.MapAffinityEps: objs.LtAffEps,
 	}
 	for name, m := range repl {
 		if ms, ok := spec.Maps[name]; ok {
@@ -75,6 +77,12 @@ func NewCgroupArgs(fe bpf.Frontend, cgroup uint64) Args {
 // the walks per run.
 func NewStaleIn(fe bpf.Frontend, port uint16, labels [8]uint64, loops uint32) StaleIn {
 	return StaleIn{Fe: addrOf(fe), Port: port<<8 | port>>8, Labels: labels, Loops: loops}
+}
+
+// NewJump is the input of the consistent_hash first-pick program: a
+// client's netns cookie, a service's frontend and n candidates.
+func NewJump(client uint64, fe bpf.Frontend, n uint32) Jump {
+	return Jump{Client: client, Fe: addrOf(fe), N: n}
 }
 
 func addrOf(fe bpf.Frontend) lookuptestLtAddr {

@@ -9,6 +9,7 @@
  * loader reuses regions. Never attached.
  */
 #include "loctree.h"
+#include "affinity.h"
 
 /* Input and output of lt_test_lookup (the program's context in, lt_test_out out). */
 struct lt_test_args {
@@ -212,6 +213,40 @@ int lt_test_stale(struct __sk_buff *skb)
 		return 0;
 	__builtin_memcpy(&c.svc, found, sizeof(c.svc));
 	bpf_loop(c.in->loops, lt_stale_one, &c, 0);
+	return 0;
+}
+
+/*
+ * lt_test_jump: the first pick of consistent_hash (affinity.h) for a client
+ * and a service over n candidates: the key's hash and its jump bucket.
+ */
+struct lt_test_jump_args {
+	__u64 client; /* in: a netns cookie */
+	struct lt_addr fe; /* in: the service's VIP */
+	__u32 n;      /* in: candidates */
+	__u64 hash;   /* out: lt_aff_hash */
+	__u32 bucket; /* out: lt_jump(hash, n) */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_jump_args);
+} lt_test_jump_out SEC(".maps");
+
+SEC("syscall")
+int lt_test_jump(struct lt_test_jump_args *args)
+{
+	struct lt_aff_key k = {.client = args->client, .fe = args->fe};
+	__u32 zero = 0;
+	struct lt_test_jump_args *out = bpf_map_lookup_elem(&lt_test_jump_out, &zero);
+
+	if (!out)
+		return 1;
+	out->hash = lt_aff_hash(&k);
+	out->bucket = args->n ? lt_jump(out->hash, args->n) : 0;
 	return 0;
 }
 

@@ -21,6 +21,26 @@ type lookuptestLtAddr struct {
 	Pad    uint8
 }
 
+type lookuptestLtAff struct {
+	_       structs.HostLayout
+	Backend lookuptestLtAddr
+	Ep      uint32
+	LastNs  uint64
+}
+
+type lookuptestLtAffEpKey struct {
+	_       structs.HostLayout
+	Fe      lookuptestLtAddr
+	Backend lookuptestLtAddr
+}
+
+type lookuptestLtAffKey struct {
+	_      structs.HostLayout
+	Client uint64
+	Fe     lookuptestLtAddr
+	Pad    uint32
+}
+
 type lookuptestLtEndpoint struct {
 	_         structs.HostLayout
 	Addr      [4]uint32
@@ -49,24 +69,24 @@ type lookuptestLtNode struct {
 }
 
 type lookuptestLtService struct {
-	_          structs.HostLayout
-	Src        [8]uint64
-	ScopeKeys  [8]uint64
-	Digest     uint64
-	Generation uint64
-	Root       uint32
-	NodeDelta  uint32
-	EpDelta    uint32
-	NodeBase   uint32
-	NodeLen    uint32
-	EpBase     uint32
-	EpLen      uint32
-	Slot       uint32
-	Levels     uint8
-	Mode       uint8
-	Policy     uint8
-	Health     uint8
-	Pad        uint32
+	_               structs.HostLayout
+	Src             [8]uint64
+	ScopeKeys       [8]uint64
+	Digest          uint64
+	Generation      uint64
+	Root            uint32
+	NodeDelta       uint32
+	EpDelta         uint32
+	NodeBase        uint32
+	NodeLen         uint32
+	EpBase          uint32
+	EpLen           uint32
+	Slot            uint32
+	Levels          uint8
+	Mode            uint8
+	Policy          uint8
+	Health          uint8
+	AffinityTimeout uint32
 }
 
 type lookuptestLtStat uint32
@@ -106,6 +126,16 @@ type lookuptestLtTestHammerOut struct {
 	Missing uint64
 }
 
+type lookuptestLtTestJumpArgs struct {
+	_      structs.HostLayout
+	Client uint64
+	Fe     lookuptestLtAddr
+	N      uint32
+	Hash   uint64
+	Bucket uint32
+	Pad    uint32
+}
+
 type lookuptestLtTestStaleIn struct {
 	_      structs.HostLayout
 	Fe     lookuptestLtAddr
@@ -127,6 +157,8 @@ type lookuptestLtTestStaleOut struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	lookuptestMapLtAffEps        = "lt_aff_eps"
+	lookuptestMapLtAffinity      = "lt_affinity"
 	lookuptestMapLtCgroupLevels  = "lt_cgroup_levels"
 	lookuptestMapLtCgroupSrc     = "lt_cgroup_src"
 	lookuptestMapLtConns         = "lt_conns"
@@ -136,10 +168,12 @@ const (
 	lookuptestMapLtRr            = "lt_rr"
 	lookuptestMapLtStats         = "lt_stats"
 	lookuptestMapLtTestHammerRes = "lt_test_hammer_res"
+	lookuptestMapLtTestJumpOut   = "lt_test_jump_out"
 	lookuptestMapLtTestOut       = "lt_test_out"
 	lookuptestMapLtTestStaleArgs = "lt_test_stale_args"
 	lookuptestMapLtTestStaleRes  = "lt_test_stale_res"
 	lookuptestProgLtTestHammer   = "lt_test_hammer"
+	lookuptestProgLtTestJump     = "lt_test_jump"
 	lookuptestProgLtTestLookup   = "lt_test_lookup"
 	lookuptestProgLtTestStale    = "lt_test_stale"
 )
@@ -187,6 +221,7 @@ type lookuptestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
 	LtTestHammer *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
+	LtTestJump   *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
 	LtTestLookup *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.ProgramSpec `ebpf:"lt_test_stale"`
 }
@@ -195,6 +230,8 @@ type lookuptestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestMapSpecs struct {
+	LtAffEps        *ebpf.MapSpec `ebpf:"lt_aff_eps"`
+	LtAffinity      *ebpf.MapSpec `ebpf:"lt_affinity"`
 	LtCgroupLevels  *ebpf.MapSpec `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc     *ebpf.MapSpec `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
@@ -204,6 +241,7 @@ type lookuptestMapSpecs struct {
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
+	LtTestJumpOut   *ebpf.MapSpec `ebpf:"lt_test_jump_out"`
 	LtTestOut       *ebpf.MapSpec `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.MapSpec `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.MapSpec `ebpf:"lt_test_stale_res"`
@@ -235,6 +273,8 @@ func (o *lookuptestObjects) Close() error {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestMaps struct {
+	LtAffEps        *ebpf.Map `ebpf:"lt_aff_eps"`
+	LtAffinity      *ebpf.Map `ebpf:"lt_affinity"`
 	LtCgroupLevels  *ebpf.Map `ebpf:"lt_cgroup_levels"`
 	LtCgroupSrc     *ebpf.Map `ebpf:"lt_cgroup_src"`
 	LtConns         *ebpf.Map `ebpf:"lt_conns"`
@@ -244,6 +284,7 @@ type lookuptestMaps struct {
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
+	LtTestJumpOut   *ebpf.Map `ebpf:"lt_test_jump_out"`
 	LtTestOut       *ebpf.Map `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.Map `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.Map `ebpf:"lt_test_stale_res"`
@@ -251,6 +292,8 @@ type lookuptestMaps struct {
 
 func (m *lookuptestMaps) Close() error {
 	return _LookuptestClose(
+		m.LtAffEps,
+		m.LtAffinity,
 		m.LtCgroupLevels,
 		m.LtCgroupSrc,
 		m.LtConns,
@@ -260,6 +303,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtRr,
 		m.LtStats,
 		m.LtTestHammerRes,
+		m.LtTestJumpOut,
 		m.LtTestOut,
 		m.LtTestStaleArgs,
 		m.LtTestStaleRes,
@@ -277,6 +321,7 @@ type lookuptestVariables struct {
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
 	LtTestHammer *ebpf.Program `ebpf:"lt_test_hammer"`
+	LtTestJump   *ebpf.Program `ebpf:"lt_test_jump"`
 	LtTestLookup *ebpf.Program `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.Program `ebpf:"lt_test_stale"`
 }
@@ -284,6 +329,7 @@ type lookuptestPrograms struct {
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
 		p.LtTestHammer,
+		p.LtTestJump,
 		p.LtTestLookup,
 		p.LtTestStale,
 	)

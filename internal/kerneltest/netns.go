@@ -108,3 +108,18 @@ func Main(m interface{ Run() int }) {
 	}
 	os.Exit(m.Run())
 }
+
+// EnterNewNetns moves the calling OS thread into a new network namespace
+// with its loopback up, as a pod's own netns. The caller has locked its
+// goroutine to the thread (runtime.LockOSThread) and never unlocks it, so
+// the thread ends with the goroutine instead of serving others in that
+// namespace. Sockets the thread creates keep the test's cgroup.
+func EnterNewNetns() error {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("unshare netns: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	return nil
+}

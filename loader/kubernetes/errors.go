@@ -4,7 +4,8 @@ import "errors"
 
 // Sentinel errors. Functions wrap them with context; test with errors.Is.
 var (
-	// ErrBadAnnotation means a loctree.io/* annotation of a Service cannot be used.
+	// ErrBadAnnotation means a loctree.io/* annotation of a Service, or a
+	// Service field loctree maps (sessionAffinity), cannot be used.
 	ErrBadAnnotation = errors.New("bad loctree annotation")
 	// ErrConfig means the source's configuration is incomplete.
 	ErrConfig = errors.New("bad kubernetes source configuration")

@@ -106,6 +106,9 @@ func (in *treeInput) header(p *corev1.ServicePort, primary bool, famIdx int, fam
 		Name:   fqdn + ":" + key,
 		Scopes: in.set.scopes, Mode: in.set.mode, Policy: in.set.policy, Health: in.set.health,
 	}
+	if timeout := in.set.affinity; timeout != 0 {
+		spec.SessionAffinity = &shared.SessionAffinitySpec{TimeoutSeconds: &timeout}
+	}
 	if primary {
 		spec.Name = fqdn
 	}

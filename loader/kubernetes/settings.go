@@ -48,10 +48,13 @@ type settings struct {
 	mode   string
 	policy string
 	health string
+	// affinity is the session affinity timeout in seconds, 0 for none.
+	affinity uint32
 }
 
 func (s settings) equal(o settings) bool {
-	return slices.Equal(s.scopes, o.scopes) && s.mode == o.mode && s.policy == o.policy && s.health == o.health
+	return slices.Equal(s.scopes, o.scopes) && s.mode == o.mode && s.policy == o.policy && s.health == o.health &&
+		s.affinity == o.affinity
 }
 
 // serviceSettings says whether svc is managed and how. The error wraps
@@ -63,6 +66,9 @@ func serviceSettings(svc *corev1.Service) (settings, bool, error) {
 	}
 	s := defaultSettings(svc)
 	if err := applyAnnotations(&s, svc.Annotations); err != nil {
+		return settings{}, false, err
+	}
+	if err := applySessionAffinity(&s, svc); err != nil {
 		return settings{}, false, err
 	}
 	return s, true, nil
@@ -158,5 +164,31 @@ func checkScope(p string) error {
 	if errs := validation.IsQualifiedName(p); len(errs) > 0 {
 		return fmt.Errorf("scope %q is not a label key: %s", p, strings.Join(errs, "; "))
 	}
+	return nil
+}
+
+// applySessionAffinity maps spec.sessionAffinity: ClientIP onto
+// consistent_hash, which the kernel keys by the client pod's netns, with
+// the Service's timeout: Kubernetes' default when it has none
+// (SetDefaults_Service), its bounds as validateAffinityTimeout.
+func applySessionAffinity(s *settings, svc *corev1.Service) error {
+	switch svc.Spec.SessionAffinity {
+	case "", corev1.ServiceAffinityNone:
+		return nil
+	case corev1.ServiceAffinityClientIP:
+	default:
+		return fmt.Errorf("%w: sessionAffinity %q: want None or ClientIP", ErrBadAnnotation, svc.Spec.SessionAffinity)
+	}
+	if s.policy != "" && s.policy != shared.PolicyConsistentHash.String() {
+		return fmt.Errorf("%w: sessionAffinity ClientIP needs policy consistent_hash, not %s: remove %s or the session affinity", ErrBadAnnotation, s.policy, AnnotationPolicy)
+	}
+	timeout := int64(shared.DefaultAffinityTimeout)
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		timeout = int64(*c.ClientIP.TimeoutSeconds)
+	}
+	if timeout < 1 || timeout > shared.MaxAffinityTimeout {
+		return fmt.Errorf("%w: sessionAffinityConfig.clientIP.timeoutSeconds %d: want 1 to %d", ErrBadAnnotation, timeout, shared.MaxAffinityTimeout)
+	}
+	s.policy, s.affinity = shared.PolicyConsistentHash.String(), uint32(timeout)
 	return nil
 }

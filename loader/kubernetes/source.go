@@ -59,6 +59,7 @@ type dirtySet struct {
 	services map[string]struct{} // namespace/name
 	nodes    map[string]struct{}
 	all      bool
+	since    time.Time // the arrival of the first event marked
 }
 
 // serviceIndex indexes EndpointSlices by their Service's namespace/name.
@@ -169,6 +170,7 @@ func (s *Source) mark(fn func(*dirtySet)) {
 	s.mu.Lock()
 	if s.dirty.services == nil {
 		s.dirty.services, s.dirty.nodes = map[string]struct{}{}, map[string]struct{}{}
+		s.dirty.since = time.Now()
 	}
 	fn(&s.dirty)
 	s.mu.Unlock()

@@ -62,6 +62,7 @@ func (s *Source) sync() (Update, bool) {
 		Locality:        st.localities[s.cfg.NodeName],
 		Changed:         slices.Sorted(maps.Keys(changed)),
 		LocalityChanged: ownMoved,
+		Observed:        d.since,
 	}, true
 }
 

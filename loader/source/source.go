@@ -4,6 +4,7 @@ package source
 
 import (
 	"context"
+	"time"
 
 	"github.com/loctree/loctree/shared"
 )
@@ -21,6 +22,10 @@ type Update struct {
 	Changed []string
 	// LocalityChanged says Locality differs from the previous update's.
 	LocalityChanged bool
+	// Observed is when the source saw the first change this update carries
+	// (Kubernetes: the arrival of its first informer event); zero when
+	// unknown. The agent measures its change → kernel latency from it.
+	Observed time.Time
 }
 
 // Source produces topologies. Run blocks until ctx ends (returning nil) or

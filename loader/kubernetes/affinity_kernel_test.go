@@ -1,0 +1,69 @@
+package kubernetes_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kubernetes"
+)
+
+// TestKernelSessionAffinityFromKubernetes: a Service with sessionAffinity:
+// ClientIP, through the fake API and the Kubernetes source into the kernel,
+// keeps this client (the test's netns) on one of its three candidates;
+// set back to None, the same client's connections spread again.
+func TestKernelSessionAffinityFromKubernetes(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
+	objs := kernelObjects()
+	svc := objs[3].(*corev1.Service)
+	svc.Annotations = map[string]string{kubernetes.AnnotationScopes: "network"} // all three are candidates
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+	client := fake.NewClientset(objs...)
+	updates := make(chan kubernetes.Update, 64)
+	startSource(t, client, updates)
+	first := next(t, updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
+	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var trees loader.TreeServer
+	srv := httptest.NewServer(&trees)
+	defer srv.Close()
+	install(t, in, &trees, srv.URL, first, 1)
+	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
+		t.Fatal(err)
+	}
+	if seen := backendsSeen(t, 30); len(seen) != 1 {
+		t.Fatalf("ClientIP: one client reached %v, want one backend", seen)
+	}
+	svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+	ok(t)(client.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}))
+	install(t, in, &trees, srv.URL, next(t, updates, changed), 2)
+	if seen := backendsSeen(t, 30); len(seen) < 2 { // random over 3: P(one) = 3^-29
+		t.Fatalf("None: 30 connections reached only %v", seen)
+	}
+}
+
+func backendsSeen(t *testing.T, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for range n {
+		got, err := kerneltest.Ask(vip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got]++
+	}
+	return seen
+}
