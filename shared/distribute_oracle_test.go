@@ -22,16 +22,18 @@ import (
 //     weight; localities that match no to lose their endpoints; no matching
 //     rule changes nothing); pilot/pkg/networking/util/util.go LocalityMatch
 //     (lines 332-343); pilot/pkg/xds/endpoints/endpoint_builder.go lines
-//     549-560: W_L is the sum of the locality's endpoint weights.
+//     552-561: W_L is the sum of the locality's endpoint weights.
 //   - Envoy (envoyproxy/envoy at e8e02bb2f613f68d4449ebff934fe9bc0a249c93):
-//     source/common/upstream/locality_wrr.cc effectiveLocalityWeight (a
-//     locality's weight times min(1, factor/100 · eligible/hosts), eligible
-//     the healthy hosts for the healthy scheduler and the degraded ones for
-//     the degraded scheduler) and rebuildLocalityScheduler (no scheduler
-//     when no host is eligible); load_balancer_impl.cc hostSourceToUse (a
-//     priority in panic uses all its hosts, without localities; otherwise a
-//     locality from the scheduler of the chosen availability). The one
-//     priority's loads are envoyLoads (priority_oracle_test.go).
+//     source/common/upstream/locality_wrr.cc effectiveLocalityWeight (lines
+//     84-105: a locality's weight times min(1, factor/100 · eligible/hosts),
+//     eligible the healthy hosts for the healthy scheduler and the degraded
+//     ones for the degraded scheduler) and rebuildLocalityScheduler (lines
+//     25-68: no scheduler when no host is eligible); and
+//     load_balancer_impl.cc hostSourceToUse at 00cf9a05, as
+//     priority_oracle_test.go cites it (a priority in panic uses all its
+//     hosts, without localities; otherwise a locality from the scheduler of
+//     the chosen availability). The one priority's loads are envoyLoads
+//     (priority_oracle_test.go).
 
 // istioLocality is one locality of the cluster load assignment.
 type istioLocality struct {
