@@ -229,3 +229,42 @@ func TestPickLoadsDistributeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%d allocations per loads and pick", a)
 	}
 }
+
+// TestDecodeSurvivesDistributeDamage: random bytes written over the policy
+// records and the strings of a tree with distribute rules (checksum
+// resealed, so only the decoder's checks stand) never panic: the blob is
+// ErrCorrupt, or it decodes and every source's loads stay inside the
+// service and can be picked from.
+func TestDecodeSurvivesDistributeDamage(t *testing.T) {
+	tree, err := Build(distributeService(func(s *ServiceSpec) {
+		s.Distribute = append(s.Distribute, DistributeSpec{From: "r2", To: map[string]uint32{"r2/z1/s1": 40, "r1": 60}})
+	}), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := tree.Bytes()
+	pols := int(le.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(le.Uint32(orig[hEndpointCnt:]))
+	rng := rand.New(rand.NewPCG(71, 72))
+	decoded := 0
+	for range 20000 {
+		b := bytes.Clone(orig)
+		for range 1 + rng.IntN(3) {
+			b[pols+rng.IntN(len(b)-pols)] = byte(rng.IntN(256))
+		}
+		got, err := Decode(reseal(b))
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			continue
+		}
+		decoded++
+		lookupEverywhere(t, got)
+		for _, src := range []Locality{{"region": "r1", "zone": "z1"}, {"region": "r2", "zone": "z1", "subzone": "s1"}} {
+			checkLoads(t, &got.Services()[0], got.Services()[0].Loads(src))
+		}
+	}
+	if decoded == 0 {
+		t.Fatal("no damaged blob decoded: the test checks nothing past the decoder")
+	}
+}
