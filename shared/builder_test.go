@@ -132,6 +132,20 @@ func checkSameTree(t *testing.T, got, want *Tree) {
 				t.Fatalf("Service(%q) = %v, %v", n, s, ok)
 			}
 		}
+		checkSameDistribute(t, g, w)
+	}
+}
+
+// checkSameDistribute: the two services give the same distribute loads
+// (their targets' absolute spans too) to sources each rule applies to.
+func checkSameDistribute(t *testing.T, g, w *Service) {
+	t.Helper()
+	for _, src := range []Locality{{"region": "region-1"}, {"region": "region-2", "zone": "zone-3"}, {}} {
+		gl, wl := g.Loads(src), w.Loads(src)
+		if gl.tree != g.Tree() || gl.N != wl.N || gl.Rule != wl.Rule || gl.NTargets != wl.NTargets || gl.Healthy != wl.Healthy ||
+			!slices.Equal(gl.Targets[:gl.NTargets], wl.Targets[:wl.NTargets]) || !slices.Equal(gl.dist[:gl.NTargets], wl.dist[:wl.NTargets]) {
+			t.Fatalf("service %s from %v: loads %+v, want %+v", g.Name, src, gl.dist[:gl.NTargets], wl.dist[:wl.NTargets])
+		}
 	}
 }
 

@@ -137,7 +137,11 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := t.checkNodes(s); err != nil {
 		return err
 	}
-	return t.checkAuxTrees(s)
+	if err := t.checkAuxTrees(s); err != nil {
+		return err
+	}
+	s.precomputeDistribute()
+	return nil
 }
 
 // decodePolicy reads and checks service i's policy record.

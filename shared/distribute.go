@@ -275,18 +275,44 @@ type targetState struct {
 // every locality its endpoints and its weight.
 var everywhere = distRule{targets: []distTarget{{pattern: "*", weight: 100}}}
 
-// applyDistribute makes the one priority of a service with distribute
-// rules: the first rule whose from matches the source (Istio's
-// applyLocalityWeights), its targets' ranges in each tree, their counts,
-// and their effective weights (Envoy's effectiveLocalityWeight, per target:
-// weight · min(1, factor/100 · eligible/hosts)).
-func (l *Loads) applyDistribute(s *Service, labels []uint64) {
-	rule := &everywhere
+// ruleFor is the index of the first distribute rule whose from matches the
+// source (Istio's applyLocalityWeights), or len(s.dist) for none.
+func (s *Service) ruleFor(labels []uint64) int {
 	for k := range s.dist {
 		if s.dist[k].from.matches(labels) {
-			rule, l.Rule = &s.dist[k], k+1
-			break
+			return k
 		}
+	}
+	return len(s.dist)
+}
+
+// precomputeDistribute computes, once per tree, the loads of a source each
+// rule applies to (and of one no rule applies to): they do not depend on
+// the source beyond which rule applies, so a source's loads are a copy.
+// The service's trees must be checked (Decode) or placed (Builder) first.
+func (s *Service) precomputeDistribute() {
+	if len(s.dist) == 0 {
+		s.distLoads = nil
+		return
+	}
+	s.distLoads = make([]Loads, len(s.dist)+1)
+	for k := range s.distLoads {
+		l := &s.distLoads[k]
+		l.priorities = priorities{tree: s.tree}
+		l.applyDistribute(s, k)
+		l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+	}
+}
+
+// applyDistribute makes the one priority of a service with distribute
+// rules for rule k (len(s.dist): no rule's from matches): its targets'
+// ranges in each tree, their counts, and their effective weights (Envoy's
+// effectiveLocalityWeight, per target: weight · min(1, factor/100 ·
+// eligible/hosts)).
+func (l *Loads) applyDistribute(s *Service, k int) {
+	rule := &everywhere
+	if k < len(s.dist) {
+		rule, l.Rule = &s.dist[k], k+1
 	}
 	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
 	roots := [numSets]uint32{s.Root, s.AuxRoot[0], s.AuxRoot[1]}

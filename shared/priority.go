@@ -96,6 +96,10 @@ func (s *Service) LoadsSource(src *Source, l *Loads) {
 // Lookup's candidate range, with all the load (none in strict mode without
 // a full match).
 func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
+	if len(s.distLoads) > 0 {
+		*l = s.distLoads[s.ruleFor(labels)]
+		return
+	}
 	l.priorities = priorities{tree: s.tree}
 	l.Rule, l.NTargets, l.effSum = 0, 0, [2]uint64{}
 	levels := len(s.Scopes)
@@ -113,11 +117,6 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 			continue
 		}
 		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
-	}
-	if len(s.dist) > 0 {
-		l.applyDistribute(s, labels)
-		l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
-		return
 	}
 	split := l.failover(s, labels)
 	for r := levels; r >= 0; r-- {

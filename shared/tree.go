@@ -54,11 +54,12 @@ type Service struct {
 	// uses DefaultAffinityTimeout).
 	AffinityTimeout uint32
 
-	tree     *Tree
-	regionAt int         // index of the "region" scope, or -1
-	failTo   [][2]uint64 // labels of the failover rules: from, to
-	dist     []distRule  // the distribute rules, hashed
-	values   []string    // node values, node Root+1 first
+	tree      *Tree
+	regionAt  int         // index of the "region" scope, or -1
+	failTo    [][2]uint64 // labels of the failover rules: from, to
+	dist      []distRule  // the distribute rules, hashed
+	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
+	values    []string    // node values, node Root+1 first
 }
 
 // Endpoint is a decoded endpoint record.
