@@ -297,11 +297,25 @@ func (s *Service) precomputeDistribute() {
 	}
 	s.distLoads = make([]Loads, len(s.dist)+1)
 	for k := range s.distLoads {
+		n := len(everywhere.targets)
+		if k < len(s.dist) {
+			n = len(s.dist[k].targets)
+		}
 		l := &s.distLoads[k]
 		l.priorities = priorities{tree: s.tree}
+		l.Targets, l.dist = make([]Target, n), make([]targetState, n)
 		l.applyDistribute(s, k)
 		l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
 	}
+}
+
+// copyDistribute makes l the precomputed loads d of a distribute rule,
+// copying only what a reader of a distribute priority reads: its one
+// priority and the rule; the targets are shared, read-only.
+func (l *Loads) copyDistribute(d *Loads) {
+	l.tree, l.N, l.panic = d.tree, d.N, d.panic
+	l.Rank[0], l.Failover[0], l.Counts[0], l.Healthy[0], l.Degraded[0] = 0, 0, d.Counts[0], d.Healthy[0], d.Degraded[0]
+	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = d.Rule, d.NTargets, d.Targets, d.dist, d.effSum
 }
 
 // applyDistribute makes the one priority of a service with distribute

@@ -36,19 +36,18 @@ type Loads struct {
 	// source, else 0. A service with distribute rules has one priority
 	// (Istio applies no failover then): the endpoints of the rule's
 	// Targets, or of every locality when no rule's from matches (one
-	// target "*"). NTargets is 0 for a service without distribute rules;
-	// Targets are valid below NTargets.
+	// target "*"). NTargets (len(Targets)) is 0 for a service without
+	// distribute rules.
 	Rule     int
 	NTargets int
-	Targets  [MaxDistributeTargets]Target
+	Targets  []Target // read-only: shared with the service's precomputed loads
 
-	dist   [MaxDistributeTargets]targetState // valid below NTargets
-	effSum [2]uint64                         // the targets' healthy and degraded effective weights, summed
+	dist   []targetState // the targets' spans and weights, read-only as Targets
+	effSum [2]uint64     // the targets' healthy and degraded effective weights, summed
 }
 
-// priorities is the part of Loads every computation starts from zero; the
-// distribute targets are written before they are read, so a computation
-// does not pay for clearing them.
+// priorities is the part of Loads every computation of a service without
+// distribute rules starts from zero.
 type priorities struct {
 	N    int // number of priorities; 0: no endpoint to pick
 	Rank [MaxPriorities]uint8
@@ -97,11 +96,11 @@ func (s *Service) LoadsSource(src *Source, l *Loads) {
 // a full match).
 func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	if len(s.distLoads) > 0 {
-		*l = s.distLoads[s.ruleFor(labels)]
+		l.copyDistribute(&s.distLoads[s.ruleFor(labels)])
 		return
 	}
 	l.priorities = priorities{tree: s.tree}
-	l.Rule, l.NTargets, l.effSum = 0, 0, [2]uint64{}
+	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
 	levels := len(s.Scopes)
 	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
 	if s.OverprovisioningFactor == 0 {
