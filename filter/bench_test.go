@@ -27,6 +27,23 @@ func benchTopology(n int) *shared.Topology {
 
 var benchSource = shared.Locality{"region": "r1", "zone": "z4", "subzone": "s2"}
 
+// benchDistributeTopology is benchTopology with spillover, every 7th
+// endpoint unhealthy, and a distribute rule for benchSource's region: 60 %
+// to its zone, 40 % to region r2.
+func benchDistributeTopology(n int) *shared.Topology {
+	top := benchTopology(n)
+	svc := &top.Services[0]
+	svc.Spillover = &shared.SpilloverSpec{}
+	svc.Distribute = []shared.DistributeSpec{{From: "r1", To: map[string]uint32{"r1/z4": 60, "r2": 40}}}
+	f := false
+	for i := range svc.Endpoints {
+		if i%7 == 0 {
+			svc.Endpoints[i].Healthy = &f
+		}
+	}
+	return top
+}
+
 func benchConfig(n int) string {
 	top, _ := json.Marshal(benchTopology(n))
 	loc, _ := json.Marshal(benchSource)
@@ -41,9 +58,11 @@ func BenchmarkFilterRequest(b *testing.B) {
 		for _, limit := range []struct {
 			name    string
 			timeout int64
-		}{{"notimeout", 0}, {"timeout", int64(5 * time.Second)}} {
+			top     func(int) *shared.Topology
+		}{{"notimeout", 0, benchTopology}, {"timeout", int64(5 * time.Second), benchTopology},
+			{"spillover+distribute/notimeout", 0, benchDistributeTopology}} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, limit.name), func(b *testing.B) {
-				h := fetchedHost(b, n, host.Options{CallTimeout: timeDuration(limit.timeout)})
+				h := fetchedHost(b, limit.top(n), host.Options{CallTimeout: timeDuration(limit.timeout)})
 				vm, err := h.NewVM(context.Background())
 				if err != nil {
 					b.Fatal(err)
@@ -65,8 +84,8 @@ func BenchmarkFilterRequest(b *testing.B) {
 
 // fetchedHost is a host whose VMs start from an n-endpoint tree that
 // another VM published in shared data (the agent-fed production setup).
-func fetchedHost(b *testing.B, n int, opts host.Options) *host.Host {
-	tree, err := shared.Build(benchTopology(n), shared.BuildOptions{Generation: 1})
+func fetchedHost(b *testing.B, top *shared.Topology, opts host.Options) *host.Host {
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,6 +104,34 @@ func publishShared(h *host.Host, tree *shared.Tree) {
 	h.Shared().Set(keyGen, ver[:], 0)
 }
 
+// TestPickLoadsPathAllocs: the filter's pick for a spillover service with
+// distribute rules (cached loads, pick, priority, address) allocates
+// nothing once the address is cached.
+func TestPickLoadsPathAllocs(t *testing.T) {
+	tree, err := shared.Build(benchDistributeTopology(1000), shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newTreeState(tree, newSourceLocality(benchSource))
+	svc, _ := tree.Service("reviews")
+	l := st.loads[svc.Index]
+	if l == nil || l.Rule != 1 {
+		t.Fatalf("loads %+v, want the distribute rule", l)
+	}
+	for range 1000 { // fill the address cache
+		ep, _ := st.pickLoads(svc, l, 0, false)
+		st.addr(ep)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		ep, ok := st.pickLoads(svc, l, 0, false)
+		if !ok || l.Priority(ep) != 0 || st.addr(ep) == "" {
+			t.Fatal("no pick")
+		}
+	}); n != 0 {
+		t.Fatalf("%.1f allocations per pick", n)
+	}
+}
+
 // BenchmarkNativeLookup is the same lookup and pick in native Go (the
 // denominator of the host/native ratio).
 func BenchmarkNativeLookup(b *testing.B) {
@@ -100,6 +147,21 @@ func BenchmarkNativeLookup(b *testing.B) {
 				svc, _ := tree.Service("reviews")
 				r := svc.LookupLabels(st.labels[svc.Index])
 				if st.addr(st.pick(svc, r, 0, false)) == "" {
+					b.Fatal("no pick")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("endpoints=%d/spillover+distribute", n), func(b *testing.B) {
+			tree, err := shared.Build(benchDistributeTopology(n), shared.BuildOptions{Generation: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := newTreeState(tree, newSourceLocality(benchSource))
+			b.ResetTimer()
+			for b.Loop() {
+				svc, _ := tree.Service("reviews")
+				ep, ok := st.pickLoads(svc, st.loads[svc.Index], 0, false)
+				if !ok || st.addr(ep) == "" {
 					b.Fatal("no pick")
 				}
 			}

@@ -61,7 +61,17 @@ func req(authority string, extra ...[2]string) [][2]string {
 	return append([][2]string{{":method", "GET"}, {":path", "/"}, {":authority", authority}, {":scheme", "http"}}, extra...)
 }
 
+// distTopo has a spillover service with a distribute rule that sends a
+// us-east source's traffic to us-west only.
+const distTopo = `{"services":[{"name":"dist","spillover":{},
+ "distribute":[{"from":"us-east","to":{"us-west":100}}],"endpoints":[
+  {"address":"127.0.7.1:80","locality":{"region":"us-east","zone":"a"}},
+  {"address":"127.0.7.2:80","locality":{"region":"us-west","zone":"b"}},
+  {"address":"127.0.7.3:80","locality":{"region":"us-west","zone":"b"}}]}]}`
+
 var filterCases = []filterCase{
+	{name: "distribute: pick and fallbacks in the targets only", config: `{"topology":` + distTopo + `,"locality":{"region":"us-east","zone":"a"},"fallbacks":3}`,
+		headers: req("dist"), wantStart: true, wantHeader: []string{"127.0.7.2:80,127.0.7.3:80", "127.0.7.3:80,127.0.7.2:80"}},
 	{name: "inline topology, full match", config: inline(`,"locality":{"region":"us-west","zone":"us-west-2a","subzone":"rack-1"}`),
 		headers: req("reviews:9080"), wantStart: true, wantHeader: []string{"127.0.2.4:9080", "127.0.2.5:9080"}},
 	{name: "spoofed header replaced", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1b","subzone":"rack-1"}`),

@@ -55,6 +55,9 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 		abi.RemoveHttpRequestHeader(cfg.Header)
 		return types.ActionContinue
 	}
+	if l := st.loads[svc.Index]; l != nil {
+		return h.chooseLoads(st, svc, l)
+	}
 	r := svc.LookupLabels(st.labels[svc.Index])
 	if r.Len() == 0 {
 		p.m.noCandidate++
@@ -71,7 +74,44 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 
 func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range) {
 	key, hasKey := h.hashKey(svc)
-	ep := st.pick(svc, r, key, hasKey)
+	h.write(st, svc, r, st.pick(svc, r, key, hasKey), r.Depth)
+}
+
+// chooseLoads picks by the proxy's priority loads of a spillover service
+// (computed once per tree). Fallbacks, when configured, come from the
+// source's nearest eligible endpoints (the lookup's range), or with
+// distribute rules from the pick's target's eligible endpoints. With nothing to
+// pick (no endpoint, or Envoy's "no host" when the load falls on an empty
+// set) the request passes without the header, as a failover miss does.
+func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.Loads) types.Action {
+	key, hasKey := h.hashKey(svc)
+	ep, ok := st.pickLoads(svc, l, key, hasKey)
+	if !ok {
+		h.p.m.noCandidate++
+		h.p.m.service(svc.Name).noCandidate++
+		abi.RemoveHttpRequestHeader(h.p.cfg.Header)
+		return types.ActionContinue
+	}
+	var r shared.Range
+	switch {
+	case h.p.cfg.Fallbacks == 0:
+	case l.NTargets > 0:
+		r, _ = l.TargetRange(ep)
+	default:
+		r = svc.LookupLabels(st.labels[svc.Index])
+	}
+	depth := 0
+	if p := l.Priority(ep); p >= 0 {
+		depth = int(l.Rank[p])
+		h.p.m.priorities[p]++
+	}
+	h.write(st, svc, r, ep, depth)
+	return types.ActionContinue
+}
+
+// write sets the header to ep (and fallbacks from r) and counts the pick
+// at depth.
+func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, ep uint32, depth int) {
 	cfg := h.p.cfg
 	var value string
 	if cfg.HeaderFormat == "base64" {
@@ -83,8 +123,8 @@ func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range)
 		}
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
-	h.p.m.picks[r.Depth]++
-	h.p.m.service(svc.Name).picks[r.Depth]++
+	h.p.m.picks[depth]++
+	h.p.m.service(svc.Name).picks[depth]++
 	st.picker.Inc(ep)
 	h.st, h.inflight, h.counted = st, ep, true
 }

@@ -13,6 +13,7 @@ import (
 // tick (a hostcall per request costs more than the pick itself).
 type metrics struct {
 	picks                             [shared.MaxLevels + 1]uint64 // by matched depth
+	priorities                        [shared.MaxPriorities]uint64 // picks by priority (spillover services)
 	noCandidate, unknown, passthrough uint64
 	counters                          counters
 	fetchFailures                     abi.Counter
@@ -23,6 +24,7 @@ type metrics struct {
 
 type counters struct {
 	picks                             [shared.MaxLevels + 1]abi.Counter
+	priorities                        [shared.MaxPriorities]abi.Counter
 	noCandidate, unknown, passthrough abi.Counter
 }
 
@@ -36,6 +38,12 @@ func (m *metrics) flush() {
 		if n > 0 {
 			m.counters.picks[d].Increment(n)
 			m.picks[d] = 0
+		}
+	}
+	for p, n := range m.priorities {
+		if n > 0 {
+			m.counters.priorities[p].Increment(n)
+			m.priorities[p] = 0
 		}
 	}
 	for _, c := range []struct {
@@ -63,6 +71,9 @@ func defineMetrics() *metrics {
 	}
 	for d := range m.picks {
 		m.counters.picks[d] = abi.DefineCounterMetric("loctree_picks_depth_" + strconv.Itoa(d) + "_total")
+	}
+	for p := range m.priorities {
+		m.counters.priorities[p] = abi.DefineCounterMetric(priorityMetric(p))
 	}
 	return m
 }
@@ -150,3 +161,7 @@ func (c *lazyCounter) add(n uint64) {
 	}
 	c.counter.Increment(n)
 }
+
+// priorityMetric is the counter of picks in priority p of a spillover
+// service (Envoy's priority load; docs/FORMAT.md, "Priority load").
+func priorityMetric(p int) string { return "loctree_picks_priority_" + strconv.Itoa(p) + "_total" }

@@ -10,11 +10,12 @@ import (
 // treeState is one installed tree plus this VM's per-tree picking state.
 type treeState struct {
 	tree   *shared.Tree
-	labels [][]uint64     // per service index: the proxy's label per scope
-	picker *shared.Picker // this VM's policy state (round robin, in-flight counts)
-	addrs  []string       // per absolute endpoint: "ip:port", filled lazily
-	etag   string         // the tree server's ETag for this tree
-	rng    uint64         // wyrand state
+	labels [][]uint64      // per service index: the proxy's label per scope
+	loads  []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
+	picker *shared.Picker  // this VM's policy state (round robin, in-flight counts)
+	addrs  []string        // per absolute endpoint: "ip:port", filled lazily
+	etag   string          // the tree server's ETag for this tree
+	rng    uint64          // wyrand state
 }
 
 // randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
@@ -30,6 +31,7 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	st := &treeState{
 		tree:   t,
 		labels: make([][]uint64, len(svcs)),
+		loads:  make([]*shared.Loads, len(svcs)),
 		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
 		addrs:  make([]string, t.NumEndpoints()),
 		rng:    rand.Uint64(),
@@ -37,6 +39,10 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	for i := range svcs {
 		for _, scope := range svcs[i].Scopes {
 			st.labels[i] = append(st.labels[i], shared.Label(loc.value(scope)))
+		}
+		if svcs[i].OverprovisioningFactor != 0 {
+			st.loads[i] = new(shared.Loads)
+			svcs[i].LoadsLabels(st.labels[i], st.loads[i])
 		}
 	}
 	return st

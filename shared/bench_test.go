@@ -309,3 +309,72 @@ func TestPickLoadsDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%d allocations per lookup and pick", a)
 	}
 }
+
+// distributeTree is spillTree's mesh (with its health mix) with a
+// distribute rule per region but the last: 60 % to the source's zone a,
+// 30 % to the next region, 10 % to its zone b's rack-0.
+func distributeTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
+	top, leaves := meshTopology(n)
+	spec := &top.Services[0]
+	spec.Spillover = &SpilloverSpec{}
+	f := false
+	for i := range spec.Endpoints {
+		switch {
+		case i%5 == 0:
+			spec.Endpoints[i].Healthy = &f
+		case i%7 == 0:
+			spec.Endpoints[i].Degraded = true
+		}
+	}
+	for r := range 5 {
+		spec.Distribute = append(spec.Distribute, DistributeSpec{From: fmt.Sprintf("region-%d", r), To: map[string]uint32{
+			fmt.Sprintf("region-%d/region-%d-zone-a", r, r): 60, fmt.Sprintf("region-%d", (r+1)%6): 30,
+			fmt.Sprintf("region-%d/region-%d-zone-b/rack-0", r, r): 10,
+		}})
+	}
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var srcs []*Source
+	for _, l := range benchSources(leaves) {
+		srcs = append(srcs, NewSource(l))
+	}
+	return tree, &tree.Services()[0], srcs
+}
+
+// BenchmarkPickDistribute is BenchmarkPickLoads for a service with
+// distribute rules (and the health mix): loads cached per source, or
+// computed per pick.
+func BenchmarkPickDistribute(b *testing.B) {
+	for _, n := range benchSizes {
+		tree, svc, srcs := distributeTree(b, n)
+		p := NewPicker(tree, PickerOptions{})
+		cached := make([]Loads, len(srcs))
+		for i, src := range srcs {
+			svc.LoadsSource(src, &cached[i])
+		}
+		b.Run(fmt.Sprintf("loads=cached/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("loads=fresh/N=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var l Loads
+			i := 0
+			for b.Loop() {
+				svc.LoadsSource(srcs[i%len(srcs)], &l)
+				if _, ok := p.PickLoads(svc, &l, 0); !ok {
+					b.Fatal("no pick")
+				}
+				i++
+			}
+		})
+	}
+}

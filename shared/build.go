@@ -32,25 +32,26 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 
 // builtService is a validated service, its endpoints sorted, its nodes laid out.
 type builtService struct {
-	name     string
-	hosts    []string
-	scopes   []string
-	mode     Mode
-	policy   Policy
-	health   Health
-	vip      netip.AddrPort
-	eps      []builtEndpoint // in spec order
-	labels   []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
-	order    []int32         // eps indices, sorted: eligible first, each part by labels and address
-	nElig    int
-	nDeg     int            // degraded endpoints; they follow the eligible ones
-	nodes    []builtNode    // breadth-first, root first; indices relative to the service
-	aux      [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
-	spill    bool           // priority load (Spillover) is on
-	of       uint32         // overprovisioning factor, percent
-	panic    uint32         // panic threshold, percent
-	failover []FailoverSpec
-	affinity uint32 // session affinity timeout, seconds; 0: none set
+	name       string
+	hosts      []string
+	scopes     []string
+	mode       Mode
+	policy     Policy
+	health     Health
+	vip        netip.AddrPort
+	eps        []builtEndpoint // in spec order
+	labels     []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
+	order      []int32         // eps indices, sorted: eligible first, each part by labels and address
+	nElig      int
+	nDeg       int            // degraded endpoints; they follow the eligible ones
+	nodes      []builtNode    // breadth-first, root first; indices relative to the service
+	aux        [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
+	spill      bool           // priority load (Spillover) is on
+	of         uint32         // overprovisioning factor, percent
+	panic      uint32         // panic threshold, percent
+	failover   []FailoverSpec
+	distribute []builtRule
+	affinity   uint32 // session affinity timeout, seconds; 0: none set
 }
 
 type builtEndpoint struct {
@@ -170,7 +171,10 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseAffinity(spec.SessionAffinity); err != nil {
 		return nil, err
 	}
-	return s, s.parseFailover(spec.Failover)
+	if err := s.parseFailover(spec.Failover); err != nil {
+		return nil, err
+	}
+	return s, s.parseDistribute(spec.Distribute, len(spec.Failover))
 }
 
 // scopeValue is an endpoint's value for a scope as the tree stores it: its
@@ -206,6 +210,8 @@ func (s *builtService) localityOff(spec *ServiceSpec) error {
 		return invalid("service %q: scopes have no effect with locality_lb: false; remove them or locality_lb", s.name)
 	case len(spec.Failover) > 0:
 		return invalid("service %q: failover needs locality load balancing; remove failover or locality_lb: false", s.name)
+	case len(spec.Distribute) > 0:
+		return invalid("service %q: distribute needs locality load balancing; remove distribute or locality_lb: false", s.name)
 	}
 	s.scopes = []string{NoLocalityScope}
 	return nil
@@ -558,7 +564,7 @@ func (s *builtService) metaSize() int {
 	for _, r := range s.failover {
 		n += 4 + len(r.From) + len(r.To)
 	}
-	return n
+	return n + s.distributeMetaSize()
 }
 
 func (s *builtService) appendMeta(b []byte) []byte {
@@ -576,7 +582,7 @@ func (s *builtService) appendMeta(b []byte) []byte {
 	for _, r := range s.failover {
 		b = appendStr(appendStr(b, r.From), r.To)
 	}
-	return b
+	return s.appendDistribute(b)
 }
 
 func appendStr(b []byte, s string) []byte {

@@ -33,6 +33,11 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 			e.Degraded = true
 		}
 	}
+	// Format 3: distribute rules lengthen the metadata the builder places.
+	if s.Spillover != nil && rng.IntN(2) == 0 {
+		s.Scopes = []string{"region", "zone"}
+		s.Distribute = []DistributeSpec{{From: "region-1", To: map[string]uint32{"region-2": 70, "region-1/zone-3": 30}}}
+	}
 	return s
 }
 
@@ -126,6 +131,20 @@ func checkSameTree(t *testing.T, got, want *Tree) {
 			if s, ok := got.Service(n); !ok || s.Index != i {
 				t.Fatalf("Service(%q) = %v, %v", n, s, ok)
 			}
+		}
+		checkSameDistribute(t, g, w)
+	}
+}
+
+// checkSameDistribute: the two services give the same distribute loads
+// (their targets' absolute spans too) to sources each rule applies to.
+func checkSameDistribute(t *testing.T, g, w *Service) {
+	t.Helper()
+	for _, src := range []Locality{{"region": "region-1"}, {"region": "region-2", "zone": "zone-3"}, {}} {
+		gl, wl := g.Loads(src), w.Loads(src)
+		if gl.tree != g.Tree() || gl.N != wl.N || gl.Rule != wl.Rule || gl.NTargets != wl.NTargets || gl.Healthy != wl.Healthy ||
+			!slices.Equal(gl.Targets[:gl.NTargets], wl.Targets[:wl.NTargets]) || !slices.Equal(gl.dist[:gl.NTargets], wl.dist[:wl.NTargets]) {
+			t.Fatalf("service %s from %v: loads %+v, want %+v", g.Name, src, gl.dist[:gl.NTargets], wl.dist[:wl.NTargets])
 		}
 	}
 }

@@ -128,13 +128,20 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := s.indexFailover(); err != nil {
 		return err
 	}
+	if err := s.indexDistribute(); err != nil {
+		return err
+	}
 	if err := t.checkEndpoints(s); err != nil {
 		return err
 	}
 	if err := t.checkNodes(s); err != nil {
 		return err
 	}
-	return t.checkAuxTrees(s)
+	if err := t.checkAuxTrees(s); err != nil {
+		return err
+	}
+	s.precomputeDistribute()
+	return nil
 }
 
 // decodePolicy reads and checks service i's policy record.
@@ -146,16 +153,17 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.OverprovisioningFactor = uint32(le.Uint16(p[pOverprovision:]))
 	s.PanicThreshold = uint32(p[pPanic])
 	s.Failover = make([]FailoverSpec, p[pFailoverCount])
+	s.Distribute = make([]DistributeSpec, p[pDistributeCount])
 	nAux := uint64(len(t.aux) / NodeRecordSize)
 	switch {
-	case !allZero(p[pReserved:]):
+	case p[pReserved] != 0 || !allZero(p[pDistributeCount+1:]):
 		return corrupt("reserved policy bytes are not zero")
 	case s.AuxRoot[0] != auxFirst || s.AuxCount[0] == 0 || s.AuxRoot[1] != s.AuxRoot[0]+s.AuxCount[0] || s.AuxCount[1] == 0 ||
 		uint64(s.AuxRoot[1])+uint64(s.AuxCount[1]) > nAux:
 		return corrupt("aux trees at %d (+%d) and %d (+%d) do not follow the previous service's (at %d) inside %d aux nodes", s.AuxRoot[0], s.AuxCount[0], s.AuxRoot[1], s.AuxCount[1], auxFirst, nAux)
 	case uint64(s.EpEligible)+uint64(s.EpDegraded) > uint64(s.EpTotal), s.EpDegraded > 0 && s.Health == HealthAllowAll:
 		return corrupt("%d degraded endpoints after %d eligible of %d (health %s)", s.EpDegraded, s.EpEligible, s.EpTotal, s.Health)
-	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && (s.PanicThreshold != 0 || len(s.Failover) != 0):
+	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && (s.PanicThreshold != 0 || len(s.Failover) != 0 || len(s.Distribute) != 0):
 		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
 	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
 		return corrupt("priority load in mode %s", s.Mode)
@@ -279,6 +287,7 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 	for i := range s.Failover {
 		s.Failover[i] = FailoverSpec{From: m.str(), To: m.str()}
 	}
+	m.readDistribute(s.Distribute)
 	if m.err == nil && len(m.b) != 0 {
 		return corrupt("%d bytes of metadata left over", len(m.b))
 	}

@@ -144,6 +144,13 @@ func checkLoads(t testing.TB, s *Service, l Loads) {
 			}
 		}
 	}
+	for i := range l.NTargets {
+		for _, sp := range l.dist[i].span {
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.EpFirst || sp.Hi > s.EpFirst+s.EpTotal)) {
+				t.Fatalf("%s: target %d span [%d, %d) outside the service's endpoints", s.Name, i, sp.Lo, sp.Hi)
+			}
+		}
+	}
 	if l.N > 0 && sum != 100 && sum != 0 { // 0: Envoy's no-load corner (choosePriority falls back to P0)
 		t.Fatalf("%s: loads sum to %d: %+v", s.Name, sum, l)
 	}
@@ -193,6 +200,9 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(goldenTree(f).Bytes())
 	f.Add(spilloverTree(f).Bytes())
+	if tree, err := Build(distributeService(func(*ServiceSpec) {}), BuildOptions{}); err == nil {
+		f.Add(tree.Bytes())
+	}
 	f.Add([]byte("LTRE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tree, err := Decode(b)

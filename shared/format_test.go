@@ -83,7 +83,7 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(2)
+	u16(3)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -189,8 +189,27 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 			copy(h2[f:f+4], make([]byte, 4))
 		}
 	}
-	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != 2 || u32(v2, hTotalSize) != len(v2) {
+	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != FormatVersion || u32(v2, hTotalSize) != len(v2) {
 		t.Fatalf("headers differ beyond version, checksum, sizes and offsets:\n%x\n%x", h1, h2)
+	}
+}
+
+// TestGoldenKeepsV2Bytes holds format version 3 to its promise: a tree
+// without distribute rules is byte for byte its format-2 encoding
+// (testdata/mesh.v2.golden.bin, written by the format-2 encoder) but for the
+// version field (the checksum starts at byte 12, after it).
+func TestGoldenKeepsV2Bytes(t *testing.T) {
+	v2, err := os.ReadFile(filepath.Join("testdata", "mesh.v2.golden.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := slices.Clone(goldenTree(t).Bytes())
+	if v2[hVersion] != 2 || v3[hVersion] != 3 {
+		t.Fatalf("versions %d and %d, want 2 and 3", v2[hVersion], v3[hVersion])
+	}
+	v3[hVersion] = 2
+	if !bytes.Equal(v2, v3) {
+		t.Fatal("the format-3 golden tree differs from the format-2 one beyond the version")
 	}
 }
 
@@ -221,7 +240,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(2)
+	u16(3)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

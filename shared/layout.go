@@ -7,7 +7,7 @@ import (
 
 // Record sizes and format constants (docs/FORMAT.md).
 const (
-	FormatVersion      = 2
+	FormatVersion      = 3
 	HeaderSize         = 64
 	ServiceRecordSize  = 64
 	NodeRecordSize     = 24
@@ -54,17 +54,18 @@ const (
 	hAuxNodeCount = 60
 )
 
-// Policy record field offsets (format version 2).
+// Policy record field offsets (format version 2; distribute_count 3).
 const (
-	pDegradedRoot   = 0
-	pDegradedCount  = 4
-	pUnhealthyRoot  = 8
-	pUnhealthyCount = 12
-	pEpDegraded     = 16
-	pOverprovision  = 20
-	pPanic          = 22
-	pFailoverCount  = 23
-	pReserved       = 24
+	pDegradedRoot    = 0
+	pDegradedCount   = 4
+	pUnhealthyRoot   = 8
+	pUnhealthyCount  = 12
+	pEpDegraded      = 16
+	pOverprovision   = 20
+	pPanic           = 22
+	pFailoverCount   = 23
+	pReserved        = 24 // byte 24 and bytes 26..31
+	pDistributeCount = 25 // format version 3
 )
 
 // Service record field offsets.

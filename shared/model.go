@@ -37,7 +37,13 @@ type ServiceSpec struct {
 	// LocalityLB false turns locality load balancing off (Istio's
 	// localityLbSetting.enabled: false): every source gets every eligible
 	// endpoint. The service then has the single scope NoLocalityScope.
-	LocalityLB *bool `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
+	// Distribute are Istio's localityLbSetting.distribute rules: the first
+	// rule whose From matches the source splits its traffic over the To
+	// localities by weight. They need spillover, exclude Failover, and
+	// need scopes that start with region (, zone, subzone) as deep as
+	// their patterns go.
+	Distribute []DistributeSpec `json:"distribute,omitempty" yaml:"distribute,omitempty"`
+	LocalityLB *bool            `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
 	// SessionAffinity keeps a client on the endpoint it was given for a
 	// while, as Kubernetes' sessionAffinity: ClientIP does. It needs policy
 	// consistent_hash; the kernel keys it by the client's network namespace.
@@ -64,6 +70,24 @@ type FailoverSpec struct {
 	From string `json:"from" yaml:"from"`
 	To   string `json:"to" yaml:"to"`
 }
+
+// DistributeSpec is one distribute rule (Istio's
+// LocalityLoadBalancerSetting.Distribute): a source whose locality matches
+// From sends To[pattern] percent of its traffic to the endpoints whose
+// locality matches pattern, and none to any other endpoint. A pattern is
+// "region", "region/zone" or "region/zone/subzone", optionally ending in
+// "/*", or "*" alone (Istio's LocalityMatch); the weights are 1..100 and
+// sum to 100.
+type DistributeSpec struct {
+	From string            `json:"from" yaml:"from"`
+	To   map[string]uint32 `json:"to" yaml:"to"`
+}
+
+// Limits of the distribute rules of a service.
+const (
+	MaxDistributeRules   = 255
+	MaxDistributeTargets = 8
+)
 
 // NoLocalityScope is the one scope of a service with locality_lb: false.
 // Every endpoint has the empty value for it, and so does every source that

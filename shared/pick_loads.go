@@ -25,6 +25,9 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 		h = p.src.next()
 	}
 	pr, degraded := l.choose(h)
+	if l.NTargets > 0 {
+		return p.pickTarget(s, l, degraded, key)
+	}
 	if int(l.Rank[pr]) > MaxLevels {
 		return 0, false
 	}
@@ -39,7 +42,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	default:
 		u.add(l.spans(setEligible, pr))
 	}
-	if u.total == 0 || int(u.s[u.n-1].Hi) > len(p.pool.counts) {
+	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
 		return 0, false
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
@@ -49,20 +52,106 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
 }
 
-// spanSet is up to six non-empty spans picked from as one list.
+// pickTarget picks for a service with distribute rules: in panic, among
+// all the endpoints of the targets (Envoy's all hosts, without
+// localities); else a target by its effective weight for the chosen
+// availability (Envoy's locality scheduler), then an endpoint of that
+// target's healthy or degraded span by the policy. consistent_hash draws
+// the target from the key too, so a key keeps its endpoint.
+func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (uint32, bool) {
+	set := setEligible
+	if degraded {
+		set = setDegraded
+	}
+	if l.InPanic(0) {
+		return p.pickTargets(s, l, key, numSets)
+	}
+	i, ok := l.chooseTarget(p.targetDraw(s, key), degraded)
+	if !ok { // no effective weight: all the set's endpoints (Envoy: no scheduler)
+		return p.pickTargets(s, l, key, set)
+	}
+	sp := l.dist[i].span[set]
+	if sp.Hi <= sp.Lo || int(sp.Hi) > len(p.pool.counts) {
+		return 0, false
+	}
+	return p.pool.pick(s.Policy, sp.Lo, sp.Hi, key, p.src, &p.rr[l.dist[i].node]), true
+}
+
+// pickTargets picks by the policy among the targets' endpoints of one set,
+// or of every set (numSets).
+func (p *Picker) pickTargets(s *Service, l *Loads, key uint64, set int) (uint32, bool) {
+	var u spanSet
+	for i := range l.NTargets {
+		for k, sp := range l.dist[i].span {
+			if set == numSets || k == set {
+				u.addSpan(sp)
+			}
+		}
+	}
+	return p.pickSet(s, &u, key, &p.rr[s.Root])
+}
+
+// targetDraw is the random number that chooses a target.
+func (p *Picker) targetDraw(s *Service, key uint64) uint64 {
+	if s.Policy == PolicyConsistentHash {
+		return mix64(key ^ 0x6a09e667f3bcc909)
+	}
+	return p.src.next()
+}
+
+// chooseTarget draws a target by its effective weight for one availability.
+func (l *Loads) chooseTarget(draw uint64, degraded bool) (int, bool) {
+	sum := l.effSum[0]
+	if degraded {
+		sum = l.effSum[1]
+	}
+	if sum == 0 {
+		return 0, false
+	}
+	x := draw % sum
+	for i := range l.NTargets {
+		if w := l.eff(i, degraded); x < w {
+			return i, true
+		} else {
+			x -= w
+		}
+	}
+	return l.NTargets - 1, true
+}
+
+// pickSet picks by the service's policy among the spans of u; false when
+// u is empty.
+func (p *Picker) pickSet(s *Service, u *spanSet, key uint64, rr *atomic.Uint64) (uint32, bool) {
+	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
+		return 0, false
+	}
+	if u.n == 1 {
+		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
+	}
+	return p.pool.pickSpans(s.Policy, u, key, p.src, rr), true
+}
+
+// spanSet is up to MaxDistributeTargets·3 non-empty spans (at most six
+// without distribute) picked from as one list.
 type spanSet struct {
-	s     [3 * numSets]Span
+	s     [MaxDistributeTargets * numSets]Span
 	n     int
 	total uint32
+	hi    uint32 // the largest Hi
 }
 
 func (u *spanSet) add(spans [3]Span) {
 	for _, s := range spans {
-		if s.Hi > s.Lo {
-			u.s[u.n] = s
-			u.n++
-			u.total += s.Hi - s.Lo
-		}
+		u.addSpan(s)
+	}
+}
+
+func (u *spanSet) addSpan(s Span) {
+	if s.Hi > s.Lo {
+		u.s[u.n] = s
+		u.n++
+		u.total += s.Hi - s.Lo
+		u.hi = max(u.hi, s.Hi)
 	}
 }
 

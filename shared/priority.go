@@ -31,6 +31,24 @@ const (
 // its endpoints. A Loads is computed in O(levels × log branching) from the
 // trees, without allocating, and is read by Picker.PickLoads.
 type Loads struct {
+	priorities
+	// Rule is k when the service's distribute rule k-1 applies to the
+	// source, else 0. A service with distribute rules has one priority
+	// (Istio applies no failover then): the endpoints of the rule's
+	// Targets, or of every locality when no rule's from matches (one
+	// target "*"). NTargets (len(Targets)) is 0 for a service without
+	// distribute rules.
+	Rule     int
+	NTargets int
+	Targets  []Target // read-only: shared with the service's precomputed loads
+
+	dist   []targetState // the targets' spans and weights, read-only as Targets
+	effSum [2]uint64     // the targets' healthy and degraded effective weights, summed
+}
+
+// priorities is the part of Loads every computation of a service without
+// distribute rules starts from zero.
+type priorities struct {
 	N    int // number of priorities; 0: no endpoint to pick
 	Rank [MaxPriorities]uint8
 	// Failover is 0 for a priority no failover rule touches, 1 for the
@@ -77,7 +95,12 @@ func (s *Service) LoadsSource(src *Source, l *Loads) {
 // Lookup's candidate range, with all the load (none in strict mode without
 // a full match).
 func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
-	*l = Loads{tree: s.tree}
+	if len(s.distLoads) > 0 {
+		l.copyDistribute(&s.distLoads[s.ruleFor(labels)])
+		return
+	}
+	l.priorities = priorities{tree: s.tree}
+	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
 	levels := len(s.Scopes)
 	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
 	if s.OverprovisioningFactor == 0 {
@@ -106,6 +129,25 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.add(r, 0, h, d, u)
 	}
 	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+}
+
+// Priority is the priority that holds endpoint ep (an absolute index, in
+// any of the service's three sets), or -1 when none does. With Rank it says
+// how deep the source matched a pick.
+func (l *Loads) Priority(ep uint32) int {
+	if l.NTargets > 0 {
+		return l.targetOf(ep)
+	}
+	for p := range l.N {
+		for set := range numSets {
+			for _, s := range l.spans(set, p) {
+				if ep >= s.Lo && ep < s.Hi {
+					return p
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // add appends a priority unless it is empty.

@@ -465,3 +465,43 @@ func priorityOfAny(l *Loads, i uint32) (int, bool) {
 	}
 	return -1, false
 }
+
+// TestLoadsPriorityHoldsEndpoint: Loads.Priority names, for every endpoint
+// of random spillover services, a priority of the endpoint's rank (its
+// scope prefix shared with the source, Istio's rule in istioRank), and
+// every endpoint of the service has one (priorities cover all endpoints).
+func TestLoadsPriorityHoldsEndpoint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for range 500 {
+		top, _, _ := randomSpilloverTopology(rng)
+		spec := &top.Services[0]
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		src := randomSource(rng, spec.Scopes)
+		l := svc.Loads(src)
+		for _, e := range spec.Endpoints {
+			i := endpointIndex(t, tree, svc, e.Address)
+			p := l.Priority(i)
+			if want := istioRank(spec.Scopes, e.Locality, src); p < 0 || int(l.Rank[p]) != want {
+				t.Fatalf("%s from %v: Priority = %d (rank %d), want a priority of rank %d", e.Address, src, p, l.Rank[max(p, 0)], want)
+			}
+		}
+		if p := l.Priority(svc.EpFirst + svc.EpTotal); p != -1 {
+			t.Fatalf("an endpoint past the service: Priority = %d, want -1", p)
+		}
+	}
+}
+
+func endpointIndex(t *testing.T, tree *Tree, svc *Service, addr string) uint32 {
+	t.Helper()
+	for i := svc.EpFirst; i < svc.EpFirst+svc.EpTotal; i++ {
+		if tree.Endpoint(i).Addr.String() == addr {
+			return i
+		}
+	}
+	t.Fatalf("no endpoint %s", addr)
+	return 0
+}

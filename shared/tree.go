@@ -47,15 +47,19 @@ type Service struct {
 	AuxRoot, AuxCount [2]uint32
 	// Failover are the service's failover rules (format version 2).
 	Failover []FailoverSpec
+	// Distribute are the service's distribute rules (format version 3).
+	Distribute []DistributeSpec
 	// AffinityTimeout is the session affinity timeout in seconds of a
 	// consistent_hash service; 0 when the service sets none (the kernel then
 	// uses DefaultAffinityTimeout).
 	AffinityTimeout uint32
 
-	tree     *Tree
-	regionAt int         // index of the "region" scope, or -1
-	failTo   [][2]uint64 // labels of the failover rules: from, to
-	values   []string    // node values, node Root+1 first
+	tree      *Tree
+	regionAt  int         // index of the "region" scope, or -1
+	failTo    [][2]uint64 // labels of the failover rules: from, to
+	dist      []distRule  // the distribute rules, hashed
+	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
+	values    []string    // node values, node Root+1 first
 }
 
 // Endpoint is a decoded endpoint record.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +79,9 @@ type jsonService struct {
 	// AffinityTimeout is the session affinity timeout of a consistent_hash
 	// service that sets one.
 	AffinityTimeout uint32 `json:"session_affinity_timeout_seconds,omitempty"`
+	// Distribute are the service's distribute rules (Istio's
+	// localityLbSetting.distribute).
+	Distribute []shared.DistributeSpec `json:"distribute,omitempty"`
 }
 
 type jsonNode struct {
@@ -95,7 +99,7 @@ func inspectJSON(t *shared.Tree) jsonTree {
 			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
 			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
 			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
-			Tree: nodeJSON(s, s.Root), AffinityTimeout: s.AffinityTimeout,
+			Tree: nodeJSON(s, s.Root), AffinityTimeout: s.AffinityTimeout, Distribute: s.Distribute,
 		}
 		if s.VIP.IsValid() {
 			js.VIP = s.VIP.String()
@@ -144,6 +148,7 @@ func drawTree(w io.Writer, name string, t *shared.Tree) {
 			fmt.Fprintf(w, "  session affinity %d s", s.AffinityTimeout)
 		}
 		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts), s.EpTotal, s.EpEligible, s.Health)
+		drawDistributeRules(w, s.Distribute)
 		root := t.Node(s.Root)
 		drawChildren(w, s, root, "  ")
 		if s.EpTotal > s.EpEligible {
@@ -226,4 +231,16 @@ func joinSafe(list []string, sep string) string {
 		out[i] = safe(s)
 	}
 	return strings.Join(out, sep)
+}
+
+// drawDistributeRules prints a line per distribute rule: from → its
+// targets and their weights, in the stored (pattern) order.
+func drawDistributeRules(w io.Writer, rules []shared.DistributeSpec) {
+	for _, r := range rules {
+		var to []string
+		for _, p := range slices.Sorted(maps.Keys(r.To)) {
+			to = append(to, fmt.Sprintf("%s %d%%", safe(p), r.To[p]))
+		}
+		fmt.Fprintf(w, "  distribute from %s: %s\n", safe(r.From), strings.Join(to, ", "))
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -76,15 +77,16 @@ Examples:
 
 // pickResult is the -o json shape of pick.
 type pickResult struct {
-	Service    string         `json:"service"`
-	Mode       string         `json:"mode"`
-	Scopes     []string       `json:"scopes"`
-	Matched    int            `json:"matched"`
-	Candidates []string       `json:"candidates"`
-	Picks      map[string]int `json:"picks"`
-	Notes      []string       `json:"notes,omitempty"` // why fewer scopes matched
-	Loads      []priorityLoad `json:"loads,omitempty"`
-	Error      string         `json:"error,omitempty"`
+	Service    string          `json:"service"`
+	Mode       string          `json:"mode"`
+	Scopes     []string        `json:"scopes"`
+	Matched    int             `json:"matched"`
+	Candidates []string        `json:"candidates"`
+	Picks      map[string]int  `json:"picks"`
+	Notes      []string        `json:"notes,omitempty"` // why fewer scopes matched
+	Loads      []priorityLoad  `json:"loads,omitempty"`
+	Distribute *distributeLoad `json:"distribute,omitempty"`
+	Error      string          `json:"error,omitempty"`
 }
 
 // priorityLoad is one priority of a spillover service (shared.Loads).
@@ -100,6 +102,34 @@ type priorityLoad struct {
 	Panic        bool   `json:"panic"`
 }
 
+// distributeLoad is the distribute rule that applies to the source and its
+// targets' shares (shared.Loads.Targets, TargetShare).
+type distributeLoad struct {
+	Rule    int               `json:"rule"` // 1-based; 0: no rule's from matches (every locality)
+	Targets []distributeShare `json:"targets"`
+}
+
+type distributeShare struct {
+	To       string  `json:"to"`
+	Weight   int     `json:"weight"`
+	Healthy  int     `json:"healthy"`
+	Degraded int     `json:"degraded"`
+	Total    int     `json:"total"`
+	Share    float64 `json:"share"` // percent of the source's traffic
+}
+
+func distributeOf(l *shared.Loads) *distributeLoad {
+	if l.NTargets == 0 {
+		return nil
+	}
+	d := &distributeLoad{Rule: l.Rule}
+	for i, t := range l.Targets[:l.NTargets] {
+		d.Targets = append(d.Targets, distributeShare{To: t.Pattern, Weight: int(t.Weight), Healthy: int(t.Counts.Healthy),
+			Degraded: int(t.Counts.Degraded), Total: int(t.Counts.Total), Share: math.Round(1e4*l.TargetShare(i)) / 100})
+	}
+	return d
+}
+
 // pickLoads picks --count times by the priority loads of a spillover service.
 func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions, res *pickResult) {
 	l := svc.Loads(src)
@@ -111,6 +141,7 @@ func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *tree
 			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
 		})
 	}
+	res.Distribute = distributeOf(&l)
 	if l.N == 0 {
 		res.Error = noCandidateReason(svc, shared.Range{})
 		return
@@ -267,13 +298,18 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 		if l.Failover != "" {
 			fo = " (failover " + l.Failover + ")"
 		}
-		fmt.Fprintf(w, "P%d  matched %d of %d%s: %d healthy, %d degraded of %d; load %d%% healthy, %d%% degraded",
-			l.Priority, l.Matched, len(svc.Scopes), fo, l.Healthy, l.Degraded, l.Total, l.HealthyLoad, l.DegradedLoad)
+		what := fmt.Sprintf("matched %d of %d%s", l.Matched, len(svc.Scopes), fo)
+		if res.Distribute != nil {
+			what = "the distribute targets"
+		}
+		fmt.Fprintf(w, "P%d  %s: %d healthy, %d degraded of %d; load %d%% healthy, %d%% degraded",
+			l.Priority, what, l.Healthy, l.Degraded, l.Total, l.HealthyLoad, l.DegradedLoad)
 		if l.Panic {
 			fmt.Fprint(w, ", panic (all endpoints)")
 		}
 		fmt.Fprintln(w)
 	}
+	drawDistribute(w, res.Distribute)
 	total := 0
 	for _, n := range res.Picks {
 		total += n
@@ -285,6 +321,22 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 	slices.Sort(addrs)
 	for _, a := range addrs { // only picked addresses: total > 0
 		fmt.Fprintf(w, "  %-22s %s %d (%.1f%%)\n", a, bar(res.Picks[a], total, 30), res.Picks[a], 100*float64(res.Picks[a])/float64(total))
+	}
+}
+
+// drawDistribute prints the distribute rule and a line per target.
+func drawDistribute(w io.Writer, d *distributeLoad) {
+	if d == nil {
+		return
+	}
+	if d.Rule == 0 {
+		fmt.Fprintln(w, "distribute: no rule's from matches the source: every locality")
+	} else {
+		fmt.Fprintf(w, "distribute rule %d:\n", d.Rule)
+	}
+	for _, t := range d.Targets {
+		fmt.Fprintf(w, "  to %-30s weight %3d: %d healthy, %d degraded of %d; %.2f%% of the traffic\n",
+			safe(t.To), t.Weight, t.Healthy, t.Degraded, t.Total, t.Share)
 	}
 }
 

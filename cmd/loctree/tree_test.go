@@ -211,3 +211,58 @@ func TestPickLoads(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 }
+
+// TestPickDistribute: for a service with distribute rules, tree pick shows
+// the rule and its targets' shares (-o json "distribute", a line per target
+// in the table) and picks by them. Worked by hand from docs/FORMAT.md
+// ("Distribute"): us-east/a has 2 healthy endpoints, effective weight 80;
+// eu-west 1 healthy of 2, 20 · min(1, 1.4 · 1/2) = 14; us-east/b no target.
+func TestPickDistribute(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "dist.yaml")
+	doc := `services:
+  - name: reviews
+    scopes: [region, zone]
+    spillover: {}
+    distribute:
+      - from: us-east/*
+        to: {us-east/a: 80, eu-west: 20}
+    endpoints:
+      - {address: 127.0.0.1:80, locality: {region: us-east, zone: a}}
+      - {address: 127.0.0.2:80, locality: {region: us-east, zone: a}}
+      - {address: 127.0.0.3:80, locality: {region: us-east, zone: b}}
+      - {address: 127.0.0.4:80, locality: {region: eu-west, zone: c}}
+      - {address: 127.0.0.5:80, locality: {region: eu-west, zone: c}, healthy: false}
+`
+	if err := os.WriteFile(top, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "tree", "pick", "-f", top, "--service", "reviews", "--from", "region=us-east,zone=b", "--count", "4000", "--seed", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Distribute struct {
+			Rule    int `json:"rule"`
+			Targets []struct {
+				To                     string `json:"to"`
+				Weight, Healthy, Total int
+				Share                  float64 `json:"share"`
+			} `json:"targets"`
+		} `json:"distribute"`
+		Picks map[string]int `json:"picks"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d := res.Distribute
+	if d.Rule != 1 || len(d.Targets) != 2 || d.Targets[0].To != "eu-west" || d.Targets[0].Share != 14.89 || d.Targets[1].Share != 85.11 {
+		t.Fatalf("distribute %+v, want rule 1, eu-west 14.89 %%, us-east/a 85.11 %%", d)
+	}
+	if n := res.Picks["127.0.0.4:80"]; n < 480 || n > 720 || res.Picks["127.0.0.3:80"] != 0 || res.Picks["127.0.0.5:80"] != 0 {
+		t.Fatalf("picks %v, want about 14.9 %% on 127.0.0.4:80 and none on .3 (no target) and .5 (unhealthy)", res.Picks)
+	}
+	code, out, _ = runCLI(t, "tree", "pick", "-f", top, "--service", "reviews", "--from", "region=us-east,zone=b", "--count", "10")
+	if code != 0 || !strings.Contains(out, "P0  the distribute targets: 3 healthy, 0 degraded of 4") || !strings.Contains(out, "distribute rule 1:") || !strings.Contains(out, "to eu-west") {
+		t.Fatalf("table:\n%s", out)
+	}
+}

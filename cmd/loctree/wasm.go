@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/loctree/loctree/internal/fileread"
 	"github.com/loctree/loctree/internal/httpserve"
 	"github.com/loctree/loctree/internal/wasmproxy"
+	"github.com/loctree/loctree/shared"
 )
 
 // wasmOptions are the flags shared by `wasm run` and `wasm serve`.
@@ -126,6 +128,17 @@ type runOutput struct {
 	RequestHeaders [][2]string  `json:"request_headers"`
 	LocalResponse  *localOutput `json:"local_response"`
 	Logs           []logOutput  `json:"logs"`
+	// With --count: the endpoint the filter wrote per request, and the
+	// loctree filter's picks per priority (spillover services).
+	Picks      map[string]int   `json:"picks,omitempty"`
+	Priorities []priorityOutput `json:"priorities,omitempty"`
+}
+
+// priorityOutput is the loctree filter's count of picks in one priority
+// (its loctree_picks_priority_<p>_total counter).
+type priorityOutput struct {
+	Priority int `json:"priority"`
+	Picks    int `json:"picks"`
 }
 
 type localOutput struct {
@@ -144,6 +157,7 @@ func newWasmRunCmd() *cobra.Command {
 		o       wasmOptions
 		headers []string
 		output  string
+		count   int
 	)
 	cmd := &cobra.Command{
 		Use:   "run --module FILE [flags]",
@@ -163,13 +177,23 @@ Examples:
       {"address":"127.0.2.2:9080","locality":{"region":"us-west"}}]}]}}' \
     --property xds.node.locality.region=us-west \
     --header :authority=reviews:9080
-  loctree wasm run --module other-sdk-filter.wasm --header x-user=alice -o json`,
+  loctree wasm run --module bin/loctree.wasm --plugin-config @mesh.json \
+    --header :authority=reviews --count 1000   # picks per endpoint and per priority
+  loctree wasm run --module other-sdk-filter.wasm --header x-user=alice -o json
+
+With --count N it sends N requests on the same worker VM and adds the
+endpoint each one was sent to ("picks") and, for the loctree filter, its
+picks per priority of a spillover service ("priorities"; docs/WASM.md), the
+spread loctree tree pick shows as loads.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" {
 				return fmt.Errorf("unknown output format %q (want json)", output)
 			}
-			out, err := runOnce(cmd.Context(), &o, headers, cmd.ErrOrStderr())
+			if count < 1 || count > maxRunCount {
+				return fmt.Errorf("--count %d: want 1 to %d", count, maxRunCount)
+			}
+			out, err := runOnce(cmd.Context(), &o, headers, count, cmd.ErrOrStderr())
 			if out != nil {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -183,12 +207,16 @@ Examples:
 	o.register(cmd)
 	cmd.Flags().StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (pseudo-headers too: :authority=...); repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", "json", "output format: json")
+	cmd.Flags().IntVar(&count, "count", 1, "requests to send; with more than 1, show the picks per endpoint and per priority")
 	return cmd
 }
 
+// maxRunCount bounds wasm run --count.
+const maxRunCount = 1_000_000
+
 // runOnce drives one request. On a plugin start failure it still returns
 // the logs, with the error.
-func runOnce(ctx context.Context, o *wasmOptions, headers []string, stderr io.Writer) (*runOutput, error) {
+func runOnce(ctx context.Context, o *wasmOptions, headers []string, count int, stderr io.Writer) (*runOutput, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -209,10 +237,15 @@ func runOnce(ctx context.Context, o *wasmOptions, headers []string, stderr io.Wr
 		return out, err
 	}
 	defer vm.Close()
-	if err := drive(vm, req, out); err != nil {
+	if err := drive(vm, slices.Clone(req), out); err != nil {
 		return out, err
 	}
-	if _, set := headerOf(out.RequestHeaders, "x-gateway-destination-endpoint"); !set {
+	if count > 1 {
+		if err := driveMore(vm, req, count, out, h.Metrics()); err != nil {
+			return out, err
+		}
+	}
+	if _, set := headerOf(out.RequestHeaders, endpointHeader); !set {
 		if note := runNote(h.Shared(), o.properties, req); note != nil {
 			out.Logs = append(out.Logs, *note)
 		}
@@ -246,6 +279,46 @@ func drive(vm *host.VM, req host.Headers, out *runOutput) error {
 	out.RequestHeaders = append(out.RequestHeaders, reqHeaders...)
 	if l := s.LocalResponse(); l != nil {
 		out.LocalResponse = &localOutput{Status: l.Status, Body: string(l.Body), Headers: append([][2]string{}, l.Headers...)}
+	}
+	return nil
+}
+
+// endpointHeader is the header the loctree filter writes its pick into
+// (its default header setting).
+const endpointHeader = "x-gateway-destination-endpoint"
+
+// driveMore sends count−1 more requests after the first and fills in the
+// picks per endpoint and, after a tick flushes the loctree filter's
+// counters, its picks per priority.
+func driveMore(vm *host.VM, req host.Headers, count int, out *runOutput, m *host.Metrics) error {
+	out.Picks = map[string]int{}
+	if v, ok := headerOf(out.RequestHeaders, endpointHeader); ok {
+		out.Picks[v]++
+	}
+	for range count - 1 {
+		s, err := vm.NewStream(nil)
+		if err != nil {
+			return err
+		}
+		_, err = s.RequestHeaders(slices.Clone(req), true)
+		h, _ := s.Headers()
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if v, ok := headerOf(h, endpointHeader); ok {
+			out.Picks[v]++
+		}
+	}
+	if err := vm.Tick(); err != nil {
+		return err
+	}
+	for p := range shared.MaxPriorities {
+		if n, ok := m.Value(fmt.Sprintf("loctree_picks_priority_%d_total", p)); ok && n > 0 {
+			out.Priorities = append(out.Priorities, priorityOutput{Priority: p, Picks: int(n)})
+		}
 	}
 	return nil
 }
@@ -292,6 +365,10 @@ gets 502, whose body says why: no tree yet (the filter has not loaded one),
 an unknown host (no service of the tree answers to the request's
 :authority), or an address outside the tree. The filter's local responses
 (e.g. strict-mode 503) are sent as is.
+
+On shutdown it prints the filter's picks per priority of spillover services
+(docs/WASM.md, loctree_picks_priority_<p>_total), the spread loctree tree pick
+shows as loads.
 
 Examples:
   loctree wasm serve --module bin/loctree.wasm --listen 127.0.0.1:15001 \
@@ -376,5 +453,30 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	if err := pool.Tick(); err == nil { // flushes the filter's per-request counters
+		printPriorities(stdout, h.Metrics())
+	}
 	return nil
+}
+
+// printPriorities prints, at the end of wasm serve, the loctree filter's
+// picks per priority of spillover services, if it made any.
+func printPriorities(w io.Writer, m *host.Metrics) {
+	var parts []string
+	var counts []uint64
+	total := uint64(0)
+	for p := range shared.MaxPriorities {
+		n, _ := m.Value(fmt.Sprintf("loctree_picks_priority_%d_total", p))
+		counts = append(counts, n)
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	for p, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("P%d %d (%.1f%%)", p, n, 100*float64(n)/float64(total)))
+		}
+	}
+	fmt.Fprintf(w, "loctree wasm serve: picks by priority: %s\n", strings.Join(parts, ", "))
 }

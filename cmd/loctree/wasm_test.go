@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,6 +124,14 @@ func echoBackend(t *testing.T, ip string) string {
 // returns its URL.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
+	url, _ := startServeStop(t, args...)
+	return url
+}
+
+// startServeStop is startServe that also returns stop: it shuts the server
+// down and returns what it printed after its first line.
+func startServeStop(t *testing.T, args ...string) (url string, stop func() string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	cmd := newRootCmd()
@@ -130,20 +140,29 @@ func startServe(t *testing.T, args ...string) string {
 	cmd.SetErr(io.Discard)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx); pw.Close() }()
-	t.Cleanup(func() {
+	var once sync.Once
+	stopped := func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	})
+	}
+	t.Cleanup(func() { once.Do(stopped) })
 	line := make([]byte, 256)
 	n, err := pr.Read(line)
-	go io.Copy(io.Discard, pr)
+	rest := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(pr)
+		rest <- string(b)
+	}()
 	m := regexp.MustCompile(`http://\S+`).Find(line[:n])
 	if err != nil || m == nil {
 		t.Fatalf("serve did not start: %v %q", err, line[:n])
 	}
-	return string(m)
+	return string(m), func() string {
+		once.Do(stopped)
+		return <-rest
+	}
 }
 
 func proxyGet(t *testing.T, url, authority string, hdr ...string) (int, string) {
@@ -295,5 +314,62 @@ func TestWasmRunLogLevel(t *testing.T) {
 		"--log-level", "critical")
 	if code == 0 || !strings.Contains(stdout, "tree.cluster: required") {
 		t.Fatalf("a critical line must pass --log-level critical: exit %d: %s %s", code, stdout, stderr)
+	}
+}
+
+// TestWasmRunCountShowsPriorities: `wasm run --count N` sends N requests
+// and shows the picks per endpoint and, for a spillover service, per
+// priority (the filter's loctree_picks_priority_<p>_total counters); the
+// spread follows the loads `tree pick` shows for the same source (70 % on
+// P0: one healthy endpoint of two, factor 140).
+func TestWasmRunCountShowsPriorities(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	config := `{"topology":{"services":[{"name":"reviews","scopes":["region","zone"],"spillover":{},"endpoints":[
+  {"address":"127.0.2.1:9080","locality":{"region":"us-east","zone":"a"}},
+  {"address":"127.0.2.2:9080","locality":{"region":"us-east","zone":"a"},"healthy":false},
+  {"address":"127.0.2.3:9080","locality":{"region":"us-east","zone":"b"}}]}]},
+ "locality":{"region":"us-east","zone":"a"}}`
+	code, stdout, stderr := runCLI(t, "wasm", "run", "--cache-dir", cacheDir(), "--module", mod, "--plugin-config", config,
+		"--header", ":authority=reviews", "--count", "2000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out runOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(out.Priorities) != 2 || out.Priorities[0].Priority != 0 || out.Priorities[0].Picks+out.Priorities[1].Picks != 2000 {
+		t.Fatalf("priorities %+v, want P0 and P1 with 2000 picks", out.Priorities)
+	}
+	if n := out.Priorities[0].Picks; n < 1300 || n > 1500 || out.Picks["127.0.2.1:9080"] != n || out.Picks["127.0.2.2:9080"] != 0 {
+		t.Fatalf("P0 %d picks, picks %v: want about 70 %% on 127.0.2.1:9080 and none on the unhealthy one", n, out.Picks)
+	}
+}
+
+// TestWasmServePrintsPriorities: wasm serve runs the filter's priority load
+// for a spillover service and prints its picks per priority on shutdown:
+// about 70 % on P0 (one healthy endpoint of two, factor 140), as tree pick
+// shows.
+func TestWasmServePrintsPriorities(t *testing.T) {
+	mod := wasmtest.Build(t, "../../filter")
+	a, b := echoBackend(t, "127.0.8.1"), echoBackend(t, "127.0.8.3")
+	config := fmt.Sprintf(`{"topology":{"services":[{"name":"reviews","scopes":["region","zone"],"spillover":{},"endpoints":[
+  {"address":%q,"locality":{"region":"us-east","zone":"a"}},
+  {"address":"127.0.8.2:9","locality":{"region":"us-east","zone":"a"},"healthy":false},
+  {"address":%q,"locality":{"region":"us-east","zone":"b"}}]}]},
+ "locality":{"region":"us-east","zone":"a"}}`, a, b)
+	url, stop := startServeStop(t, "--module", mod, "--workers", "1", "--plugin-config", config)
+	for range 400 {
+		if status, body := proxyGet(t, url, "reviews"); status != 200 || (body != a && body != b) {
+			t.Fatalf("status %d from %q", status, body)
+		}
+	}
+	out := stop()
+	m := regexp.MustCompile(`picks by priority: P0 (\d+) \(\S+\), P1 (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no per-priority line in %q", out)
+	}
+	if p0, _ := strconv.Atoi(m[1]); p0 < 230 || p0 > 330 {
+		t.Fatalf("P0 %d of 400 picks, want about 70 %%: %q", p0, out)
 	}
 }
