@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_loads loctree loctree.c
 
 import (
 	"fmt"
@@ -48,6 +48,7 @@ const (
 	StatBadIndex    = uint32(loctreeLtStatLT_STAT_BAD_INDEX)
 	StatBadFamily   = uint32(loctreeLtStatLT_STAT_BAD_FAMILY)
 	StatSockFull    = uint32(loctreeLtStatLT_STAT_SOCKS_FULL)
+	StatScratchBusy = uint32(loctreeLtStatLT_STAT_SCRATCH_BUSY)
 	StatCount       = uint32(loctreeLtStatLT_STAT_MAX)
 )
 

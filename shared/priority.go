@@ -244,6 +244,20 @@ func (l *Loads) spans(set, p int) [3]Span {
 	return [3]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}, {a.Hi, a.Hi}}
 }
 
+// Spans are the endpoints of priority p in each set (healthy, degraded,
+// unhealthy), three spans per set, empty ones included: what a pick of p
+// chooses from (docs/FORMAT.md "Priority load", step 6).
+func (l *Loads) Spans(p int) [numSets][3]Span {
+	var out [numSets][3]Span
+	if p < 0 || p >= l.N {
+		return out
+	}
+	for set := range numSets {
+		out[set] = l.spans(set, p)
+	}
+	return out
+}
+
 func (l *Loads) healthySpans(p int) []Span {
 	s := l.spans(setEligible, p)
 	return s[:]

@@ -47,6 +47,10 @@ type Service struct {
 	AuxRoot, AuxCount [2]uint32
 	// Failover are the service's failover rules (format version 2).
 	Failover []FailoverSpec
+	// MinRank bounds failover (format version 3): candidates and priorities
+	// share at least the first MinRank scopes with the source; 0 is
+	// unbounded.
+	MinRank int
 
 	tree     *Tree
 	regionAt int         // index of the "region" scope, or -1

@@ -6,7 +6,7 @@
 // the same way, under testdata/).
 package bpftest
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_loads_out lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -25,6 +25,8 @@ type (
 	StaleIn = lookuptestLtTestStaleIn
 	// StaleOut is what the stale-walk program counts.
 	StaleOut = lookuptestLtTestStaleOut
+	// LoadsOut is what the loads program writes.
+	LoadsOut = lookuptestLtTestLoadsOut
 	// Objects are the loaded test programs.
 	Objects = lookuptestObjects
 )

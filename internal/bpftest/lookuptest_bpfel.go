@@ -31,6 +31,61 @@ type lookuptestLtEndpoint struct {
 	CumWeight uint64
 }
 
+type lookuptestLtLoads struct {
+	_    structs.HostLayout
+	Busy uint32
+	N    uint32
+	Path [3][10]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Node  [3][10]uint32
+	Reach [3]uint32
+	To    [3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Healthy  [10]uint32
+	Degraded [10]uint32
+	Total    [10]uint32
+	Rank     [10]uint8
+	Kind     [10]uint8
+	Lh       [10]uint8
+	Ld       [10]uint8
+	Panic    uint32
+	Pick     [9]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Stop      [3]uint32
+	_         [4]byte
+	ToLabel   uint64
+	Split     int32
+	Sum       uint32
+	Nta       uint32
+	Rem       uint32
+	FirstH    int32
+	FirstD    int32
+	Hosts     uint64
+	AvailH    [10]uint32
+	AvailD    [10]uint32
+	Draw      uint64
+	Agg       uint64
+	Chosen    uint32
+	ChosenDeg uint32
+	K         uint32
+	At        uint32
+	Wsum      uint64
+	Wx        uint64
+	Wfind     uint32
+	Wspan     uint32
+	Svc       lookuptestLtService
+	Labels    [8]uint64
+}
+
 type lookuptestLtLocality struct {
 	_      structs.HostLayout
 	Keys   [8]uint64
@@ -67,6 +122,15 @@ type lookuptestLtService struct {
 	Policy     uint8
 	Health     uint8
 	Pad        uint32
+	MinRank    uint8
+	RegionAt   uint8
+	Of         uint16
+	AuxDelta   uint32
+	AuxRoot    [2]uint32
+	Rules      uint32
+	RuleCount  uint8
+	Panic      uint8
+	Pad2       [2]uint8
 }
 
 type lookuptestLtStat uint32
@@ -77,7 +141,8 @@ const (
 	lookuptestLtStatLT_STAT_BAD_INDEX    lookuptestLtStat = 2
 	lookuptestLtStatLT_STAT_BAD_FAMILY   lookuptestLtStat = 3
 	lookuptestLtStatLT_STAT_SOCKS_FULL   lookuptestLtStat = 4
-	lookuptestLtStatLT_STAT_MAX          lookuptestLtStat = 5
+	lookuptestLtStatLT_STAT_SCRATCH_BUSY lookuptestLtStat = 5
+	lookuptestLtStatLT_STAT_MAX          lookuptestLtStat = 6
 )
 
 type lookuptestLtTestArgs struct {
@@ -104,6 +169,28 @@ type lookuptestLtTestHammerOut struct {
 	Runs    uint64
 	Torn    uint64
 	Missing uint64
+}
+
+type lookuptestLtTestLoadsOut struct {
+	_        structs.HostLayout
+	Fe       lookuptestLtAddr
+	Status   uint32
+	N        uint32
+	Panic    uint32
+	EpDelta  uint32
+	Pick     uint32
+	Healthy  [10]uint32
+	Degraded [10]uint32
+	Total    [10]uint32
+	Rank     [10]uint8
+	Kind     [10]uint8
+	Lh       [10]uint8
+	Ld       [10]uint8
+	Spans    [10][3][3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
 }
 
 type lookuptestLtTestStaleIn struct {
@@ -133,13 +220,16 @@ const (
 	lookuptestMapLtEndpoints     = "lt_endpoints"
 	lookuptestMapLtFrontends     = "lt_frontends"
 	lookuptestMapLtNodes         = "lt_nodes"
+	lookuptestMapLtPrioScratch   = "lt_prio_scratch"
 	lookuptestMapLtRr            = "lt_rr"
 	lookuptestMapLtStats         = "lt_stats"
 	lookuptestMapLtTestHammerRes = "lt_test_hammer_res"
+	lookuptestMapLtTestLoadsRes  = "lt_test_loads_res"
 	lookuptestMapLtTestOut       = "lt_test_out"
 	lookuptestMapLtTestStaleArgs = "lt_test_stale_args"
 	lookuptestMapLtTestStaleRes  = "lt_test_stale_res"
 	lookuptestProgLtTestHammer   = "lt_test_hammer"
+	lookuptestProgLtTestLoads    = "lt_test_loads"
 	lookuptestProgLtTestLookup   = "lt_test_lookup"
 	lookuptestProgLtTestStale    = "lt_test_stale"
 )
@@ -187,6 +277,7 @@ type lookuptestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
 	LtTestHammer *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
+	LtTestLoads  *ebpf.ProgramSpec `ebpf:"lt_test_loads"`
 	LtTestLookup *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.ProgramSpec `ebpf:"lt_test_stale"`
 }
@@ -201,9 +292,11 @@ type lookuptestMapSpecs struct {
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
+	LtTestLoadsRes  *ebpf.MapSpec `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.MapSpec `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.MapSpec `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.MapSpec `ebpf:"lt_test_stale_res"`
@@ -241,9 +334,11 @@ type lookuptestMaps struct {
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
+	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
+	LtTestLoadsRes  *ebpf.Map `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.Map `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.Map `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.Map `ebpf:"lt_test_stale_res"`
@@ -257,9 +352,11 @@ func (m *lookuptestMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtPrioScratch,
 		m.LtRr,
 		m.LtStats,
 		m.LtTestHammerRes,
+		m.LtTestLoadsRes,
 		m.LtTestOut,
 		m.LtTestStaleArgs,
 		m.LtTestStaleRes,
@@ -277,6 +374,7 @@ type lookuptestVariables struct {
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
 	LtTestHammer *ebpf.Program `ebpf:"lt_test_hammer"`
+	LtTestLoads  *ebpf.Program `ebpf:"lt_test_loads"`
 	LtTestLookup *ebpf.Program `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.Program `ebpf:"lt_test_stale"`
 }
@@ -284,6 +382,7 @@ type lookuptestPrograms struct {
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
 		p.LtTestHammer,
+		p.LtTestLoads,
 		p.LtTestLookup,
 		p.LtTestStale,
 	)
