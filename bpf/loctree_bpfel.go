@@ -69,6 +69,8 @@ type loctreeLtLoads struct {
 	Rem       uint32
 	FirstH    int32
 	FirstD    int32
+	Hsum      uint32
+	Hfirst    int32
 	Hosts     uint64
 	AvailH    [10]uint32
 	AvailD    [10]uint32

@@ -65,6 +65,8 @@ struct lt_loads {
 	__s32 split;             /* the rank a failover rule splits, or -1 */
 	__u32 sum, nta, rem;     /* availabilities: sum, normalized total; load left */
 	__s32 first_h, first_d;  /* first priority with healthy (degraded) availability */
+	__u32 hsum;              /* healthy availabilities of the priorities before hfirst */
+	__s32 hfirst;            /* where the healthy availabilities reach 100, or -1 */
 	__u64 hosts;
 	__u32 avail_h[LT_MAX_PRIO];
 	__u32 avail_d[LT_MAX_PRIO];
@@ -154,66 +156,49 @@ static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 se
 	return set == 0 ? svc->root : svc->aux_root[(set - 1) & 1];
 }
 
-/* lt_level_cb is one level of one tree's walk (i = set*LT_MAX_LEVELS +
- * depth): FORMAT.md "Priority load" step 1, one binary search. */
-static long lt_level_cb(__u64 i, void *data)
+/* lt_step walks tree set one level down from depth d: one binary search.
+ * It returns 1 when an index leaves the service's regions. */
+static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 {
-	struct lt_walk_ctx *c = data;
 	const struct lt_service *svc = c->svc;
 	struct lt_loads *l = c->l;
-	__u32 set = i / LT_MAX_LEVELS, d = i % LT_MAX_LEVELS, delta, at = 0;
+	__u32 delta, at = 0;
 	struct lt_node *n, *ch;
 	int bad = 0;
 
-	if (set >= LT_SETS)
-		return 1;
-	lt_bounded(set);
-	if (l->stop[set] || d >= svc->levels)
-		goto stop;
+	if (set >= LT_SETS || d >= LT_MAX_LEVELS || l->stop[set])
+		return 0;
 	lt_tree_root(svc, set, &delta);
-	n = lt_node_of(svc, l->node[set][d & 7]);
+	n = lt_node_of(svc, l->node[set][d]);
 	if (!n)
-		goto bad;
-	if (n->child_count == 0)
-		goto stop;
-	ch = lt_child_in(svc, n, delta, c->labels[d & 7], &at, &bad);
+		return 1;
+	ch = n->child_count ? lt_child_in(svc, n, delta, c->labels[d], &at, &bad) : NULL;
 	if (bad)
-		goto bad;
-	if (!ch)
-		goto stop;
-	d = (d & 7) + 1;
-	l->path[set][d] = lt_span_of(svc, ch, &bad);
-	l->node[set][d] = at;
-	l->reach[set] = d;
-	if (bad)
-		goto bad;
-	return 0;
-stop:
-	l->stop[set] = 1;
-	return 0;
-bad:
-	c->bad = 1;
-	return 1;
+		return 1;
+	if (!ch) {
+		l->stop[set] = 1;
+		return 0;
+	}
+	l->path[set][d + 1] = lt_span_of(svc, ch, &bad);
+	l->node[set][d + 1] = at;
+	l->reach[set] = d + 1;
+	return bad;
 }
 
-/* lt_below_cb gives depth j of tree set (i = set*LT_DEPTHS + j) below the
- * deepest match the empty range at that node's lo, so ranges nest. */
-static long lt_below_cb(__u64 i, void *data)
+/* lt_level_cb walks the three trees from depth i to i+1 (FORMAT.md
+ * "Priority load" step 1). */
+static long lt_level_cb(__u64 i, void *data)
 {
-	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
-	__u32 set = i / LT_DEPTHS, j = i % LT_DEPTHS, r;
+	struct lt_walk_ctx *c = data;
+	__u32 d = i;
 
-	if (set >= LT_SETS)
+	lt_bounded(d); /* opaque: the check below stays on this register */
+	if (d >= LT_MAX_LEVELS)
 		return 1;
-	lt_bounded(set);
-	r = l->reach[set];
-	lt_bounded(j); /* opaque: the check below stays on this register */
-	if (j >= LT_DEPTHS || r >= LT_DEPTHS || j <= r)
-		return 0;
-	lt_bounded(r);
-	l->path[set][j].lo = l->path[set][r].lo;
-	l->path[set][j].hi = l->path[set][r].lo;
-	l->node[set][j] = l->node[set][r];
+	if (lt_step(c, 0, d) || lt_step(c, 1, d) || lt_step(c, 2, d)) {
+		c->bad = 1;
+		return 1;
+	}
 	return 0;
 }
 
@@ -235,10 +220,23 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 	}
 	if (bad)
 		return LT_STAT_BAD_INDEX;
-	bpf_loop(LT_SETS * LT_MAX_LEVELS, lt_level_cb, c, 0);
+	bpf_loop(svc->levels, lt_level_cb, c, 0);
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
-	bpf_loop(LT_SETS * LT_DEPTHS, lt_below_cb, c, 0);
+	for (int set = 0; set < LT_SETS; set++) { /* below the deepest match: the empty range at its lo */
+		__u32 r = l->reach[set];
+
+		if (r >= LT_DEPTHS)
+			return LT_STAT_BAD_INDEX;
+		lt_bounded(r);
+		for (__u32 j = 1; j < LT_DEPTHS; j++) {
+			if (j <= r)
+				continue;
+			l->path[set][j].lo = l->path[set][r].lo;
+			l->path[set][j].hi = l->path[set][r].lo;
+			l->node[set][j] = l->node[set][r];
+		}
+	}
 	return LT_OK;
 }
 
@@ -345,9 +343,15 @@ static __always_inline __u32 lt_count_rank(const struct lt_loads *l, __u32 set, 
 }
 
 /* lt_add appends a priority unless it has no endpoint (step 3). */
-static __always_inline void lt_add(struct lt_loads *l, __u32 rank, __u8 kind, __u32 h, __u32 d, __u32 u)
+static __always_inline __u32 lt_avail(__u32 of, __u32 n, __u32 total);
+
+/* lt_add appends a priority unless it has no endpoint (step 3). While the
+ * healthy availabilities so far sum to less than 100 it adds this one's:
+ * where they reach 100, every load is known without the rest of step 4
+ * (lt_distribute's common case). */
+static __always_inline void lt_add(struct lt_loads *l, __u32 of, __u32 rank, __u8 kind, __u32 h, __u32 d, __u32 u)
 {
-	__u32 p = l->n;
+	__u32 p = l->n, a;
 
 	if (h + d + u == 0 || p >= LT_MAX_PRIO)
 		return;
@@ -358,6 +362,14 @@ static __always_inline void lt_add(struct lt_loads *l, __u32 rank, __u8 kind, __
 	l->degraded[p] = d;
 	l->total[p] = h + d + u;
 	l->n = p + 1;
+	if (l->hfirst >= 0)
+		return;
+	a = lt_avail(of, h, h + d + u);
+	l->avail_h[p] = a;
+	if (l->hsum + a >= 100)
+		l->hfirst = p;
+	else
+		l->hsum += a;
 }
 
 /*
@@ -383,11 +395,11 @@ static long lt_rank_cb(__u64 i, void *data)
 	if (r == l->split) {
 		__u32 th = lt_len(l->to[0]), td = lt_len(l->to[1]), tu = lt_len(l->to[2]);
 
-		lt_add(l, r, LT_FO_TO, th, td, tu);
-		lt_add(l, r, LT_FO_REST, h - th, d - td, u - tu);
+		lt_add(l, c->svc->of, r, LT_FO_TO, th, td, tu);
+		lt_add(l, c->svc->of, r, LT_FO_REST, h - th, d - td, u - tu);
 		return 0;
 	}
-	lt_add(l, r, LT_FO_NONE, h, d, u);
+	lt_add(l, c->svc->of, r, LT_FO_NONE, h, d, u);
 	return 0;
 }
 
@@ -419,14 +431,14 @@ static long lt_avail_cb(__u64 i, void *data)
 	return 0;
 }
 
-/* lt_spread_cb is Envoy's distributeLoad, healthy loads first (i <
- * LT_MAX_PRIO), then degraded: as much of the rest as each priority's
+/* lt_spread_cb is Envoy's distributeLoad, healthy loads first (i < n),
+ * then degraded: as much of the rest as each priority's
  * availability allows, in priority order. */
 static long lt_spread_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
-	int deg = i >= LT_MAX_PRIO;
-	__u32 p = deg ? i - LT_MAX_PRIO : i, a, x;
+	int deg = i >= l->n;
+	__u32 p = deg ? i - l->n : i, a, x;
 
 	if (p >= LT_MAX_PRIO || p >= l->n || l->nta == 0)
 		return 0;
@@ -491,13 +503,25 @@ static __always_inline void lt_distribute(const struct lt_service *svc, struct l
 		l->lh[p] = 0;
 		l->ld[p] = 0;
 	}
+	fh = l->hfirst;
+	if (fh >= 0 && fh < LT_MAX_PRIO) {
+		/* The healthy availabilities of P0..fh reach 100: the normalized
+		 * total is 100, each takes its availability, fh the rest, the
+		 * others and every degraded load 0, no panic (Envoy's
+		 * computation, exactly, as shared's healthyFirst). */
+		for (int p = 0; p < LT_MAX_PRIO; p++)
+			if (p < fh)
+				l->lh[p] = l->avail_h[p];
+		l->lh[fh] = 100 - l->hsum;
+		return;
+	}
 	l->sum = 0;
-	bpf_loop(LT_MAX_PRIO, lt_avail_cb, c, 0);
+	bpf_loop(l->n, lt_avail_cb, c, 0);
 	l->nta = l->sum > 100 ? 100 : l->sum;
 	l->rem = 100;
 	l->first_h = -1;
 	l->first_d = -1;
-	bpf_loop(2 * LT_MAX_PRIO, lt_spread_cb, c, 0);
+	bpf_loop(2 * l->n, lt_spread_cb, c, 0);
 	fh = l->first_h;
 	fd = l->first_d;
 	if (l->nta > 0 && l->rem > 0 && fh >= 0 && fh < LT_MAX_PRIO)
@@ -511,11 +535,11 @@ static __always_inline void lt_distribute(const struct lt_service *svc, struct l
 	if (l->nta == 100)
 		return;
 	l->hosts = 0;
-	bpf_loop(LT_MAX_PRIO, lt_panic_cb, c, 0);
+	bpf_loop(l->n, lt_panic_cb, c, 0);
 	if (l->n > LT_MAX_PRIO || l->panic != (1U << l->n) - 1 || l->hosts == 0)
 		return;
 	l->rem = 100;
-	bpf_loop(LT_MAX_PRIO, lt_share_cb, c, 0);
+	bpf_loop(l->n, lt_share_cb, c, 0);
 	l->lh[0] += l->rem;
 }
 
@@ -532,6 +556,8 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 
 	l->n = 0;
 	l->panic = 0;
+	l->hsum = 0;
+	l->hfirst = -1;
 	ret = lt_walk(svc, l, &c);
 	if (ret == LT_OK)
 		ret = lt_failover(svc, labels, l, &c);
@@ -549,8 +575,8 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 static long lt_choose_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
-	int deg = i >= LT_MAX_PRIO;
-	__u32 p = deg ? i - LT_MAX_PRIO : i;
+	int deg = i >= l->n;
+	__u32 p = deg ? i - l->n : i;
 
 	if (p >= LT_MAX_PRIO || p >= l->n)
 		return 0;
@@ -625,6 +651,8 @@ static long lt_at_cb(__u64 i, void *data)
 
 static __always_inline __u32 lt_at(struct lt_loads *l, struct lt_walk_ctx *c, __u32 k)
 {
+	if (k < lt_len(l->pick[0]))
+		return l->pick[0].lo + k;
 	l->k = k;
 	l->at = 0;
 	bpf_loop(LT_PICK_SPANS, lt_at_cb, c, 0);
@@ -743,7 +771,8 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 	l->agg = 0;
 	l->chosen = 0;
 	l->chosen_deg = 0;
-	bpf_loop(2 * LT_MAX_PRIO, lt_choose_cb, &c, 0);
+	if (l->draw > l->lh[0]) /* else P0 healthy, without a loop */
+		bpf_loop(2 * l->n, lt_choose_cb, &c, 0);
 	p = l->chosen;
 	for (int i = 0; i < LT_PICK_SPANS; i++)
 		l->pick[i] = (struct lt_span){0, 0};
