@@ -1,6 +1,9 @@
 package loader
 
 import (
+	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/loctree/loctree/internal/kerneltest"
@@ -91,14 +94,26 @@ func loadsCases() []loadsCase {
 // to a child cgroup land on each endpoint as often as Envoy's priority load
 // says (chi-square at p = 0.001 over the endpoints with a share; never on
 // an endpoint without one), for a spillover, a degraded, a panic and a
-// failover case. The kernel before bpf/priority.h served these services
-// all-or-nothing (only the deepest healthy match) and fails this test.
+// failover case; connects beyond a failover_limit are refused. The kernel
+// before bpf/priority.h served these services all-or-nothing (only the
+// deepest healthy match) and fails this test.
 func TestConnectLoadsFrequencies(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cases := loadsCases()
 	top := &shared.Topology{}
 	for _, c := range cases {
 		top.Services = append(top.Services, c.spec)
+	}
+	// Beyond failover_limit: no endpoint in the source's region r1, so no
+	// candidate, with and without spillover: the connect is refused.
+	for i, spill := range []bool{false, true} {
+		b := spillService(fmt.Sprintf("bounded-%d", i), fmt.Sprintf("127.77.1.%d:80", 5+i), nil, []loadsEndpoint{
+			{fmt.Sprintf("127.0.15.%d:9105", 1+i), "r2", "z1", "", 0}})
+		b.spec.FailoverLimit = "region"
+		if !spill {
+			b.spec.Spillover = nil
+		}
+		top.Services = append(top.Services, b.spec)
 	}
 	kerneltest.Backends(t, backendsOf(top))
 	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
@@ -119,6 +134,11 @@ func TestConnectLoadsFrequencies(t *testing.T) {
 			}
 			checkShares(t, c, seen)
 		})
+	}
+	for _, vip := range []string{"127.77.1.5:80", "127.77.1.6:80"} {
+		if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("%s beyond failover_limit: got %q, %v; want ECONNREFUSED", vip, got, err)
+		}
 	}
 }
 

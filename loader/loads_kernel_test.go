@@ -18,7 +18,7 @@ import (
 // test: services with spillover (random overprovisioning factor and panic
 // threshold), healthy, degraded and unhealthy endpoints in proportions that
 // vary per service (so some priorities are in panic, some have no health),
-// failover rules between the regions, bounded failover, every policy, and
+// failover rules between the regions, failover_limit, every policy, and
 // some services without spillover beside them.
 func loadsTopology(rng *rand.Rand, services int) *shared.Topology {
 	top := &shared.Topology{}
@@ -45,6 +45,9 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 	}
 	if rng.IntN(10) == 0 {
 		spec.Health = "allow_all"
+	}
+	if rng.IntN(3) == 0 {
+		spec.FailoverLimit = spec.Scopes[rng.IntN(levels)]
 	}
 	unhealthy, degraded := rng.IntN(4), rng.IntN(4) // of 8
 	for j := range rng.IntN(30) {
@@ -110,7 +113,8 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	kl := &kernelLoads{objs: newKernelLookup(t, in).objs}
+	plain := newKernelLookup(t, in)
+	kl := &kernelLoads{objs: plain.objs}
 	rng := rand.New(rand.NewPCG(31, 32))
 	pairs, seen := 0, map[string]int{}
 	for it := 0; pairs < 20000; it++ {
@@ -123,7 +127,10 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 		}
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
-			if s.OverprovisioningFactor == 0 {
+			if s.OverprovisioningFactor == 0 { // the plain lookup, with its failover_limit
+				for range 4 {
+					compare(t, plain, in, s, treetest.Source(rng, s.Scopes, 4))
+				}
 				continue
 			}
 			for range 12 {
@@ -134,7 +141,7 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities"} {
+	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit"} {
 		if seen[c] == 0 {
 			t.Errorf("no pair had %s: the generator misses a case (%v)", c, seen)
 		}
@@ -153,6 +160,9 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 	where := fmt.Sprintf("%s (of %d, panic %d, %d rules, %s) source %x", s.Name, s.OverprovisioningFactor, s.PanicThreshold, len(s.Failover), s.Policy, labels[:len(s.Scopes)])
 	if want.N == 0 {
 		seen["no candidate"]++
+		if s.MinRank > 0 {
+			seen["beyond failover_limit"]++
+		}
 		if got.Status != bpf.StatNoCandidate {
 			t.Fatalf("%s: Go has no priority, kernel status %d with %d", where, got.Status, got.N)
 		}

@@ -50,6 +50,7 @@ type builtService struct {
 	of       uint32         // overprovisioning factor, percent
 	panic    uint32         // panic threshold, percent
 	failover []FailoverSpec
+	minRank  int // bounded failover: candidates share at least this many scopes
 }
 
 type builtEndpoint struct {
@@ -166,7 +167,29 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseSpillover(spec.Spillover); err != nil {
 		return nil, err
 	}
-	return s, s.parseFailover(spec.Failover)
+	if err := s.parseFailover(spec.Failover); err != nil {
+		return nil, err
+	}
+	return s, s.parseFailoverLimit(spec)
+}
+
+// parseFailoverLimit validates failover_limit: one of the scopes, in mode
+// failover, with locality load balancing.
+func (s *builtService) parseFailoverLimit(spec *ServiceSpec) error {
+	if spec.FailoverLimit == "" {
+		return nil
+	}
+	i := slices.Index(s.scopes, spec.FailoverLimit)
+	switch {
+	case spec.LocalityLB != nil && !*spec.LocalityLB:
+		return invalid("service %q: failover_limit needs locality load balancing; remove failover_limit or locality_lb: false", s.name)
+	case i < 0:
+		return invalid("service %q: failover_limit %q is not one of the scopes %v; name the widest scope candidates must share with the source", s.name, spec.FailoverLimit, s.scopes)
+	case s.mode == ModeStrict:
+		return invalid("service %q: failover_limit has no effect in mode strict (candidates match every scope); remove one of them", s.name)
+	}
+	s.minRank = i + 1
+	return nil
 }
 
 // scopeValue is an endpoint's value for a scope as the tree stores it: its

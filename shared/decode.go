@@ -146,6 +146,7 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.OverprovisioningFactor = uint32(le.Uint16(p[pOverprovision:]))
 	s.PanicThreshold = uint32(p[pPanic])
 	s.Failover = make([]FailoverSpec, p[pFailoverCount])
+	s.MinRank = int(p[pMinRank])
 	nAux := uint64(len(t.aux) / NodeRecordSize)
 	switch {
 	case !allZero(p[pReserved:]):
@@ -159,6 +160,8 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
 	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
 		return corrupt("priority load in mode %s", s.Mode)
+	case s.MinRank > int(t.ServiceRecord(i)[sLevels]), s.MinRank > 0 && s.Mode != ModeFailover:
+		return corrupt("min_rank %d with %d levels in mode %s", s.MinRank, t.ServiceRecord(i)[sLevels], s.Mode)
 	}
 	return nil
 }

@@ -93,6 +93,7 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 		b[pPanic] = byte(s.panic)
 	}
 	b[pFailoverCount] = byte(len(s.failover))
+	b[pMinRank] = byte(s.minRank)
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {

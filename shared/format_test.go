@@ -83,7 +83,7 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(2)
+	u16(3) // version
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -158,7 +158,7 @@ func TestExactBytes(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsV1Records holds format version 2 to its promise to the
+// TestGoldenKeepsV1Records holds format versions 2 and 3 to their promise to the
 // kernel path: the service, node and endpoint records and the strings of
 // testdata/mesh.json are byte for byte those of the format-1 golden file
 // (testdata/mesh.v1.golden.bin, written by the format-1 encoder), and the
@@ -189,7 +189,7 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 			copy(h2[f:f+4], make([]byte, 4))
 		}
 	}
-	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != 2 || u32(v2, hTotalSize) != len(v2) {
+	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != 3 || u32(v2, hTotalSize) != len(v2) {
 		t.Fatalf("headers differ beyond version, checksum, sizes and offsets:\n%x\n%x", h1, h2)
 	}
 }
@@ -221,7 +221,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(2)
+	u16(3) // version
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

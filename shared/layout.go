@@ -7,7 +7,7 @@ import (
 
 // Record sizes and format constants (docs/FORMAT.md).
 const (
-	FormatVersion      = 2
+	FormatVersion      = 3
 	HeaderSize         = 64
 	ServiceRecordSize  = 64
 	NodeRecordSize     = 24
@@ -64,7 +64,8 @@ const (
 	pOverprovision  = 20
 	pPanic          = 22
 	pFailoverCount  = 23
-	pReserved       = 24
+	pMinRank        = 24 // format version 3
+	pReserved       = 25
 )
 
 // Service record field offsets.

@@ -37,8 +37,14 @@ type ServiceSpec struct {
 	// LocalityLB false turns locality load balancing off (Istio's
 	// localityLbSetting.enabled: false): every source gets every eligible
 	// endpoint. The service then has the single scope NoLocalityScope.
-	LocalityLB *bool          `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
-	Endpoints  []EndpointSpec `json:"endpoints" yaml:"endpoints"`
+	LocalityLB *bool `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
+	// FailoverLimit bounds failover (issue 11 item 4, "never leave the
+	// region"): one of Scopes; candidates must match the source through
+	// that scope at least. Beyond it a source has no candidate, as in
+	// strict mode: the connect is refused, the filter answers 503. Empty:
+	// unbounded.
+	FailoverLimit string         `json:"failover_limit,omitempty" yaml:"failover_limit,omitempty"`
+	Endpoints     []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
 
 // FailoverSpec is one failover rule, from-region → to-region.

@@ -95,7 +95,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
 	}
 	split := l.failover(s, labels)
-	for r := levels; r >= 0; r-- {
+	for r := levels; r >= s.MinRank; r-- { // bounded failover: lower ranks are no priority
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
 		if r == split {
 			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
@@ -170,7 +170,7 @@ func (l *Loads) single(s *Service) {
 		depth++
 	}
 	n := uint32(l.path[setEligible][depth].Len())
-	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) {
+	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
