@@ -25,6 +25,9 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 	if s.Mode != "strict" && rng.IntN(2) == 0 {
 		s.Spillover = &SpilloverSpec{}
 	}
+	if s.Mode != "strict" && rng.IntN(3) == 0 { // format 3: policy byte 24
+		s.FailoverLimit, _ = limitOf(rng, &s)
+	}
 	for i := range s.Endpoints {
 		if e := &s.Endpoints[i]; (e.Healthy == nil || *e.Healthy) && rng.IntN(5) == 0 {
 			e.Degraded = true
