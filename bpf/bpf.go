@@ -64,6 +64,9 @@ const (
 	MapStats        = loctreeMapLtStats
 	MapCgroupSrc    = loctreeMapLtCgroupSrc
 	MapCgroupLevels = loctreeMapLtCgroupLevels
+	// MapPrioScratch holds per-connect state of the priority load: not
+	// pinned, nothing in it outlives a connect.
+	MapPrioScratch = loctreeMapLtPrioScratch
 )
 
 // Spec returns the collection spec of the socket programs and their maps.
