@@ -79,7 +79,12 @@ type loctreeLtLoads struct {
 	Chosen    uint32
 	ChosenDeg uint32
 	K         uint32
+	K2        uint32
 	At        uint32
+	At2       uint32
+	AtFound   uint8
+	At2Found  uint8
+	_         [6]byte
 	Wsum      uint64
 	Wx        uint64
 	Wfind     uint32

@@ -27,6 +27,9 @@
 #define LT_SPANS 3                      /* spans of one set in one priority */
 #define LT_PICK_SPANS (LT_SETS * LT_SPANS)
 #define LT_SCRATCH_SLOTS 4
+/* Binary search steps over a node's children: a service has at most 2^24
+ * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
+#define LT_CHILD_SEARCH 25
 
 /* lt_bounded makes the compiler use the register a bounds check just
  * checked (the verifier tracks bounds per register). */
@@ -72,7 +75,8 @@ struct lt_loads {
 	__u32 avail_d[LT_MAX_PRIO];
 	__u64 draw, agg;         /* choosePriority's h%100+1 and running sum */
 	__u32 chosen, chosen_deg;
-	__u32 k, at;             /* lt_at */
+	__u32 k, k2, at, at2;    /* lt_at */
+	__u8 at_found, at2_found;
 	__u64 wsum, wx;          /* weighted pick over spans */
 	__u32 wfind, wspan;
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
@@ -111,7 +115,7 @@ static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc,
 	__u32 base = n->first_child + delta;
 	__u32 a = 0, b = n->child_count;
 
-	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
+	for (int s = 0; s < LT_CHILD_SEARCH && a < b; s++) {
 		__u32 mid = a + (b - a) / 2;
 		struct lt_node *c = lt_node_of(svc, base + mid);
 
@@ -631,7 +635,8 @@ static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u
 	out[2] = (struct lt_span){a.hi, a.hi};
 }
 
-/* lt_at_cb is one span of lt_at: the k-th endpoint of the pick spans. */
+/* lt_at_cb is one span of lt_at: the k-th and the k2-th endpoint of the
+ * pick spans, one pass. */
 static long lt_at_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
@@ -641,22 +646,30 @@ static long lt_at_cb(__u64 i, void *data)
 		return 1;
 	lt_bounded(i);
 	n = lt_len(l->pick[i]);
-	if (l->k < n) {
+	if (l->k < n && !l->at_found) {
 		l->at = l->pick[i].lo + l->k;
-		return 1;
+		l->at_found = 1;
+	}
+	if (l->k2 < n && !l->at2_found) {
+		l->at2 = l->pick[i].lo + l->k2;
+		l->at2_found = 1;
 	}
 	l->k -= n;
-	return 0;
+	l->k2 -= n;
+	return l->at_found && l->at2_found;
 }
 
-static __always_inline __u32 lt_at(struct lt_loads *l, struct lt_walk_ctx *c, __u32 k)
+/* lt_at resolves positions k and k2 (each below the spans' total) of the
+ * pick spans as one list into endpoints l->at and l->at2. */
+static __always_inline void lt_at(struct lt_loads *l, struct lt_walk_ctx *c, __u32 k, __u32 k2)
 {
-	if (k < lt_len(l->pick[0]))
-		return l->pick[0].lo + k;
 	l->k = k;
+	l->k2 = k2;
 	l->at = 0;
+	l->at2 = 0;
+	l->at_found = 0;
+	l->at2_found = 0;
 	bpf_loop(LT_PICK_SPANS, lt_at_cb, c, 0);
-	return l->at;
 }
 
 /* lt_span_weight is the weight of a non-empty span, from the prefix sums. */
@@ -705,8 +718,11 @@ static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_
 	l->wsum = 0;
 	l->wfind = 0;
 	bpf_loop(LT_PICK_SPANS, lt_weight_cb, c, 0);
-	if (l->wsum == 0) {
-		*out = lt_at(l, c, bpf_get_prandom_u32() % total);
+	if (l->wsum == 0) { /* weightless: uniform */
+		__u32 k = bpf_get_prandom_u32() % total;
+
+		lt_at(l, c, k, k);
+		*out = l->at;
 		return LT_OK;
 	}
 	l->wx = lt_rand64() % l->wsum;
@@ -724,7 +740,7 @@ static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_
 static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c,
 					 __u32 *out)
 {
-	__u32 total = 0;
+	__u32 total = 0, a, b;
 
 	for (int i = 0; i < LT_PICK_SPANS; i++)
 		total += lt_len(l->pick[i]);
@@ -736,26 +752,28 @@ static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt
 	case LT_POLICY_ROUND_ROBIN: {
 		__u32 slot = svc->slot;
 		__u64 *cur = bpf_map_lookup_elem(&lt_rr, &slot);
-		__u64 k = cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32();
 
-		*out = lt_at(l, c, k % total);
-		return LT_OK;
+		a = (cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32()) % total;
+		b = a;
+		break;
 	}
 	case LT_POLICY_LEAST_CONNECTIONS:
-	case LT_POLICY_LEAST_REQUEST: {
-		__u32 a = bpf_get_prandom_u32() % total, b = a;
-
-		if (total > 1)
-			b = (a + 1 + bpf_get_prandom_u32() % (total - 1)) % total;
-		a = lt_at(l, c, a);
-		b = lt_at(l, c, b);
-		*out = lt_conns_of(b) < lt_conns_of(a) ? b : a;
-		return LT_OK;
-	}
+	case LT_POLICY_LEAST_REQUEST:
+		a = bpf_get_prandom_u32() % total;
+		b = total > 1 ? (a + 1 + bpf_get_prandom_u32() % (total - 1)) % total : a;
+		break;
 	default:
-		*out = lt_at(l, c, bpf_get_prandom_u32() % total);
-		return LT_OK;
+		a = bpf_get_prandom_u32() % total;
+		b = a;
 	}
+	if (a < lt_len(l->pick[0]) && b < lt_len(l->pick[0])) { /* one span: no loop */
+		l->at = l->pick[0].lo + a;
+		l->at2 = l->pick[0].lo + b;
+	} else {
+		lt_at(l, c, a, b);
+	}
+	*out = l->at2 != l->at && lt_conns_of(l->at2) < lt_conns_of(l->at) ? l->at2 : l->at;
+	return LT_OK;
 }
 
 /* lt_pick_loads draws a priority (step 6: choosePriority; no load anywhere:
@@ -788,11 +806,15 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 	return lt_pick_spans(svc, l, &c, out);
 }
 
+/* lt_select_in's answer for a service without a priority load (the value
+ * was replaced between the caller's check and its copy). */
+#define LT_NO_LOADS (-1)
+
 /*
- * lt_select_in is lt_lookup followed by lt_pick for the service copied to
- * l->svc: without a priority load the plain lookup and pick; with one the
- * loads and a pick by them. r is the eligible range every candidate lies
- * in (a socket keeps a backend still in it).
+ * lt_select_in computes the priority loads of the service copied to l->svc
+ * and picks by them. r is the eligible range every candidate lies in (a
+ * socket keeps a backend still in it). A service without a priority load
+ * is LT_NO_LOADS: the caller takes the plain lookup.
  */
 static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
 {
@@ -800,10 +822,8 @@ static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels,
 	__u32 m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
 	int ret;
 
-	if (svc->of == 0) {
-		ret = lt_lookup(svc, labels, r);
-		return ret == LT_OK ? lt_pick(svc, r, out) : ret;
-	}
+	if (svc->of == 0)
+		return LT_NO_LOADS;
 	ret = lt_loads_compute(svc, labels, l);
 	if (ret == LT_OK)
 		ret = lt_pick_loads(svc, labels, l, lt_rand64(), out);

@@ -40,6 +40,8 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int u
 	ret = lt_select_in(l, lt_source(&l->svc, l->labels), &r, &idx);
 	policy = l->svc.policy;
 	lt_loads_give(l);
+	if (ret == LT_NO_LOADS)
+		return -1; /* replaced meanwhile by a plain service: lt_redirect serves it */
 	if (ret != LT_OK)
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);

@@ -415,3 +415,16 @@ func BenchmarkSendmsg(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpen is the cost of Installer.Open with nothing pinned: loading
+// and verifying the programs, creating the maps.
+func BenchmarkOpen(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	for b.Loop() {
+		in, err := Open(Config{Locality: benchLocality})
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.Close()
+	}
+}
