@@ -160,6 +160,10 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	if err := in.writeAll(t, changed, &res); err != nil {
 		return res, err
 	}
+	for fe, p := range plans { // recounts services re-adopted unchanged, too
+		in.eligible[fe] = p.svc.EpEligible
+	}
+	in.endpoints = endpoints
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -202,7 +206,8 @@ func (in *Installer) remove(fe bpf.Frontend) error {
 		return fmt.Errorf("remove service: %w", err)
 	}
 	delete(in.installed, fe)
-	in.endpoints -= int(old.EpLen)
+	in.endpoints -= int(in.eligible[fe])
+	delete(in.eligible, fe)
 	in.retire(old)
 	in.slots.release(span{old.Slot, 1})
 	return nil
@@ -304,7 +309,8 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("publish %s: %w", s.Name, err)
 	}
 	in.installed[p.fe] = v
-	in.endpoints += int(v.EpLen) - int(old.EpLen)
+	in.endpoints += int(s.EpEligible) - int(in.eligible[p.fe])
+	in.eligible[p.fe] = s.EpEligible
 	if had {
 		in.retire(old)
 	}

@@ -239,3 +239,28 @@ func inSpans(o *bpftest.LoadsOut, idx uint32) bool {
 	}
 	return false
 }
+
+// TestApplyServicesCountsEligible: a priority-load service has all its
+// endpoints installed, yet ApplyServices reports its eligible endpoints, as
+// Apply does (the loctree_endpoints gauge).
+func TestApplyServicesCountsEligible(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Capacity: Capacity{Services: 8, Nodes: 1024, Endpoints: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	top := &shared.Topology{Services: []shared.ServiceSpec{loadsCases()[0].spec}} // 5 eligible of 8
+	full, err := in.Apply(mustBuild(t, top, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top.Services[0].Endpoints[0].Weight = u32(2)
+	part, err := in.ApplyServices(mustBuild(t, top, 2), []string{top.Services[0].Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Endpoints != 5 || part.Endpoints != 5 || part.Rewritten != 1 {
+		t.Fatalf("Apply reports %d endpoints, ApplyServices %d (%d rewritten); want 5 eligible each", full.Endpoints, part.Endpoints, part.Rewritten)
+	}
+}

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 
@@ -55,15 +56,7 @@ func ruleRecords(s *shared.Service) []byte {
 	for i, r := range s.Failover {
 		rules[i] = [2]uint64{shared.Label(r.From), shared.Label(r.To)}
 	}
-	slices.SortFunc(rules, func(a, b [2]uint64) int {
-		switch {
-		case a[0] < b[0]:
-			return -1
-		case a[0] > b[0]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(rules, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 	out := make([]byte, 0, len(rules)*shared.NodeRecordSize)
 	for _, r := range rules {
 		out = binary.LittleEndian.AppendUint64(out, r[0])
