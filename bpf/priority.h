@@ -189,17 +189,23 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 	return bad;
 }
 
-/* lt_level_cb walks the three trees from depth i to i+1 (FORMAT.md
- * "Priority load" step 1). */
+/* lt_level_cb walks tree i/levels from depth i%levels one level down
+ * (FORMAT.md "Priority load" step 1). One tree per call: the verifier
+ * checks one binary search, not three (program load time). */
 static long lt_level_cb(__u64 i, void *data)
 {
 	struct lt_walk_ctx *c = data;
-	__u32 d = i;
+	__u32 d = i, levels = c->svc->levels, set;
 
-	lt_bounded(d); /* opaque: the check below stays on this register */
-	if (d >= LT_MAX_LEVELS)
+	if (levels == 0 || levels > LT_MAX_LEVELS)
 		return 1;
-	if (lt_step(c, 0, d) || lt_step(c, 1, d) || lt_step(c, 2, d)) {
+	set = d / levels;
+	d = d % levels;
+	lt_bounded(set); /* opaque: the checks below stay on these registers */
+	lt_bounded(d);
+	if (d >= LT_MAX_LEVELS || set >= LT_SETS)
+		return 1;
+	if (lt_step(c, set, d)) {
 		c->bad = 1;
 		return 1;
 	}
@@ -224,7 +230,7 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 	}
 	if (bad)
 		return LT_STAT_BAD_INDEX;
-	bpf_loop(svc->levels, lt_level_cb, c, 0);
+	bpf_loop(LT_SETS * svc->levels, lt_level_cb, c, 0);
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
 	for (int set = 0; set < LT_SETS; set++) { /* below the deepest match: the empty range at its lo */
