@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key -type lt_loads loctree loctree.c
 
 import (
 	"fmt"
@@ -56,6 +56,7 @@ const (
 	StatBadIndex    = uint32(loctreeLtStatLT_STAT_BAD_INDEX)
 	StatBadFamily   = uint32(loctreeLtStatLT_STAT_BAD_FAMILY)
 	StatSockFull    = uint32(loctreeLtStatLT_STAT_SOCKS_FULL)
+	StatScratchBusy = uint32(loctreeLtStatLT_STAT_SCRATCH_BUSY)
 	StatCount       = uint32(loctreeLtStatLT_STAT_MAX)
 )
 
@@ -73,6 +74,9 @@ const (
 	MapCgroupLevels = loctreeMapLtCgroupLevels
 	MapAffinity     = loctreeMapLtAffinity
 	MapAffinityEps  = loctreeMapLtAffEps
+	// MapPrioScratch holds per-connect state of the priority load: not
+	// pinned, nothing in it outlives a connect.
+	MapPrioScratch = loctreeMapLtPrioScratch
 )
 
 // Spec returns the collection spec of the socket programs and their maps.

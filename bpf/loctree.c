@@ -198,7 +198,7 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
  * already has a backend which is still a candidate keeps it, without a map
  * update; UDP sockets record every backend they used for recvmsg.
  */
-static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
+static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
 {
 	struct lt_service *found, svc;
 	struct lt_addr fe, b;
@@ -242,28 +242,43 @@ static __always_inline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int ud
 	return SK_PASS;
 }
 
+#include "priority_sock.h"
+
+/*
+ * lt_handle serves a service with a priority load (priority.h) or else
+ * any other VIP (lt_redirect). Two subprograms, not one: each needs most of
+ * the 512-byte BPF stack, and the verifier adds up the frames of a call
+ * chain.
+ */
+static __always_inline int lt_handle(struct bpf_sock_addr *ctx, int v6, int udp)
+{
+	int ret = lt_redirect_loads(ctx, v6, udp);
+
+	return ret >= 0 ? ret : lt_redirect(ctx, v6, udp);
+}
+
 SEC("cgroup/connect4")
 int lt_connect4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0, ctx->protocol == IPPROTO_UDP);
+	return lt_handle(ctx, 0, ctx->protocol == IPPROTO_UDP);
 }
 
 SEC("cgroup/connect6")
 int lt_connect6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1, ctx->protocol == IPPROTO_UDP);
+	return lt_handle(ctx, 1, ctx->protocol == IPPROTO_UDP);
 }
 
 SEC("cgroup/sendmsg4")
 int lt_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 0, 1);
+	return lt_handle(ctx, 0, 1);
 }
 
 SEC("cgroup/sendmsg6")
 int lt_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return lt_redirect(ctx, 1, 1);
+	return lt_handle(ctx, 1, 1);
 }
 
 /* lt_restore_vip shows the VIP where a connected socket talks to its backend (getpeername). */

@@ -32,6 +32,7 @@
 
 /* FNV-1a 64 of the empty string: the label of a missing scope value. */
 #define LT_LABEL_EMPTY 0xcbf29ce484222325ULL
+#define LT_NO_REGION 0xff
 
 /* Policies (FORMAT.md service record, byte 22). */
 enum lt_policy {
@@ -60,7 +61,8 @@ enum lt_stat {
 	LT_STAT_BAD_INDEX = 2,    /* refused: a node or endpoint index outside the service's regions */
 	LT_STAT_BAD_FAMILY = 3,   /* refused: the endpoint's address family is not the VIP's */
 	LT_STAT_SOCKS_FULL = 4,   /* redirected, but lt_socks was full: no getpeername rewrite */
-	LT_STAT_MAX = 5,
+	LT_STAT_SCRATCH_BUSY = 5, /* refused: every priority-load scratch slot of this CPU was in use */
+	LT_STAT_MAX = 6,
 };
 
 #define LT_OK LT_STAT_REDIRECT
@@ -121,6 +123,18 @@ struct lt_service {
 	__u8 policy;
 	__u8 health;
 	__u32 affinity_timeout;   /* consistent_hash: seconds, 0 the default (affinity.h) */
+	__u8 min_rank;            /* bounded failover: candidates share at least this many scopes */
+	__u8 region_at;           /* index of the scope "region" (failover rules), LT_NO_REGION: none */
+	__u16 of;                 /* overprovisioning factor, percent; 0: no priority load (priority.h) */
+	/* Priority load (priority.h): the aux trees and the failover rules sit
+	 * in this service's node region after its own tree, so they are
+	 * published and reused with it. */
+	__u32 aux_delta;          /* map index = aux record index + aux_delta */
+	__u32 aux_root[2];        /* map indices of the degraded and the unhealthy tree's roots */
+	__u32 rules;              /* map index of the first failover rule */
+	__u8 rule_count;          /* failover rules, sorted by from-region label */
+	__u8 panic;               /* panic threshold, percent; 0 disables panic */
+	__u8 pad2[2];
 };
 
 /*
@@ -320,6 +334,8 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 	if (r->hi < r->lo || r->lo - svc->ep_base > svc->ep_len || r->hi - svc->ep_base > svc->ep_len)
 		return LT_STAT_BAD_INDEX;
 	if (svc->mode == LT_MODE_STRICT && r->depth < svc->levels)
+		return LT_STAT_NO_CANDIDATE;
+	if (r->depth < svc->min_rank) /* bounded failover: none shares enough scopes */
 		return LT_STAT_NO_CANDIDATE;
 	if (r->lo >= r->hi)
 		return LT_STAT_NO_CANDIDATE;

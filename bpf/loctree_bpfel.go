@@ -51,6 +51,68 @@ type loctreeLtEndpoint struct {
 	CumWeight uint64
 }
 
+type loctreeLtLoads struct {
+	_    structs.HostLayout
+	Busy uint32
+	N    uint32
+	Path [3][10]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Node  [3][10]uint32
+	Reach [3]uint32
+	To    [3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Healthy  [10]uint32
+	Degraded [10]uint32
+	Total    [10]uint32
+	Rank     [10]uint8
+	Kind     [10]uint8
+	Lh       [10]uint8
+	Ld       [10]uint8
+	Panic    uint32
+	Pick     [9]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Stop      [3]uint32
+	_         [4]byte
+	ToLabel   uint64
+	Split     int32
+	Sum       uint32
+	Nta       uint32
+	Rem       uint32
+	FirstH    int32
+	FirstD    int32
+	Hsum      uint32
+	Hfirst    int32
+	Hosts     uint64
+	AvailH    [10]uint32
+	AvailD    [10]uint32
+	Draw      uint64
+	Agg       uint64
+	Chosen    uint32
+	ChosenDeg uint32
+	K         uint32
+	K2        uint32
+	At        uint32
+	At2       uint32
+	AtFound   uint8
+	At2Found  uint8
+	_         [6]byte
+	Wsum      uint64
+	Wx        uint64
+	Wfind     uint32
+	Wspan     uint32
+	Svc       loctreeLtService
+	Labels    [8]uint64
+}
+
 type loctreeLtLocality struct {
 	_      structs.HostLayout
 	Keys   [8]uint64
@@ -94,6 +156,15 @@ type loctreeLtService struct {
 	Policy          uint8
 	Health          uint8
 	AffinityTimeout uint32
+	MinRank         uint8
+	RegionAt        uint8
+	Of              uint16
+	AuxDelta        uint32
+	AuxRoot         [2]uint32
+	Rules           uint32
+	RuleCount       uint8
+	Panic           uint8
+	Pad2            [2]uint8
 }
 
 type loctreeLtSock struct {
@@ -113,7 +184,8 @@ const (
 	loctreeLtStatLT_STAT_BAD_INDEX    loctreeLtStat = 2
 	loctreeLtStatLT_STAT_BAD_FAMILY   loctreeLtStat = 3
 	loctreeLtStatLT_STAT_SOCKS_FULL   loctreeLtStat = 4
-	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 5
+	loctreeLtStatLT_STAT_SCRATCH_BUSY loctreeLtStat = 5
+	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 6
 )
 
 // Names of all BPF objects in the ELF.
@@ -128,6 +200,7 @@ const (
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
 	loctreeMapLtNodes         = "lt_nodes"
+	loctreeMapLtPrioScratch   = "lt_prio_scratch"
 	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
@@ -208,6 +281,7 @@ type loctreeMapSpecs struct {
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtPrioScratch  *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
@@ -248,6 +322,7 @@ type loctreeMaps struct {
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
+	LtPrioScratch  *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
@@ -264,6 +339,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtPrioScratch,
 		m.LtRev,
 		m.LtRr,
 		m.LtSocks,

@@ -51,7 +51,10 @@ const topo = `{"services":[
  {"name":"cache","scopes":["cluster","node"],"endpoints":[
   {"address":"127.0.6.1:6379","locality":{"cluster":"c1","node":"node-1"}},
   {"address":"127.0.6.2:6379","locality":{"cluster":"c1","node":"node-2"}},
-  {"address":"127.0.6.3:6379","locality":{"cluster":"c2","node":"node-2"}}]}]}`
+  {"address":"127.0.6.3:6379","locality":{"cluster":"c2","node":"node-2"}}]},
+ {"name":"bounded","scopes":["region","zone"],"failover_limit":"region","endpoints":[
+  {"address":"127.0.7.1:8080","locality":{"region":"us-east","zone":"us-east-1a"}},
+  {"address":"127.0.7.2:8080","locality":{"region":"us-west","zone":"us-west-2a"}}]}]}`
 
 func inline(extra string) string {
 	return `{"topology":` + topo + extra + `}`
@@ -88,6 +91,10 @@ var filterCases = []filterCase{
 		headers: req("ratings"), wantStart: true, wantHeader: []string{"127.0.3.2:9080"}},
 	{name: "strict no candidate is 503", config: inline(`,"locality":{"region":"us-west","zone":"us-west-2b"}`),
 		headers: req("ratings"), wantStart: true, wantStatus: 503},
+	{name: "failover within failover_limit", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1c"}`),
+		headers: req("bounded"), wantStart: true, wantHeader: []string{"127.0.7.1:8080"}},
+	{name: "beyond failover_limit is 503", config: inline(`,"locality":{"region":"eu-west","zone":"eu-west-1a"}`),
+		headers: req("bounded"), wantStart: true, wantStatus: 503},
 	{name: "fallbacks", config: inline(`,"locality":{"region":"us-east","zone":"us-east-1a"},"fallbacks":1`),
 		headers: req("reviews"), wantStart: true,
 		wantHeader: []string{"127.0.2.1:9080,127.0.2.2:9080", "127.0.2.2:9080,127.0.2.1:9080"}},

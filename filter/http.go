@@ -66,6 +66,9 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 		if svc.Mode == shared.ModeStrict {
 			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
 		}
+		if r.Depth < svc.MinRank {
+			return h.reject(fmt.Sprintf("loctree: no endpoint of %s within its failover_limit %s", svc.Name, svc.Scopes[svc.MinRank-1]))
+		}
 		return types.ActionContinue
 	}
 	h.choose(st, svc, r) // replaces any client-supplied value

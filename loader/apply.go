@@ -160,6 +160,10 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	if err := in.writeAll(t, changed, &res); err != nil {
 		return res, err
 	}
+	for fe, p := range plans { // recounts services re-adopted unchanged, too
+		in.eligible[fe] = p.svc.EpEligible
+	}
+	in.endpoints = endpoints
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -201,7 +205,8 @@ func (in *Installer) remove(fe bpf.Frontend) error {
 		return fmt.Errorf("remove service: %w", err)
 	}
 	delete(in.installed, fe)
-	in.endpoints -= int(old.EpLen)
+	in.endpoints -= int(in.eligible[fe])
+	delete(in.eligible, fe)
 	in.retire(old)
 	in.slots.release(span{old.Slot, 1})
 	return nil
@@ -216,13 +221,13 @@ func (in *Installer) fits(services int, changed []plan) error {
 	}
 	nodes, eps := in.nodes.clone(), in.eps.clone()
 	for _, p := range changed {
-		if _, ok := nodes.alloc(p.svc.NodeCount); !ok {
+		if _, ok := nodes.alloc(nodeLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d nodes, %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, p.svc.NodeCount, nodes.available(), nodes.size)
+				ErrCapacity, p.svc.Name, nodeLen(p.svc), nodes.available(), nodes.size)
 		}
-		if _, ok := eps.alloc(p.svc.EpEligible); !ok {
+		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, p.svc.EpEligible, eps.available(), eps.size)
+				ErrCapacity, p.svc.Name, epLen(p.svc), eps.available(), eps.size)
 		}
 	}
 	return nil
@@ -273,12 +278,13 @@ func (in *Installer) makeRoom(services int, changed []plan) error {
 // write copies a service's records to fresh regions and publishes them.
 func (in *Installer) write(t *shared.Tree, p plan) error {
 	s := p.svc
-	nb, ok1 := in.nodes.alloc(s.NodeCount)
-	eb, ok2 := in.eps.alloc(s.EpEligible)
+	nb, ok1 := in.nodes.alloc(nodeLen(s))
+	eb, ok2 := in.eps.alloc(epLen(s))
 	if !ok1 || !ok2 {
 		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
 	}
 	nodes, eps := records(t, s)
+	nodes = slices.Concat(nodes, auxRecords(t, s), ruleRecords(s))
 	if _, err := in.k.nodes.WriteAt(nodes, int64(nb)*shared.NodeRecordSize); err != nil {
 		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
 	}
@@ -288,13 +294,14 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	v := bpf.Service{
 		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
 		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
-		NodeBase: nb, NodeLen: s.NodeCount, EpBase: eb, EpLen: s.EpEligible,
+		NodeBase: nb, NodeLen: nodeLen(s), EpBase: eb, EpLen: epLen(s),
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
 		AffinityTimeout: s.AffinityTimeout,
 	}
 	if err := in.writeAffinityEps(p, eps, eb); err != nil {
 		return err
 	}
+	setLoads(&v, s, nb)
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot
@@ -305,7 +312,8 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("publish %s: %w", s.Name, err)
 	}
 	in.installed[p.fe] = v
-	in.endpoints += int(v.EpLen) - int(old.EpLen)
+	in.endpoints += int(s.EpEligible) - int(in.eligible[p.fe])
+	in.eligible[p.fe] = s.EpEligible
 	if had {
 		in.retire(old)
 	}

@@ -169,19 +169,29 @@ func attachedInstaller(b *testing.B) (*Installer, string) {
 
 // BenchmarkConnect compares connect() through a VIP (programs attached,
 // a service of n endpoints) with connect() to the backend from a socket
-// without programs, interleaved. The ratio metric is VIP over direct.
+// without programs, interleaved. The ratio metric is VIP over direct. The
+// spillover cases are the same service with Envoy's priority load
+// (spilloverService): the kernel walks three trees and computes the loads
+// on every connect.
 func BenchmarkConnect(b *testing.B) {
 	const port = 9300
 	acceptors(b, port)
 	in, cg := attachedInstaller(b)
 	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
 	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
+	spill := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
+		if n < 100000 { // both 100k services do not fit the default maps twice
+			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port))
+		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
+		if n < 100000 {
+			b.Run(fmt.Sprintf("spillover/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, spill, direct) })
+		}
 	}
 }
 
@@ -207,6 +217,26 @@ func BenchmarkConnectConsistentHash(b *testing.B) {
 			b.Run(fmt.Sprintf("endpoints=%d/policy=%s", n, policy), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
 		}
 	}
+}
+
+// spilloverService is bigService with Envoy's priority load (factor 140,
+// panic threshold 50), every 7th endpoint unhealthy and every 11th
+// degraded outside the source's subzone, so all three trees have nodes
+// on the walk; the two local endpoints are healthy, so priority 0 keeps
+// all the load and every connect reaches a listener.
+func spilloverService(name, vip string, n, port int) shared.ServiceSpec {
+	s := bigService(name, vip, n, port)
+	of, threshold := uint32(140), uint32(50)
+	s.Spillover = &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}
+	for i := 2; i < n; i++ {
+		switch e := &s.Endpoints[i]; {
+		case i%7 == 0:
+			e.Healthy = new(bool)
+		case i%11 == 0:
+			e.Degraded = true
+		}
+	}
+	return s
 }
 
 // spreadService is bigService with local endpoints in the source's subzone,
@@ -407,5 +437,18 @@ func BenchmarkSendmsg(b *testing.B) {
 			b.ReportMetric(mean(viaVIP)/mean(viaDirect), "ratio")
 			b.ReportMetric(median(viaVIP)/median(viaDirect), "p50-ratio")
 		})
+	}
+}
+
+// BenchmarkOpen is the cost of Installer.Open with nothing pinned: loading
+// and verifying the programs, creating the maps.
+func BenchmarkOpen(b *testing.B) {
+	kerneltest.RequireRoot(b)
+	for b.Loop() {
+		in, err := Open(Config{Locality: benchLocality})
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.Close()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"hash"
 
 	"github.com/loctree/loctree/shared"
 )
@@ -17,7 +18,22 @@ type digestCache struct {
 	affinity      uint32
 	src, keys     [shared.MaxLevels]uint64
 	nodes, eps    []byte
+	loads         loadsKey
+	aux           []byte
 	digest        uint64
+}
+
+// loadsKey is what the kernel reads of a service's priority load besides
+// the aux records.
+type loadsKey struct {
+	of, panic, minRank uint32
+	auxRoot            [2]uint32
+	rules              string
+}
+
+func loadsKeyOf(s *shared.Service) loadsKey {
+	return loadsKey{of: s.OverprovisioningFactor, panic: s.PanicThreshold, minRank: uint32(s.MinRank),
+		auxRoot: s.AuxRoot, rules: string(ruleRecords(s))}
 }
 
 // cachedDigest is digest(t, p.svc, p.src), reusing the previous tree's value
@@ -26,9 +42,11 @@ func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
 	s := p.svc
 	nodes, eps := records(t, s)
 	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, keys: scopeKeys(s), nodes: nodes, eps: eps,
-		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}, affinity: s.AffinityTimeout}
+		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}, affinity: s.AffinityTimeout,
+		loads: loadsKeyOf(s), aux: auxRecords(t, s)}
 	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
-		old.settings == c.settings && old.affinity == c.affinity && old.src == c.src && old.keys == c.keys && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) {
+		old.settings == c.settings && old.affinity == c.affinity && old.src == c.src && old.keys == c.keys && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) &&
+		old.loads == c.loads && bytes.Equal(old.aux, c.aux) {
 		return old.digest
 	}
 	c.digest = digest(t, s, p.src)
@@ -66,5 +84,32 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 	}
 	_, eps := records(t, s)
 	h.Write(eps) // endpoint records hold no indices
+	digestLoads(h, t, s)
 	return binary.LittleEndian.Uint64(h.Sum(b[:0]))
+}
+
+// digestLoads adds what the kernel reads of a service's priority load: its
+// settings, failover rules and aux records, their indices relative to the
+// first aux node and the first endpoint.
+func digestLoads(h hash.Hash, t *shared.Tree, s *shared.Service) {
+	var b [24]byte
+	b[0], b[1], b[2] = byte(s.OverprovisioningFactor), byte(s.OverprovisioningFactor>>8), byte(s.PanicThreshold)
+	b[3] = byte(s.MinRank)
+	h.Write(b[:4])
+	h.Write(ruleRecords(s))
+	if !hasLoads(s) {
+		return
+	}
+	for i := s.AuxRoot[0]; i < s.AuxRoot[0]+s.AuxCount[0]+s.AuxCount[1]; i++ {
+		n := t.AuxNode(i)
+		fc := n.FirstChild
+		if n.ChildCount > 0 {
+			fc -= s.AuxRoot[0]
+		}
+		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
+		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount, s.AuxCount[0]} {
+			rec = binary.LittleEndian.AppendUint32(rec, v)
+		}
+		h.Write(rec)
+	}
 }

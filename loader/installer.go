@@ -35,6 +35,7 @@ type Installer struct {
 	digests   map[bpf.Frontend]digestCache
 	byName    map[string]bpf.Frontend // service name → its frontend; nil until a full Apply
 	endpoints int                     // eligible endpoints of the installed services
+	eligible  map[bpf.Frontend]uint32 // eligible endpoints per installed service (a priority-load service installs all)
 }
 
 // Config configures an Installer.
@@ -75,7 +76,7 @@ func Open(cfg Config) (*Installer, error) {
 	in := &Installer{
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
-		installed: map[bpf.Frontend]bpf.Service{}, digests: map[bpf.Frontend]digestCache{},
+		installed: map[bpf.Frontend]bpf.Service{}, eligible: map[bpf.Frontend]uint32{}, digests: map[bpf.Frontend]digestCache{},
 		pins: map[string]pinnedObject{},
 	}
 	in.pinMaps()
@@ -117,6 +118,7 @@ func (in *Installer) adopt() error {
 			return fmt.Errorf("%w: service regions in the pinned maps overlap", ErrPinned)
 		}
 		in.installed[fe] = svc
+		in.eligible[fe] = svc.EpLen // all endpoints of a priority-load service, until the first Apply recounts
 		in.endpoints += int(svc.EpLen)
 		in.gen = max(in.gen, svc.Generation)
 	}

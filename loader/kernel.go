@@ -51,7 +51,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		if n, ok := sizes[name]; ok {
 			m.MaxEntries = n
 		}
-		if pinDir != "" {
+		if pinDir != "" && name != bpf.MapPrioScratch {
 			m.Pinning = ebpf.PinByName
 		}
 	}

@@ -106,7 +106,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
-			pw.labeled("loctree_kernel_refused_total", "counter", "Connections and datagrams to a VIP refused, by reason: no_candidate (strict mode, or no eligible endpoint), bad_index (a walk left its service's regions), bad_family (an endpoint of another address family).",
+			pw.labeled("loctree_kernel_refused_total", "counter", "Connections and datagrams to a VIP refused, by reason: no_candidate (strict mode, beyond failover_limit, or no eligible endpoint), bad_index (a walk left its service's regions), bad_family (an endpoint of another address family), scratch_busy (a priority-load computation found every scratch slot of its CPU in use by preempted connects).",
 				"reason", refusals(st))
 			pw.metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
 		}
@@ -120,6 +120,7 @@ func refusals(st [bpf.StatCount]uint64) []labeledValue {
 		{"no_candidate", float64(st[bpf.StatNoCandidate])},
 		{"bad_index", float64(st[bpf.StatBadIndex])},
 		{"bad_family", float64(st[bpf.StatBadFamily])},
+		{"scratch_busy", float64(st[bpf.StatScratchBusy])},
 	}
 }
 

@@ -39,10 +39,11 @@ func sourceLabels(s *shared.Service, src shared.Locality) [shared.MaxLevels]uint
 	return out
 }
 
-// records are the byte ranges of a service's nodes and eligible endpoints.
+// records are the byte ranges of a service's nodes and of the endpoints
+// the kernel reads (eligible ones; all of them with a priority load).
 func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
 	nodes = t.NodeRecords()[int(s.Root)*shared.NodeRecordSize : int(s.Root+s.NodeCount)*shared.NodeRecordSize]
-	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+s.EpEligible)*shared.EndpointRecordSize]
+	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+epLen(s))*shared.EndpointRecordSize]
 	return nodes, eps
 }
 

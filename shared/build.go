@@ -52,6 +52,7 @@ type builtService struct {
 	failover   []FailoverSpec
 	distribute []builtRule
 	affinity   uint32 // session affinity timeout, seconds; 0: none set
+	minRank    int    // bounded failover: candidates share at least this many scopes
 }
 
 type builtEndpoint struct {
@@ -174,7 +175,31 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseFailover(spec.Failover); err != nil {
 		return nil, err
 	}
-	return s, s.parseDistribute(spec.Distribute, len(spec.Failover))
+	if err := s.parseDistribute(spec.Distribute, len(spec.Failover)); err != nil {
+		return nil, err
+	}
+	return s, s.parseFailoverLimit(spec)
+}
+
+// parseFailoverLimit validates failover_limit: one of the scopes, in mode
+// failover, with locality load balancing.
+func (s *builtService) parseFailoverLimit(spec *ServiceSpec) error {
+	if spec.FailoverLimit == "" {
+		return nil
+	}
+	i := slices.Index(s.scopes, spec.FailoverLimit)
+	switch {
+	case spec.LocalityLB != nil && !*spec.LocalityLB:
+		return invalid("service %q: failover_limit needs locality load balancing; remove failover_limit or locality_lb: false", s.name)
+	case i < 0:
+		return invalid("service %q: failover_limit %q is not one of the scopes %v; name the widest scope candidates must share with the source", s.name, spec.FailoverLimit, s.scopes)
+	case len(spec.Distribute) > 0:
+		return invalid("service %q: failover_limit and distribute exclude each other (a distribute rule names where traffic goes); remove one of them", s.name)
+	case s.mode == ModeStrict:
+		return invalid("service %q: failover_limit has no effect in mode strict (candidates match every scope); remove one of them", s.name)
+	}
+	s.minRank = i + 1
+	return nil
 }
 
 // scopeValue is an endpoint's value for a scope as the tree stores it: its

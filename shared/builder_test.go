@@ -38,6 +38,9 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 		s.Scopes = []string{"region", "zone"}
 		s.Distribute = []DistributeSpec{{From: "region-1", To: map[string]uint32{"region-2": 70, "region-1/zone-3": 30}}}
 	}
+	if s.Mode != "strict" && len(s.Distribute) == 0 && rng.IntN(3) == 0 { // format 3: policy byte 24
+		s.FailoverLimit, _ = limitOf(rng, &s)
+	}
 	return s
 }
 

@@ -154,9 +154,10 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.PanicThreshold = uint32(p[pPanic])
 	s.Failover = make([]FailoverSpec, p[pFailoverCount])
 	s.Distribute = make([]DistributeSpec, p[pDistributeCount])
+	s.MinRank = int(p[pMinRank])
 	nAux := uint64(len(t.aux) / NodeRecordSize)
 	switch {
-	case p[pReserved] != 0 || !allZero(p[pDistributeCount+1:]):
+	case !allZero(p[pReserved:]):
 		return corrupt("reserved policy bytes are not zero")
 	case s.AuxRoot[0] != auxFirst || s.AuxCount[0] == 0 || s.AuxRoot[1] != s.AuxRoot[0]+s.AuxCount[0] || s.AuxCount[1] == 0 ||
 		uint64(s.AuxRoot[1])+uint64(s.AuxCount[1]) > nAux:
@@ -167,6 +168,8 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
 	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
 		return corrupt("priority load in mode %s", s.Mode)
+	case s.MinRank > int(t.ServiceRecord(i)[sLevels]), s.MinRank > 0 && (s.Mode != ModeFailover || len(s.Distribute) != 0):
+		return corrupt("min_rank %d with %d levels in mode %s", s.MinRank, t.ServiceRecord(i)[sLevels], s.Mode)
 	}
 	return nil
 }

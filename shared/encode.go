@@ -94,6 +94,7 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 	}
 	b[pFailoverCount] = byte(len(s.failover))
 	b[pDistributeCount] = byte(len(s.distribute))
+	b[pMinRank] = byte(s.minRank)
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {

@@ -158,7 +158,7 @@ func TestExactBytes(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsV1Records holds format version 2 to its promise to the
+// TestGoldenKeepsV1Records holds format versions 2 and 3 to their promise to the
 // kernel path: the service, node and endpoint records and the strings of
 // testdata/mesh.json are byte for byte those of the format-1 golden file
 // (testdata/mesh.v1.golden.bin, written by the format-1 encoder), and the

@@ -54,7 +54,7 @@ const (
 	hAuxNodeCount = 60
 )
 
-// Policy record field offsets (format version 2; distribute_count 3).
+// Policy record field offsets (format version 2; min_rank and distribute_count 3).
 const (
 	pDegradedRoot    = 0
 	pDegradedCount   = 4
@@ -64,8 +64,9 @@ const (
 	pOverprovision   = 20
 	pPanic           = 22
 	pFailoverCount   = 23
-	pReserved        = 24 // byte 24 and bytes 26..31
+	pMinRank         = 24 // format version 3
 	pDistributeCount = 25 // format version 3
+	pReserved        = 26 // bytes 26..31
 )
 
 // Service record field offsets.

@@ -60,7 +60,7 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 		n = base
 	}
 	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
-	if s.Mode == ModeStrict && depth < len(s.Scopes) {
+	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		r.Hi = r.Lo
 	}
 	return r

@@ -44,6 +44,12 @@ type ServiceSpec struct {
 	// their patterns go.
 	Distribute []DistributeSpec `json:"distribute,omitempty" yaml:"distribute,omitempty"`
 	LocalityLB *bool            `json:"locality_lb,omitempty" yaml:"locality_lb,omitempty"`
+	// FailoverLimit bounds failover (issue 11 item 4, "never leave the
+	// region"): one of Scopes; candidates must match the source through
+	// that scope at least. Beyond it a source has no candidate, as in
+	// strict mode: the connect is refused, the filter answers 503. Empty:
+	// unbounded.
+	FailoverLimit string `json:"failover_limit,omitempty" yaml:"failover_limit,omitempty"`
 	// SessionAffinity keeps a client on the endpoint it was given for a
 	// while, as Kubernetes' sessionAffinity: ClientIP does. It needs policy
 	// consistent_hash; the kernel keys it by the client's network namespace.

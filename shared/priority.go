@@ -118,7 +118,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
 	}
 	split := l.failover(s, labels)
-	for r := levels; r >= 0; r-- {
+	for r := levels; r >= s.MinRank; r-- { // bounded failover: lower ranks are no priority
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
 		if r == split {
 			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
@@ -212,7 +212,7 @@ func (l *Loads) single(s *Service) {
 		depth++
 	}
 	n := uint32(l.path[setEligible][depth].Len())
-	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) {
+	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
@@ -284,6 +284,20 @@ func (l *Loads) spans(set, p int) [3]Span {
 		return [3]Span{{a.Lo, x.Lo}, {x.Hi, y.Lo}, {y.Hi, a.Hi}}
 	}
 	return [3]Span{{a.Lo, b.Lo}, {b.Hi, a.Hi}, {a.Hi, a.Hi}}
+}
+
+// Spans are the endpoints of priority p in each set (healthy, degraded,
+// unhealthy), three spans per set, empty ones included: what a pick of p
+// chooses from (docs/FORMAT.md "Priority load", step 6).
+func (l *Loads) Spans(p int) [numSets][3]Span {
+	var out [numSets][3]Span
+	if p < 0 || p >= l.N {
+		return out
+	}
+	for set := range numSets {
+		out[set] = l.spans(set, p)
+	}
+	return out
 }
 
 func (l *Loads) healthySpans(p int) []Span {

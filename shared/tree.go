@@ -53,6 +53,10 @@ type Service struct {
 	// consistent_hash service; 0 when the service sets none (the kernel then
 	// uses DefaultAffinityTimeout).
 	AffinityTimeout uint32
+	// MinRank bounds failover (format version 3): candidates and priorities
+	// share at least the first MinRank scopes with the source; 0 is
+	// unbounded.
+	MinRank int
 
 	tree      *Tree
 	regionAt  int         // index of the "region" scope, or -1

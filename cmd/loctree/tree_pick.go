@@ -254,6 +254,10 @@ func noCandidateReason(svc *shared.Service, r shared.Range) string {
 	if svc.EpEligible == 0 {
 		return fmt.Sprintf("%s: %v: the service has no eligible endpoint", svc.Name, shared.ErrNoCandidate)
 	}
+	if svc.Mode == shared.ModeFailover && r.Depth < svc.MinRank {
+		return fmt.Sprintf("%s: %v: failover_limit %s and the source matches only %d of %d scopes (%s)",
+			svc.Name, shared.ErrNoCandidate, svc.Scopes[svc.MinRank-1], r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+	}
 	return fmt.Sprintf("%s: %v: strict mode and the source matches only %d of %d scopes (%s)",
 		svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
 }

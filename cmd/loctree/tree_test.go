@@ -266,3 +266,22 @@ func TestPickDistribute(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 }
+
+// TestTreePickFailoverLimit: a source beyond a service's failover_limit has
+// no candidate; pick exits with exitNoCandidate and says the limit is why
+// (not strict mode), and a source within the limit still fails over.
+func TestTreePickFailoverLimit(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "limit.yaml")
+	yaml := "services:\n  - name: r\n    scopes: [region, zone]\n    failover_limit: region\n    endpoints:\n" +
+		"      - {address: 127.0.0.1:9080, locality: {region: r1, zone: a}}\n"
+	if err := os.WriteFile(top, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, "tree", "pick", "-f", top, "--service", "r", "--from", "region=r2,zone=a")
+	if code != exitNoCandidate || !strings.Contains(errs, "failover_limit region") || strings.Contains(errs, "strict") {
+		t.Fatalf("exit %d, stderr %q: want %d naming failover_limit region", code, errs, exitNoCandidate)
+	}
+	if code, out, errs := runCLI(t, "tree", "pick", "-f", top, "--service", "r", "--from", "region=r1,zone=b"); code != 0 || !strings.Contains(out, "127.0.0.1:9080") {
+		t.Fatalf("within the limit: exit %d, %s %s", code, out, errs)
+	}
+}

@@ -6,7 +6,7 @@
 // the same way, under testdata/).
 package bpftest
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args -type lt_test_loads_out lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -27,6 +27,8 @@ type (
 	StaleOut = lookuptestLtTestStaleOut
 	// Jump is the input and output of the consistent_hash first-pick program.
 	Jump = lookuptestLtTestJumpArgs
+	// LoadsOut is what the loads program writes.
+	LoadsOut = lookuptestLtTestLoadsOut
 	// Objects are the loaded test programs.
 	Objects = lookuptestObjects
 )

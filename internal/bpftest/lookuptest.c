@@ -10,6 +10,7 @@
  */
 #include "loctree.h"
 #include "affinity.h"
+#include "priority.h"
 
 /* Input and output of lt_test_lookup (the program's context in, lt_test_out out). */
 struct lt_test_args {
@@ -247,6 +248,102 @@ int lt_test_jump(struct lt_test_jump_args *args)
 		return 1;
 	out->hash = lt_aff_hash(&k);
 	out->bucket = args->n ? lt_jump(out->hash, args->n) : 0;
+	return 0;
+}
+
+/*
+ * lt_test_loads: the kernel's priority load (priority.h) for one service and
+ * source, as lt_redirect_loads computes it, with every priority's spans,
+ * for the differential test against shared.Service.Loads.
+ */
+struct lt_test_loads_out {
+	struct lt_addr fe;
+	__u32 status; /* lt_select_in's enum lt_stat, or LT_TEST_NO_SERVICE */
+	__u32 n;
+	__u32 panic;
+	__u32 ep_delta; /* map index = endpoint record index + ep_delta */
+	__u32 pick;
+	__u32 healthy[LT_MAX_PRIO];
+	__u32 degraded[LT_MAX_PRIO];
+	__u32 total[LT_MAX_PRIO];
+	__u8 rank[LT_MAX_PRIO];
+	__u8 kind[LT_MAX_PRIO];
+	__u8 lh[LT_MAX_PRIO];
+	__u8 ld[LT_MAX_PRIO];
+	struct lt_span spans[LT_MAX_PRIO][LT_SETS][LT_SPANS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_loads_out);
+} lt_test_loads_res SEC(".maps");
+
+struct lt_test_copy_ctx {
+	struct lt_loads *l;
+	struct lt_test_loads_out *out;
+};
+
+static long lt_test_copy_prio(__u64 i, void *data)
+{
+	struct lt_test_copy_ctx *c = data;
+	__u32 p = i;
+
+	if (p >= LT_MAX_PRIO)
+		return 1;
+	lt_bounded(p);
+	c->out->healthy[p] = c->l->healthy[p];
+	c->out->degraded[p] = c->l->degraded[p];
+	c->out->total[p] = c->l->total[p];
+	c->out->rank[p] = c->l->rank[p];
+	c->out->kind[p] = c->l->kind[p];
+	c->out->lh[p] = c->l->lh[p];
+	c->out->ld[p] = c->l->ld[p];
+	if (p >= c->l->n)
+		return 0;
+	lt_spans_of(c->l, 0, p, c->out->spans[p][0]);
+	lt_spans_of(c->l, 1, p, c->out->spans[p][1]);
+	lt_spans_of(c->l, 2, p, c->out->spans[p][2]);
+	return 0;
+}
+
+SEC("syscall")
+int lt_test_loads(struct lt_test_args *args)
+{
+	struct lt_addr fe = args->fe;
+	struct lt_test_copy_ctx c = {};
+	struct lt_service *found;
+	struct lt_range r = {};
+	__u64 labels[LT_MAX_LEVELS];
+	__u32 zero = 0, pick = 0;
+
+#pragma unroll
+	for (int i = 0; i < LT_MAX_LEVELS; i++)
+		labels[i] = args->labels[i];
+	c.out = bpf_map_lookup_elem(&lt_test_loads_res, &zero);
+	if (!c.out)
+		return 1;
+	__builtin_memset(c.out, 0, sizeof(*c.out));
+	c.out->fe = fe;
+	found = bpf_map_lookup_elem(&lt_frontends, &fe);
+	if (!found) {
+		c.out->status = LT_TEST_NO_SERVICE;
+		return 0;
+	}
+	c.l = lt_loads_take();
+	if (!c.l) {
+		c.out->status = LT_STAT_SCRATCH_BUSY;
+		return 0;
+	}
+	__builtin_memcpy(&c.l->svc, found, sizeof(c.l->svc));
+	c.out->status = lt_select_in(c.l, labels, &r, &pick);
+	c.out->n = c.l->n;
+	c.out->panic = c.l->panic;
+	c.out->ep_delta = c.l->svc.ep_delta;
+	c.out->pick = pick;
+	bpf_loop(LT_MAX_PRIO, lt_test_copy_prio, &c, 0);
+	lt_loads_give(c.l);
 	return 0;
 }
 

@@ -51,6 +51,68 @@ type lookuptestLtEndpoint struct {
 	CumWeight uint64
 }
 
+type lookuptestLtLoads struct {
+	_    structs.HostLayout
+	Busy uint32
+	N    uint32
+	Path [3][10]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Node  [3][10]uint32
+	Reach [3]uint32
+	To    [3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Healthy  [10]uint32
+	Degraded [10]uint32
+	Total    [10]uint32
+	Rank     [10]uint8
+	Kind     [10]uint8
+	Lh       [10]uint8
+	Ld       [10]uint8
+	Panic    uint32
+	Pick     [9]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Stop      [3]uint32
+	_         [4]byte
+	ToLabel   uint64
+	Split     int32
+	Sum       uint32
+	Nta       uint32
+	Rem       uint32
+	FirstH    int32
+	FirstD    int32
+	Hsum      uint32
+	Hfirst    int32
+	Hosts     uint64
+	AvailH    [10]uint32
+	AvailD    [10]uint32
+	Draw      uint64
+	Agg       uint64
+	Chosen    uint32
+	ChosenDeg uint32
+	K         uint32
+	K2        uint32
+	At        uint32
+	At2       uint32
+	AtFound   uint8
+	At2Found  uint8
+	_         [6]byte
+	Wsum      uint64
+	Wx        uint64
+	Wfind     uint32
+	Wspan     uint32
+	Svc       lookuptestLtService
+	Labels    [8]uint64
+}
+
 type lookuptestLtLocality struct {
 	_      structs.HostLayout
 	Keys   [8]uint64
@@ -87,6 +149,15 @@ type lookuptestLtService struct {
 	Policy          uint8
 	Health          uint8
 	AffinityTimeout uint32
+	MinRank         uint8
+	RegionAt        uint8
+	Of              uint16
+	AuxDelta        uint32
+	AuxRoot         [2]uint32
+	Rules           uint32
+	RuleCount       uint8
+	Panic           uint8
+	Pad2            [2]uint8
 }
 
 type lookuptestLtStat uint32
@@ -97,7 +168,8 @@ const (
 	lookuptestLtStatLT_STAT_BAD_INDEX    lookuptestLtStat = 2
 	lookuptestLtStatLT_STAT_BAD_FAMILY   lookuptestLtStat = 3
 	lookuptestLtStatLT_STAT_SOCKS_FULL   lookuptestLtStat = 4
-	lookuptestLtStatLT_STAT_MAX          lookuptestLtStat = 5
+	lookuptestLtStatLT_STAT_SCRATCH_BUSY lookuptestLtStat = 5
+	lookuptestLtStatLT_STAT_MAX          lookuptestLtStat = 6
 )
 
 type lookuptestLtTestArgs struct {
@@ -136,6 +208,28 @@ type lookuptestLtTestJumpArgs struct {
 	Pad    uint32
 }
 
+type lookuptestLtTestLoadsOut struct {
+	_        structs.HostLayout
+	Fe       lookuptestLtAddr
+	Status   uint32
+	N        uint32
+	Panic    uint32
+	EpDelta  uint32
+	Pick     uint32
+	Healthy  [10]uint32
+	Degraded [10]uint32
+	Total    [10]uint32
+	Rank     [10]uint8
+	Kind     [10]uint8
+	Lh       [10]uint8
+	Ld       [10]uint8
+	Spans    [10][3][3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+}
+
 type lookuptestLtTestStaleIn struct {
 	_      structs.HostLayout
 	Fe     lookuptestLtAddr
@@ -165,15 +259,18 @@ const (
 	lookuptestMapLtEndpoints     = "lt_endpoints"
 	lookuptestMapLtFrontends     = "lt_frontends"
 	lookuptestMapLtNodes         = "lt_nodes"
+	lookuptestMapLtPrioScratch   = "lt_prio_scratch"
 	lookuptestMapLtRr            = "lt_rr"
 	lookuptestMapLtStats         = "lt_stats"
 	lookuptestMapLtTestHammerRes = "lt_test_hammer_res"
 	lookuptestMapLtTestJumpOut   = "lt_test_jump_out"
+	lookuptestMapLtTestLoadsRes  = "lt_test_loads_res"
 	lookuptestMapLtTestOut       = "lt_test_out"
 	lookuptestMapLtTestStaleArgs = "lt_test_stale_args"
 	lookuptestMapLtTestStaleRes  = "lt_test_stale_res"
 	lookuptestProgLtTestHammer   = "lt_test_hammer"
 	lookuptestProgLtTestJump     = "lt_test_jump"
+	lookuptestProgLtTestLoads    = "lt_test_loads"
 	lookuptestProgLtTestLookup   = "lt_test_lookup"
 	lookuptestProgLtTestStale    = "lt_test_stale"
 )
@@ -222,6 +319,7 @@ type lookuptestSpecs struct {
 type lookuptestProgramSpecs struct {
 	LtTestHammer *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
 	LtTestJump   *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
+	LtTestLoads  *ebpf.ProgramSpec `ebpf:"lt_test_loads"`
 	LtTestLookup *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.ProgramSpec `ebpf:"lt_test_stale"`
 }
@@ -238,10 +336,12 @@ type lookuptestMapSpecs struct {
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
 	LtTestJumpOut   *ebpf.MapSpec `ebpf:"lt_test_jump_out"`
+	LtTestLoadsRes  *ebpf.MapSpec `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.MapSpec `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.MapSpec `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.MapSpec `ebpf:"lt_test_stale_res"`
@@ -281,10 +381,12 @@ type lookuptestMaps struct {
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
+	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
 	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
 	LtTestJumpOut   *ebpf.Map `ebpf:"lt_test_jump_out"`
+	LtTestLoadsRes  *ebpf.Map `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.Map `ebpf:"lt_test_out"`
 	LtTestStaleArgs *ebpf.Map `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.Map `ebpf:"lt_test_stale_res"`
@@ -300,10 +402,12 @@ func (m *lookuptestMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtPrioScratch,
 		m.LtRr,
 		m.LtStats,
 		m.LtTestHammerRes,
 		m.LtTestJumpOut,
+		m.LtTestLoadsRes,
 		m.LtTestOut,
 		m.LtTestStaleArgs,
 		m.LtTestStaleRes,
@@ -322,6 +426,7 @@ type lookuptestVariables struct {
 type lookuptestPrograms struct {
 	LtTestHammer *ebpf.Program `ebpf:"lt_test_hammer"`
 	LtTestJump   *ebpf.Program `ebpf:"lt_test_jump"`
+	LtTestLoads  *ebpf.Program `ebpf:"lt_test_loads"`
 	LtTestLookup *ebpf.Program `ebpf:"lt_test_lookup"`
 	LtTestStale  *ebpf.Program `ebpf:"lt_test_stale"`
 }
@@ -330,6 +435,7 @@ func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
 		p.LtTestHammer,
 		p.LtTestJump,
+		p.LtTestLoads,
 		p.LtTestLookup,
 		p.LtTestStale,
 	)
