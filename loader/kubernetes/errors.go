@@ -6,6 +6,8 @@ import "errors"
 var (
 	// ErrBadAnnotation means a loctree.io/* annotation of a Service cannot be used.
 	ErrBadAnnotation = errors.New("bad loctree annotation")
+	// ErrUnsupportedRule means a DestinationRule sets what the tree cannot honour.
+	ErrUnsupportedRule = errors.New("destination rule not honoured")
 	// ErrConfig means the source's configuration is incomplete.
 	ErrConfig = errors.New("bad kubernetes source configuration")
 	// ErrNotSynced means the informers' caches did not sync before the context ended.

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -36,6 +38,11 @@ type Config struct {
 	Debounce, MaxDelay time.Duration
 	// Logger gets warnings about bad annotations; default slog.Default().
 	Logger *slog.Logger
+	// Istio reads Istio's DestinationRules (NewIstioClient); nil: they are
+	// not watched.
+	Istio dynamic.Interface
+	// Mesh is Istio's mesh configuration; zero: DefaultMesh().
+	Mesh Mesh
 }
 
 // Source watches the API server and publishes topologies.
@@ -45,6 +52,8 @@ type Source struct {
 	services  corelisters.ServiceLister
 	slices    cache.Indexer
 	nodes     corelisters.NodeLister
+	nsLister  corelisters.NamespaceLister
+	rules     ruleSet
 	events    *eventSink
 	kick      chan struct{}
 
@@ -56,9 +65,10 @@ type Source struct {
 
 // dirtySet is what changed since the last sync.
 type dirtySet struct {
-	services map[string]struct{} // namespace/name
-	nodes    map[string]struct{}
-	all      bool
+	services   map[string]struct{} // namespace/name
+	nodes      map[string]struct{}
+	namespaces map[string]struct{} // every Service in them
+	all        bool
 }
 
 // serviceIndex indexes EndpointSlices by their Service's namespace/name.
@@ -75,8 +85,14 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Mesh.RootNamespace == "" && cfg.Mesh.LocalityLB == nil {
+		cfg.Mesh = DefaultMesh()
+	}
 	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
 	s.informers = newInformerSet(cfg.Client)
+	if cfg.Istio != nil {
+		s.informers.rules = ruleInformer(cfg.Istio, cfg.Logger)
+	}
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -99,6 +115,7 @@ func (s *Source) setupInformers() error {
 	s.services = corelisters.NewServiceLister(inf.services.GetIndexer())
 	s.slices = inf.slices.GetIndexer()
 	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
+	s.nsLister = corelisters.NewNamespaceLister(inf.namespaces.GetIndexer())
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		fn  func(obj any)
@@ -106,6 +123,12 @@ func (s *Source) setupInformers() error {
 		{inf.services, s.onService},
 		{inf.slices, s.onSlice},
 		{inf.nodes, s.onNode},
+		{inf.namespaces, s.onNamespace},
+	}
+	if inf.rules != nil {
+		if _, err := inf.rules.AddEventHandler(s.ruleHandler()); err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
@@ -161,6 +184,47 @@ func (s *Source) onNode(obj any) {
 	}
 }
 
+func (s *Source) onNamespace(obj any) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		s.markNamespace(ns.Name)
+	}
+}
+
+func (s *Source) markNamespace(ns string) {
+	s.mark(func(d *dirtySet) {
+		if ns == s.cfg.Mesh.RootNamespace {
+			d.all = true
+		}
+		d.namespaces[ns] = struct{}{}
+	})
+}
+
+// ruleHandler keeps the decoded rules and marks the Services they may
+// apply to: those of the rule's namespace, every Service for the root
+// namespace's rules.
+func (s *Source) ruleHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.putRule(obj) },
+		UpdateFunc: func(_, obj any) { s.putRule(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.rules.remove(u.GetNamespace(), u.GetName())
+				s.markNamespace(u.GetNamespace())
+			}
+		},
+	}
+}
+
+func (s *Source) putRule(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		s.rules.put(decodeDestinationRule(u))
+		s.markNamespace(u.GetNamespace())
+	}
+}
+
 func (s *Source) markService(key string) {
 	s.mark(func(d *dirtySet) { d.services[key] = struct{}{} })
 }
@@ -168,7 +232,7 @@ func (s *Source) markService(key string) {
 func (s *Source) mark(fn func(*dirtySet)) {
 	s.mu.Lock()
 	if s.dirty.services == nil {
-		s.dirty.services, s.dirty.nodes = map[string]struct{}{}, map[string]struct{}{}
+		s.dirty.services, s.dirty.nodes, s.dirty.namespaces = map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	}
 	fn(&s.dirty)
 	s.mu.Unlock()
