@@ -76,6 +76,7 @@ func failoverSettings(base settings, set *LocalityLBSetting, od *outlierDetectio
 	out := base
 	out.mode, out.localityLB = shared.ModeFailover.String(), nil
 	out.spillover = &shared.SpilloverSpec{PanicThreshold: panicThreshold(od, td)}
+	out.onlyReady = !sendsUnready(od, td)
 	if len(set.FailoverPriority) > 0 {
 		if len(set.Failover) > 0 {
 			return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority ranks by the labels and then by region, zone and subzone within each rank; the tree ranks by one scope list")
@@ -107,6 +108,16 @@ func panicThreshold(od *outlierDetection, td trafficDist) *uint32 {
 	}
 	v := uint32(min(mhp, 100))
 	return &v
+}
+
+// sendsUnready says Istio puts unready endpoints in EDS, where they count
+// in their priority's health (supportsUnhealthyEndpoints,
+// pilot/pkg/xds/endpoints/endpoint_builder.go:232, with
+// PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS on, its default): always for a
+// Service with a traffic distribution, else unless outlier detection sets
+// minHealthPercent > 0.
+func sendsUnready(od *outlierDetection, td trafficDist) bool {
+	return td != tdAny || od.MinHealthPercent == nil || *od.MinHealthPercent <= 0
 }
 
 // priorityScopes maps failoverPriority labels to tree scopes: Istio's

@@ -49,8 +49,14 @@ func ruleInformer(c dynamic.Interface, log *slog.Logger) cache.SharedIndexInform
 			return w, err
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &unstructured.Unstructured{}, 0, cache.Indexers{})
 }
+
+// listThenWatch makes the informer list and then watch, without watch-list
+// streaming, so a missing resource is seen by the list.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // expireAfter is a watch that says, after d, that its resource version
 // expired, so the informer lists again.

@@ -53,6 +53,9 @@ type settings struct {
 	failover   []shared.FailoverSpec
 	localityLB *bool
 	distribute []distributeRule // not in the tree yet: see distributeRule
+	// onlyReady leaves unready endpoints out, as Istio leaves them out of
+	// EDS when outlier detection sets minHealthPercent > 0.
+	onlyReady bool
 }
 
 func (s settings) equal(o settings) bool { return reflect.DeepEqual(s, o) }
@@ -101,7 +104,10 @@ func serviceSettings(svc *corev1.Service, in policyInput) (svcSettings, bool, er
 		return svcSettings{}, false, err
 	}
 	out := svcSettings{base: defaultSettings(svc, td)}
-	if tp != nil && !nodeLocal(svc) {
+	if len(in.rules) > 0 && !nodeLocal(svc) { // a rule applies, even without a traffic policy
+		if dr == nil {
+			dr = in.rules[0]
+		}
 		if out.ports, err = portSettings(svc, out.base, tp, td, in.mesh); err != nil {
 			return svcSettings{}, false, &ruleError{rule: dr, err: err}
 		}
