@@ -36,6 +36,12 @@ var errDistributeUnsupported = errors.New("localityLbSetting.distribute: this ag
 // localityLbSetting over the Service's traffic distribution over the mesh
 // default. The error names what the tree cannot honour.
 func ruleSettings(base settings, lb *loadBalancer, od *outlierDetection, td trafficDist, mesh *LocalityLBSetting) (settings, error) {
+	out, err := lbSettings(base, lb, od, td, mesh)
+	out.onlyReady = od != nil && !sendsUnready(od, td)
+	return out, err
+}
+
+func lbSettings(base settings, lb *loadBalancer, od *outlierDetection, td trafficDist, mesh *LocalityLBSetting) (settings, error) {
 	var set *LocalityLBSetting
 	switch {
 	case lb != nil && lb.ZoneAwareLbSetting != nil:
@@ -76,7 +82,6 @@ func failoverSettings(base settings, set *LocalityLBSetting, od *outlierDetectio
 	out := base
 	out.mode, out.localityLB = shared.ModeFailover.String(), nil
 	out.spillover = &shared.SpilloverSpec{PanicThreshold: panicThreshold(od, td)}
-	out.onlyReady = !sendsUnready(od, td)
 	if len(set.FailoverPriority) > 0 {
 		if len(set.Failover) > 0 {
 			return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority ranks by the labels and then by region, zone and subzone within each rank; the tree ranks by one scope list")

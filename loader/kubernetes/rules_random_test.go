@@ -94,7 +94,7 @@ func randomRule(rng *rand.Rand, ns, name string, nServices int) *oDR {
 	dr := &oDR{ns: ns, name: name, created: int64(rng.IntN(3)),
 		host: pick(rng, []string{own, own, own + "." + ns + ".svc.cluster.local", "*." + ns + ".svc.cluster.local",
 			"*.svc.cluster.local", "*", "*.cluster.local", "other", svcName(other) + "." + other + ".svc.cluster.local", "*." + other + ".svc.cluster.local"}),
-		exportTo: pick(rng, [][]string{nil, nil, {"*"}, {"."}, {ns}, {other}, {other, ns}}),
+		exportTo: pick(rng, [][]string{nil, nil, {"*"}, {"."}, {ns}, {other}, {other, ns}, {fmt.Sprintf("ns%d", rng.IntN(nServices))}}),
 		selector: rng.IntN(10) == 0,
 	}
 	if rng.IntN(8) != 0 {
@@ -133,6 +133,9 @@ func randomLB(rng *rand.Rand, mesh bool) *oLB {
 				to := pick(rng, regions)
 				if to != from {
 					l.failover = append(l.failover, [2]string{from, to})
+				}
+				if to2 := pick(rng, regions); to2 != from && rng.IntN(4) == 0 {
+					l.failover = append(l.failover, [2]string{from, to2}) // a second rule of one region: the first wins
 				}
 			}
 		}
@@ -341,6 +344,9 @@ func treeCounts(svc *shared.Service, spec shared.ServiceSpec, src shared.Localit
 	l := svc.Loads(src)
 	if spec.Spillover == nil {
 		one := shared.PriorityCounts{Total: uint32(len(spec.Endpoints))}
+		if one.Total == 0 {
+			return nil
+		}
 		if l.N == 1 {
 			one.Healthy = l.Counts[0].Healthy
 		}
