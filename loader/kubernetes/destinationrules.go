@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // DefaultRootNamespace is Istio's default config root namespace
@@ -205,3 +207,11 @@ func (e *ruleError) Error() string {
 }
 
 func (e *ruleError) Unwrap() []error { return []error{ErrUnsupportedRule, e.err} }
+
+// reference names the rule as the object of an Event.
+func (dr *destinationRule) reference() *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: DestinationRuleResource.GroupVersion().String(), Kind: "DestinationRule",
+		Namespace: dr.namespace, Name: dr.name, UID: types.UID(dr.uid),
+	}
+}
