@@ -96,8 +96,6 @@ func reviewsRule(lb map[string]any) *unstructured.Unstructured {
 	return u
 }
 
-
-
 // TestDestinationRuleFromAPI: a DestinationRule created, changed and
 // deleted through the API reaches the tree; each setting the tree cannot
 // honour is a Warning Event on the DestinationRule naming it, and the
@@ -144,7 +142,10 @@ func TestDestinationRuleFromAPI(t *testing.T) {
 		}
 	}
 	must(t)(istio.Resource(DestinationRuleResource).Namespace("default").Update(ctx, reviewsRule(map[string]any{"enabled": false}), metav1.UpdateOptions{}))
-	c.waitFor(t, 0, "locality off", func(u Update) bool { s, ok := findService(u, reviews); return ok && s.LocalityLB != nil && !*s.LocalityLB })
+	c.waitFor(t, 0, "locality off", func(u Update) bool {
+		s, ok := findService(u, reviews)
+		return ok && s.LocalityLB != nil && !*s.LocalityLB
+	})
 	if err := istio.Resource(DestinationRuleResource).Namespace("default").Delete(ctx, "reviews", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
