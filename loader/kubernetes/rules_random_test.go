@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/shared"
@@ -272,9 +276,25 @@ func TestRandomRulesMatchIstio(t *testing.T) {
 	for round := range rounds {
 		rng := rand.New(rand.NewPCG(uint64(round), 12))
 		w := newRandomWorld(rng, nServices)
-		core, istio := w.objects()
-		c := runIstio(t, newClient(core...), newIstio(istio...), w.meshConfig(t))
+		core, rules := w.objects()
+		late := round%2 == 1 // the rules come after the first update, each first written for another host
+		var istio *dynamicfake.FakeDynamicClient
+		if late {
+			istio = newIstio()
+		} else {
+			istio = newIstio(rules...)
+		}
+		c := runIstio(t, newClient(core...), istio, w.meshConfig(t))
 		u := c.waitFor(t, 0, "every service", func(u Update) bool { return len(u.Topology.Services) == 2*nServices })
+		if late {
+			w.applyLate(t, rng, c, istio, rules)
+			u = settle(t, c)
+			fresh := runIstio(t, newClient(core...), newIstio(rules...), w.meshConfig(t))
+			f := fresh.waitFor(t, 0, "every service, fresh", func(u Update) bool { return len(u.Topology.Services) == 2*nServices })
+			if !reflect.DeepEqual(u.Topology.Services, f.Topology.Services) {
+				t.Errorf("round %d: the rules applied one by one left another tree than a fresh start with them", round)
+			}
+		}
 		tree, err := shared.Build(u.Topology, shared.BuildOptions{Generation: 1})
 		if err != nil {
 			t.Fatalf("round %d: build: %v", round, err)
@@ -392,4 +412,44 @@ func (w *randomWorld) rulesOf(ns string) []string {
 		}
 	}
 	return out
+}
+
+// applyLate creates the rules through the API, each first with the host of
+// another Service (or a wildcard), lets the source publish them, then
+// writes each with its own host: the source must follow a rule moving
+// between hosts, out of the first and into the second.
+func (w *randomWorld) applyLate(t *testing.T, rng *rand.Rand, c *collector, istio *dynamicfake.FakeDynamicClient, rules []runtime.Object) {
+	for _, obj := range rules {
+		first := obj.(*unstructured.Unstructured).DeepCopy()
+		other := pick(rng, w.services).ns
+		first.Object["spec"].(map[string]any)["host"] = pick(rng, []string{svcName(other), "*." + other + ".svc.cluster.local", "*"})
+		if _, err := istio.Resource(DestinationRuleResource).Namespace(first.GetNamespace()).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, c)
+	for _, obj := range rules {
+		final := obj.(*unstructured.Unstructured)
+		if _, err := istio.Resource(DestinationRuleResource).Namespace(final.GetNamespace()).Update(ctx, final, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settle waits until the source has published nothing for 300 ms and
+// returns its last update.
+func settle(t *testing.T, c *collector) Update {
+	t.Helper()
+	n := c.count()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		if m := c.count(); m == n {
+			ups := c.since(0)
+			return ups[len(ups)-1]
+		} else {
+			n = m
+		}
+	}
+	t.Fatal("the source did not settle")
+	return Update{}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,19 +201,23 @@ func (s *Source) markNamespace(ns string) {
 }
 
 // ruleHandler keeps the decoded rules and marks the Services they may
-// apply to: those of the rule's namespace, every Service for the root
-// namespace's rules.
+// apply to, before and after a change (markRule).
 func (s *Source) ruleHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.putRule(obj) },
-		UpdateFunc: func(_, obj any) { s.putRule(obj) },
+		AddFunc: func(obj any) { s.putRule(obj) },
+		UpdateFunc: func(old, obj any) {
+			if u, ok := old.(*unstructured.Unstructured); ok {
+				s.markRule(decodeDestinationRule(u))
+			}
+			s.putRule(obj)
+		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				s.rules.remove(u.GetNamespace(), u.GetName())
-				s.markNamespace(u.GetNamespace())
+				s.markRule(decodeDestinationRule(u))
 			}
 		},
 	}
@@ -220,9 +225,39 @@ func (s *Source) ruleHandler() cache.ResourceEventHandlerFuncs {
 
 func (s *Source) putRule(obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		s.rules.put(decodeDestinationRule(u))
-		s.markNamespace(u.GetNamespace())
+		dr := decodeDestinationRule(u)
+		s.rules.put(dr)
+		s.markRule(dr)
 	}
+}
+
+// markRule marks the Services a rule may apply to: a rule applies to the
+// Services of its own namespace (every namespace's for the root
+// namespace), so a rule for one Service host marks that Service, and a
+// wildcard or unreadable rule its whole namespace (every Service for the
+// root namespace).
+func (s *Source) markRule(dr *destinationRule) {
+	if dr.err == nil {
+		name, ns, ok := serviceHost(dr.hostFQDN(s.cfg.Domain), s.cfg.Domain)
+		if ok && (ns == dr.namespace || dr.namespace == s.cfg.Mesh.RootNamespace) {
+			s.markService(ns + "/" + name)
+			return
+		}
+		if ok || dr.spec.Host == "" {
+			return // another namespace's Service: the rule applies to it nowhere
+		}
+	}
+	s.markNamespace(dr.namespace)
+}
+
+// serviceHost splits a Service FQDN name.ns.svc.domain.
+func serviceHost(h, domain string) (name, ns string, ok bool) {
+	rest, found := strings.CutSuffix(h, ".svc."+domain)
+	if !found || strings.HasPrefix(h, "*") {
+		return "", "", false
+	}
+	name, ns, ok = strings.Cut(rest, ".")
+	return name, ns, ok && !strings.Contains(ns, ".")
 }
 
 func (s *Source) markService(key string) {
