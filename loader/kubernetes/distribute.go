@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+
+	"github.com/loctree/loctree/shared"
 )
 
 // distributeRule is one localityLbSetting.distribute rule: sources in
@@ -12,8 +14,9 @@ import (
 // anything (LocalityMatch, istio/istio pilot/pkg/networking/util/util.go:332).
 //
 // It has the shape of shared.DistributeSpec, which the tree is getting in
-// parallel: once it exists, ServiceSpec.Distribute is assigned from
-// settings.distribute in treeInput.header and errDistributeUnsupported goes.
+// parallel. Once it exists: distributeRule becomes shared.DistributeSpec,
+// treeInput.header assigns ServiceSpec.Distribute from settings.distribute,
+// and distributeSettings returns nil instead of errDistributeUnsupported.
 type distributeRule struct {
 	From string
 	To   map[string]uint32
@@ -61,4 +64,19 @@ func checkLocality(l string) error {
 		}
 	}
 	return nil
+}
+
+// distributeSettings are the settings of a localityLbSetting with
+// distribute: the locality scopes and the rules, in failover mode without
+// failover rules (Istio applies distribute instead of failover,
+// loadbalancer.go:397-402). Until the tree has the field the error says so.
+func distributeSettings(base settings, in []localityDistribute) (settings, error) {
+	rules, err := distributeRules(in)
+	if err != nil {
+		return base, err
+	}
+	out := base
+	out.scopes, out.mode, out.distribute = localityScopes, shared.ModeFailover.String(), rules
+	out.failover, out.spillover, out.localityLB = nil, nil, nil
+	return out, errDistributeUnsupported
 }

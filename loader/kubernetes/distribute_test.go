@@ -39,9 +39,13 @@ func TestDistributeRules(t *testing.T) {
 		}
 	}
 	on := true
-	_, err := ruleSettings(settings{}, &loadBalancer{LocalityLbSetting: &LocalityLBSetting{Enabled: &on, Distribute: []localityDistribute{tests[0].in}}}, &outlierDetection{}, tdAny, nil)
+	set, err := ruleSettings(settings{}, &loadBalancer{LocalityLbSetting: &LocalityLBSetting{Enabled: &on, Distribute: []localityDistribute{tests[0].in}}}, nil, tdAny, nil)
 	if !errors.Is(err, errDistributeUnsupported) {
 		t.Errorf("a good distribute rule: %v, want errDistributeUnsupported until the tree has the field", err)
+	}
+	if want := []distributeRule{{From: tests[0].in.From, To: tests[0].in.To}}; !reflect.DeepEqual(set.distribute, want) ||
+		!reflect.DeepEqual(set.scopes, []string{"region", "zone", "subzone"}) || set.spillover != nil {
+		t.Errorf("distribute settings: %+v (the rules, without outlier detection: Istio applies distribute without it)", set)
 	}
 }
 

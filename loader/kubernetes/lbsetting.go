@@ -56,11 +56,8 @@ func lbSettings(base settings, lb *loadBalancer, od *outlierDetection, td traffi
 	if set == nil || (set.Enabled != nil && !*set.Enabled) {
 		return localityOff(base), nil
 	}
-	if len(set.Distribute) > 0 {
-		if _, err := distributeRules(set.Distribute); err != nil {
-			return base, err
-		}
-		return base, errDistributeUnsupported
+	if len(set.Distribute) > 0 { // applied without outlier detection (loadbalancer.go:398)
+		return distributeSettings(base, set.Distribute)
 	}
 	if od == nil { // Istio applies failover only with outlier detection (loadbalancer.go:137)
 		return localityOff(base), nil

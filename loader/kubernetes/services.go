@@ -108,6 +108,7 @@ func (in *treeInput) header(p *corev1.ServicePort, primary bool, famIdx int, fam
 		Name:   fqdn + ":" + key,
 		Scopes: in.set.scopes, Mode: in.set.mode, Policy: in.set.policy, Health: in.set.health,
 		Spillover: in.set.spillover, Failover: in.set.failover, LocalityLB: in.set.localityLB,
+		// Distribute: in.set.distribute, once shared.ServiceSpec has it (distributeRule).
 	}
 	if primary {
 		spec.Name = fqdn

@@ -67,8 +67,6 @@ type svcSettings struct {
 	ports map[int32]settings
 }
 
-func (s svcSettings) equal(o svcSettings) bool { return reflect.DeepEqual(s, o) }
-
 // forPort is the settings of a service port.
 func (s svcSettings) forPort(port int32) settings {
 	if p, ok := s.ports[port]; ok {
