@@ -203,7 +203,7 @@ type ruleError struct {
 }
 
 func (e *ruleError) Error() string {
-	return fmt.Sprintf("%v: destination rule %s/%s: %v", ErrUnsupportedRule, e.rule.namespace, e.rule.name, e.err)
+	return fmt.Sprintf("destination rule %s/%s not honoured: %v", e.rule.namespace, e.rule.name, e.err)
 }
 
 func (e *ruleError) Unwrap() []error { return []error{ErrUnsupportedRule, e.err} }

@@ -27,7 +27,7 @@ var priorityLabelScopes = map[string]string{
 var localityScopes = []string{ScopeRegion, ScopeZone, ScopeSubzone}
 
 // errDistributeUnsupported: the tree has no field for distribute yet.
-var errDistributeUnsupported = errors.New("localityLbSetting.distribute: this agent's tree has no weighted distribution yet; the service keeps its last good settings")
+var errDistributeUnsupported = errors.New("localityLbSetting.distribute: this agent's tree has no weighted distribution yet")
 
 // ruleSettings applies a DestinationRule's load balancer and outlier
 // detection for one port on top of the Service's settings base, as Istio's
