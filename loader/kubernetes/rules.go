@@ -20,8 +20,8 @@ import (
 var DestinationRuleResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
 
 // crdRecheck is how often the agent looks again for the DestinationRule
-// resource while Istio is not installed.
-const crdRecheck = time.Minute
+// resource while Istio is not installed (a variable for the tests).
+var crdRecheck = time.Minute
 
 // ruleInformer lists and watches DestinationRules through the dynamic
 // client, as unstructured objects the source decodes itself. Without the

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,4 +199,33 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestDestinationRuleResourceInstalledLater: when Istio is installed after
+// the agent started, the agent finds the DestinationRules at its next look.
+func TestDestinationRuleResourceInstalledLater(t *testing.T) {
+	defer func(d time.Duration) { crdRecheck = d }(crdRecheck)
+	crdRecheck = 20 * time.Millisecond
+	var installed atomic.Bool
+	istio := newIstio(reviewsRule(map[string]any{"failoverPriority": []any{"topology.kubernetes.io/zone"}}))
+	missing := func(k8stesting.Action) (bool, runtime.Object, error) {
+		if installed.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewNotFound(DestinationRuleResource.GroupResource(), "")
+	}
+	istio.PrependReactor("list", "destinationrules", missing)
+	istio.PrependWatchReactor("destinationrules", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if installed.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewNotFound(DestinationRuleResource.GroupResource(), "")
+	})
+	c := runIstio(t, newClient(reviewsWorld()...), istio, DefaultMesh())
+	c.waitFor(t, 0, "first update", func(Update) bool { return true })
+	installed.Store(true)
+	c.waitFor(t, 0, "the rule after Istio was installed", func(u Update) bool {
+		s, ok := findService(u, reviews)
+		return ok && slices.Equal(s.Scopes, []string{"zone"})
+	})
 }
