@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -23,7 +24,7 @@ import (
 
 // TestClusterRoleIsWhatTheAgentCalls runs the agent's Kubernetes source
 // (loader/kubernetes, with client-go's informers and event recorder) on
-// client-go's fake clientset, records every API call it makes, and checks
+// client-go's fake clientset and fake dynamic client (DestinationRules), records every API call it makes, and checks
 // that the ClusterRole grants exactly those (group, resource, verb) triples:
 // nothing the agent needs is missing, nothing is granted that it never
 // uses. The Service's annotation goes bad, bad another way, then bad the
@@ -34,19 +35,26 @@ func TestClusterRoleIsWhatTheAgentCalls(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	var mu sync.Mutex
 	used := map[string]bool{}
-	client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		used[a.GetResource().Group+"/"+a.GetResource().Resource+":"+a.GetVerb()] = true
-		return false, nil, nil
-	})
-	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		used[a.GetResource().Group+"/"+a.GetResource().Resource+":"+a.GetVerb()] = true
-		return false, nil, nil
-	})
-	src, err := kubernetes.New(kubernetes.Config{Client: client, NodeName: "n1", ClusterID: "c1",
+	istio := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{kubernetes.DestinationRuleResource: "DestinationRuleList"})
+	for _, fake := range []interface {
+		PrependReactor(string, string, k8stesting.ReactionFunc)
+		PrependWatchReactor(string, k8stesting.WatchReactionFunc)
+	}{client, istio} {
+		fake.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			used[a.GetResource().Group+"/"+a.GetResource().Resource+":"+a.GetVerb()] = true
+			return false, nil, nil
+		})
+		fake.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			used[a.GetResource().Group+"/"+a.GetResource().Resource+":"+a.GetVerb()] = true
+			return false, nil, nil
+		})
+	}
+	src, err := kubernetes.New(kubernetes.Config{Client: client, Istio: istio, NodeName: "n1", ClusterID: "c1",
 		Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

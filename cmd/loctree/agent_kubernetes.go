@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,8 @@ import (
 // kubeFlags are the agent's endpoint-source flags.
 type kubeFlags struct {
 	kind, kubeconfig, node, clusterID string
+	meshConfig                        string
+	destinationRules                  bool
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
@@ -21,6 +24,8 @@ func (k *kubeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "with --source kubernetes: kubeconfig file (default: in-cluster)")
 	f.StringVar(&k.node, "node", "", "with --source kubernetes: this node's name (its Node object gives the locality)")
 	f.StringVar(&k.clusterID, "cluster-id", "", "with --source kubernetes: the value of the cluster scope")
+	f.BoolVar(&k.destinationRules, "destination-rules", true, "with --source kubernetes: follow Istio DestinationRules' localityLbSetting (docs/ISTIO.md)")
+	f.StringVar(&k.meshConfig, "istio-mesh-config", "", "with --source kubernetes: Istio's mesh config file (the istio ConfigMap's mesh key) for the mesh default localityLbSetting and rootNamespace (default: Istio's defaults)")
 }
 
 // check validates the flags without connecting anywhere.
@@ -43,9 +48,24 @@ func (k *kubeFlags) open(log *slog.Logger) (source.Source, error) {
 	if err := k.check(); err != nil || k.kind == "file" {
 		return nil, err
 	}
-	client, err := kubernetes.NewClient(k.kubeconfig)
-	if err != nil {
+	cfg := kubernetes.Config{NodeName: k.node, ClusterID: k.clusterID, Logger: log, Mesh: kubernetes.DefaultMesh()}
+	if k.meshConfig != "" {
+		data, err := os.ReadFile(k.meshConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--istio-mesh-config: %w", err)
+		}
+		if cfg.Mesh, err = kubernetes.ParseMeshConfig(data); err != nil {
+			return nil, fmt.Errorf("--istio-mesh-config %s: %w", k.meshConfig, err)
+		}
+	}
+	var err error
+	if cfg.Client, err = kubernetes.NewClient(k.kubeconfig); err != nil {
 		return nil, err
 	}
-	return kubernetes.New(kubernetes.Config{Client: client, NodeName: k.node, ClusterID: k.clusterID, Logger: log})
+	if k.destinationRules {
+		if cfg.Istio, err = kubernetes.NewIstioClient(k.kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	return kubernetes.New(cfg)
 }

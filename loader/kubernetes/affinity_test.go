@@ -46,7 +46,7 @@ func TestSessionAffinity(t *testing.T) {
 			if tt.policy != "" {
 				svc.Annotations = map[string]string{AnnotationPolicy: tt.policy}
 			}
-			set, _, err := serviceSettings(svc)
+			set, _, err := serviceSettings(svc, policyInput{})
 			if tt.bad != "" {
 				if !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), tt.bad) {
 					t.Fatalf("err = %v, want ErrBadAnnotation mentioning %q", err, tt.bad)
@@ -56,7 +56,7 @@ func TestSessionAffinity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := (&treeInput{svc: svc, set: set}).header(&svc.Spec.Ports[0], true, 0, family{})
+			spec := (&treeInput{svc: svc, set: set.base}).header(&svc.Spec.Ports[0], true, 0, family{})
 			switch {
 			case tt.want == 0 && spec.SessionAffinity != nil:
 				t.Fatalf("session affinity %+v, want none", spec.SessionAffinity)

@@ -14,7 +14,7 @@ import (
 // slices on 50 nodes turned into its tree services.
 func BenchmarkTreeServices(b *testing.B) {
 	svc := service("ns", "s", "PreferClose", []string{"127.77.0.1"}, 80, 8080)
-	set, _, _ := serviceSettings(svc)
+	set, _, _ := serviceSettings(svc, policyInput{})
 	var sls []*discoveryv1.EndpointSlice
 	for i := range 10 {
 		var eps []ep
@@ -27,7 +27,7 @@ func BenchmarkTreeServices(b *testing.B) {
 	for n := range 50 {
 		labels[fmt.Sprintf("n%d", n)] = zoneLabels("r1", fmt.Sprintf("z%d", n%3), "", "net1")
 	}
-	in := &treeInput{svc: svc, set: set, slices: sls, domain: "cluster.local", clusterID: "c1",
+	in := &treeInput{svc: svc, settings: set, slices: sls, domain: "cluster.local", clusterID: "c1",
 		labels: func(n string) map[string]string { return labels[n] }}
 	b.ReportAllocs()
 	for b.Loop() {

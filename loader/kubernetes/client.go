@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 
+	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
@@ -27,6 +28,22 @@ func NewClient(path string) (Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return groups{core, discovery}, nil
+}
+
+// NewIstioClient connects to the API server as NewClient does, for
+// Istio's resources (DestinationRules), read as unstructured objects: the
+// agent does not link Istio's generated clients.
+func NewIstioClient(path string) (dynamic.Interface, error) {
+	cfg, err := restConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "loctree-agent"
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c, nil
 }
 
 // groups is a Client of just the two API groups the source reads.

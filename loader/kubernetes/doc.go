@@ -1,12 +1,30 @@
 // Package kubernetes is the agent's Kubernetes endpoint source. It watches
-// discovery.k8s.io/v1 EndpointSlices, v1 Services and v1 Nodes through client-go
-// shared informers and turns the services that opted in into a
-// *shared.Topology, plus the locality of the node the agent runs on.
+// discovery.k8s.io/v1 EndpointSlices, v1 Services, Nodes and Namespaces through
+// client-go shared informers, and Istio's networking.istio.io/v1
+// DestinationRules through a dynamic client, and turns the services that
+// opted in into a *shared.Topology, plus the locality of the node the agent
+// runs on.
 //
 // Mapping (docs/ISTIO.md has the user's view):
 //
-//   - A Service is managed when it sets spec.trafficDistribution or carries the
-//     annotation loctree.io/enabled: "true" ("false" opts a service out).
+//   - A Service is managed when it has a traffic distribution
+//     (spec.trafficDistribution, else Istio's annotation
+//     networking.istio.io/traffic-distribution on the Service, else on its
+//     Namespace, as Istio's GetTrafficDistribution), when a DestinationRule
+//     with a localityLbSetting applies to it, or with the annotation
+//     loctree.io/enabled: "true" ("false" opts a service out).
+//   - DestinationRules: the one Istio gives a client in the Service's
+//     namespace (most specific host, then the root namespace's exported
+//     ones; port-level settings replace the rule's), with Istio's
+//     precedence: the rule's localityLbSetting, then the traffic
+//     distribution, then the mesh default (Mesh). enabled: false or no
+//     outlierDetection give locality_lb false; failover gives scopes
+//     [region, zone, subzone] with the failover rules and spillover;
+//     failoverPriority gives its labels as scopes; minHealthPercent the
+//     panic threshold. A setting the tree cannot honour (distribute,
+//     zoneAwareLbSetting, failover with failoverPriority, unknown fields)
+//     is a Warning Event on the DestinationRule; the service keeps its last
+//     good settings. docs/ISTIO.md has the whole table.
 //   - Scopes and mode follow Istio ambient: PreferClose and PreferSameZone give
 //     [network, region, zone, subzone] failover, PreferSameNode adds node,
 //     internalTrafficPolicy: Local gives [node] strict. The annotations

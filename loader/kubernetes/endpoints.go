@@ -29,6 +29,10 @@ func (in *treeInput) endpoints(p *corev1.ServicePort, typ discoveryv1.AddressTyp
 	out := make([]shared.EndpointSpec, 0, len(cands))
 	for i := range cands {
 		c := &cands[i]
+		live := c.ready || (!anyReady && c.terminating && c.serving)
+		if in.set.onlyReady && !live {
+			continue
+		}
 		at := [2]string{c.nodeName, c.zone}
 		loc, ok := locs[at]
 		if !ok {
@@ -38,7 +42,7 @@ func (in *treeInput) endpoints(p *corev1.ServicePort, typ discoveryv1.AddressTyp
 		out = append(out, shared.EndpointSpec{
 			Address:  c.addr.String(),
 			Locality: loc,
-			Healthy:  healthFlag(c.ready || (!anyReady && c.terminating && c.serving)),
+			Healthy:  healthFlag(live),
 		})
 	}
 	return out

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -9,8 +11,13 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// ReasonBadAnnotation is the reason of the Warning Event a bad annotation raises.
-const ReasonBadAnnotation = "LoctreeBadAnnotation"
+// Reasons of the Warning Events the source raises: a bad annotation (on
+// the Service), a DestinationRule setting the tree cannot honour (on the
+// DestinationRule).
+const (
+	ReasonBadAnnotation   = "LoctreeBadAnnotation"
+	ReasonUnsupportedRule = "LoctreeUnsupportedRule"
+)
 
 // eventSink records Events on Services through the API server.
 type eventSink struct {
@@ -52,13 +59,21 @@ func (s *Source) reportBad(svc *corev1.Service, err error) {
 	}
 	s.state.reported[key] = msg
 	_, kept := s.state.good[key]
-	s.cfg.Logger.Warn("service annotation rejected", "service", key, "err", err, "kept_last_good", kept)
 	note := "; the service is not managed until it is fixed"
 	if kept {
 		note = "; the last good settings stay in force"
 	}
+	var re *ruleError
+	if !errors.As(err, &re) {
+		s.cfg.Logger.Warn("service annotation rejected", "service", key, "err", err, "kept_last_good", kept)
+		if s.isReporter() {
+			s.events.recorder.Event(svc, corev1.EventTypeWarning, ReasonBadAnnotation, msg+note)
+		}
+		return
+	}
+	s.cfg.Logger.Warn("destination rule not honoured", "service", key, "destination_rule", re.rule.namespace+"/"+re.rule.name, "err", err, "kept_last_good", kept)
 	if s.isReporter() {
-		s.events.recorder.Event(svc, corev1.EventTypeWarning, ReasonBadAnnotation, msg+note)
+		s.events.recorder.Event(re.rule.reference(), corev1.EventTypeWarning, ReasonUnsupportedRule, "service "+key+": "+msg+note)
 	}
 }
 

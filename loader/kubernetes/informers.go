@@ -25,11 +25,13 @@ type Client interface {
 	DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface
 }
 
-// informerSet is the three informers the source runs, built on the narrow
-// Client instead of a SharedInformerFactory (which needs a whole clientset).
+// informerSet is the informers the source runs, built on the narrow Client
+// instead of a SharedInformerFactory (which needs a whole clientset), and
+// the DestinationRule informer when there is an Istio client.
 type informerSet struct {
-	services, slices, nodes cache.SharedIndexInformer
-	wg                      sync.WaitGroup
+	services, slices, nodes, namespaces cache.SharedIndexInformer
+	rules                               cache.SharedIndexInformer // nil: DestinationRules are not watched
+	wg                                  sync.WaitGroup
 }
 
 func newInformerSet(c Client) *informerSet {
@@ -49,6 +51,11 @@ func newInformerSet(c Client) *informerSet {
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return c.CoreV1().Nodes().Watch(ctx, o)
 		}),
+		namespaces: informer(c, &corev1.Namespace{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.CoreV1().Namespaces().List(ctx, o)
+		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.CoreV1().Namespaces().Watch(ctx, o)
+		}),
 	}
 }
 
@@ -65,8 +72,12 @@ func informer(c Client, obj runtime.Object, list func(context.Context, metav1.Li
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
-func (i *informerSet) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{i.services, i.slices, i.nodes}
+func (i *informerSet) all() map[string]cache.SharedIndexInformer {
+	all := map[string]cache.SharedIndexInformer{"services": i.services, "endpointslices": i.slices, "nodes": i.nodes, "namespaces": i.namespaces}
+	if i.rules != nil {
+		all["destinationrules"] = i.rules
+	}
+	return all
 }
 
 // start runs the informers until ctx is done.
@@ -79,7 +90,7 @@ func (i *informerSet) start(ctx context.Context) {
 // waitForSync waits for every cache; it fails naming the first that did not
 // sync before ctx ended.
 func (i *informerSet) waitForSync(ctx context.Context) error {
-	for name, inf := range map[string]cache.SharedIndexInformer{"services": i.services, "endpointslices": i.slices, "nodes": i.nodes} {
+	for name, inf := range i.all() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("%w: %s", ErrNotSynced, name)
 		}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -40,10 +41,12 @@ func scopeValue(scope, nodeName, zone string, labels map[string]string, clusterI
 }
 
 // endpointLocality is the locality of an endpoint for the given scopes; empty
-// values are left out (a missing key is the empty value).
+// values are left out (a missing key is the empty value). A scope
+// "label=value" (failoverPriority's form) needs the endpoint's label.
 func endpointLocality(scopes []string, nodeName, zone string, labels map[string]string, clusterID string) shared.Locality {
 	loc := make(shared.Locality, len(scopes))
 	for _, sc := range scopes {
+		sc, _, _ = strings.Cut(sc, "=")
 		if v := scopeValue(sc, nodeName, zone, labels, clusterID); v != "" {
 			loc[sc] = v
 		}

@@ -20,7 +20,8 @@ type nodeLabels func(name string) map[string]string
 // treeInput is everything one Service's tree services are built from.
 type treeInput struct {
 	svc       *corev1.Service
-	set       settings
+	settings  svcSettings
+	set       settings // the port's, set by treeServices
 	slices    []*discoveryv1.EndpointSlice
 	labels    nodeLabels
 	clusterID string
@@ -36,6 +37,7 @@ func treeServices(in *treeInput, nodes map[string]struct{}) []shared.ServiceSpec
 	var out []shared.ServiceSpec
 	for i := range in.svc.Spec.Ports {
 		p := &in.svc.Spec.Ports[i]
+		in.set = in.settings.forPort(p.Port)
 		for j, fam := range fams {
 			spec := in.header(p, i == primary, j, fam)
 			spec.Endpoints = in.endpoints(p, fam.typ, nodes)
@@ -105,6 +107,8 @@ func (in *treeInput) header(p *corev1.ServicePort, primary bool, famIdx int, fam
 	spec := shared.ServiceSpec{
 		Name:   fqdn + ":" + key,
 		Scopes: in.set.scopes, Mode: in.set.mode, Policy: in.set.policy, Health: in.set.health,
+		Spillover: in.set.spillover, Failover: in.set.failover, LocalityLB: in.set.localityLB,
+		Distribute: in.set.distribute,
 	}
 	if timeout := in.set.affinity; timeout != 0 {
 		spec.SessionAffinity = &shared.SessionAffinitySpec{TimeoutSeconds: &timeout}

@@ -80,12 +80,12 @@ func TestHealth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := service("ns", "s", "PreferClose", []string{"127.77.0.40"}, 80)
 			svc.Spec.PublishNotReadyAddresses = tt.pnra
-			set, _, err := serviceSettings(svc)
+			set, _, err := serviceSettings(svc, policyInput{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			sl := slice("ns", "s", "s-1", discoveryv1.AddressTypeIPv4, tt.eps, 1080)
-			specs := treeServices(&treeInput{svc: svc, set: set, slices: []*discoveryv1.EndpointSlice{sl},
+			specs := treeServices(&treeInput{svc: svc, settings: set, slices: []*discoveryv1.EndpointSlice{sl},
 				labels: func(string) map[string]string { return nil }, domain: "cluster.local"}, map[string]struct{}{})
 			var got []bool
 			for _, e := range specs[0].Endpoints {
@@ -102,11 +102,11 @@ func TestHealth(t *testing.T) {
 // once, ready wins; a slice without the service's port is ignored.
 func TestDuplicateAcrossSlices(t *testing.T) {
 	svc := service("ns", "s", "PreferClose", []string{"127.77.0.41"}, 80)
-	set, _, _ := serviceSettings(svc)
+	set, _, _ := serviceSettings(svc, policyInput{})
 	a := slice("ns", "s", "a", discoveryv1.AddressTypeIPv4, []ep{{addr: "127.0.5.1", ready: ptr.To(false)}}, 1080)
 	b := slice("ns", "s", "b", discoveryv1.AddressTypeIPv4, []ep{{addr: "127.0.5.1"}}, 1080)
 	other := slice("ns", "s", "c", discoveryv1.AddressTypeIPv4, []ep{{addr: "127.0.5.9"}}, 1081)
-	specs := treeServices(&treeInput{svc: svc, set: set, slices: []*discoveryv1.EndpointSlice{a, b, other},
+	specs := treeServices(&treeInput{svc: svc, settings: set, slices: []*discoveryv1.EndpointSlice{a, b, other},
 		labels: func(string) map[string]string { return nil }, domain: "cluster.local"}, map[string]struct{}{})
 	if eps := specs[0].Endpoints; len(eps) != 1 || eps[0].Address != "127.0.5.1:1080" || !*eps[0].Healthy {
 		t.Errorf("endpoints = %+v, want one healthy 127.0.5.1:1080", eps)

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -42,46 +43,140 @@ var (
 	localScopes    = []string{ScopeNode}
 )
 
-// settings is how one Service is turned into tree services.
+// settings is how one port of a Service is turned into tree services.
 type settings struct {
-	scopes []string
-	mode   string
-	policy string
-	health string
+	scopes     []string
+	mode       string
+	policy     string
+	health     string
+	spillover  *shared.SpilloverSpec
+	failover   []shared.FailoverSpec
+	localityLB *bool
+	distribute []distributeRule // not in the tree yet: see distributeRule
+	// onlyReady leaves unready endpoints out, as Istio leaves them out of
+	// EDS when outlier detection sets minHealthPercent > 0.
+	onlyReady bool
 	// affinity is the session affinity timeout in seconds, 0 for none.
 	affinity uint32
 }
 
-func (s settings) equal(o settings) bool {
-	return slices.Equal(s.scopes, o.scopes) && s.mode == o.mode && s.policy == o.policy && s.health == o.health &&
-		s.affinity == o.affinity
+func (s settings) equal(o settings) bool { return reflect.DeepEqual(s, o) }
+
+// svcSettings are a Service's settings: base for every port, ports for the
+// ports a DestinationRule applies to.
+type svcSettings struct {
+	base  settings
+	ports map[int32]settings
+}
+
+// forPort is the settings of a service port.
+func (s svcSettings) forPort(port int32) settings {
+	if p, ok := s.ports[port]; ok {
+		return p
+	}
+	return s.base
+}
+
+// policyInput is what decides a Service's settings besides the Service.
+type policyInput struct {
+	nsAnnotations map[string]string  // its Namespace's annotations
+	rules         []*destinationRule // the DestinationRules of its host, oldest first (selectRule)
+	mesh          *LocalityLBSetting // the mesh default (meshConfig.localityLbSetting)
 }
 
 // serviceSettings says whether svc is managed and how. The error wraps
-// ErrBadAnnotation and names the annotation and what it accepts.
-func serviceSettings(svc *corev1.Service) (settings, bool, error) {
-	managed, err := isManaged(svc)
+// ErrBadAnnotation and names the annotation and what it accepts, or is a
+// *ruleError naming the DestinationRule setting the tree cannot honour.
+func serviceSettings(svc *corev1.Service, in policyInput) (svcSettings, bool, error) {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return svcSettings{}, false, nil
+	}
+	td, err := trafficDistribution(svc, in.nsAnnotations)
+	if err != nil {
+		return svcSettings{}, false, err
+	}
+	tp, dr, err := mergedPolicy(in.rules)
+	if err != nil {
+		return svcSettings{}, false, err
+	}
+	managed, err := isManaged(svc, td, tp.setsLocality())
 	if err != nil || !managed {
-		return settings{}, false, err
+		return svcSettings{}, false, err
 	}
-	s := defaultSettings(svc)
-	if err := applyAnnotations(&s, svc.Annotations); err != nil {
-		return settings{}, false, err
+	out := svcSettings{base: defaultSettings(svc, td)}
+	if len(in.rules) > 0 && !nodeLocal(svc) { // a rule applies, even without a traffic policy
+		if dr == nil {
+			dr = in.rules[0]
+		}
+		if out.ports, err = portSettings(svc, out.base, tp, td, in.mesh); err != nil {
+			return svcSettings{}, false, &ruleError{rule: dr, err: err}
+		}
 	}
-	if err := applySessionAffinity(&s, svc); err != nil {
-		return settings{}, false, err
+	if err := out.annotate(svc.Annotations); err != nil {
+		return svcSettings{}, false, err
 	}
-	return s, true, nil
+	if err := out.sessionAffinity(svc); err != nil {
+		return svcSettings{}, false, err
+	}
+	return out, true, nil
 }
 
-func isManaged(svc *corev1.Service) (bool, error) {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return false, nil
+// portSettings applies the rule's policy to every port of svc.
+func portSettings(svc *corev1.Service, base settings, tp *trafficPolicy, td trafficDist, mesh *LocalityLBSetting) (map[int32]settings, error) {
+	out := make(map[int32]settings, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		lb, od := tp.portPolicy(uint32(p.Port))
+		set, err := ruleSettings(base, lb, od, td, mesh)
+		if err != nil {
+			return nil, fmt.Errorf("port %d: %w", p.Port, err)
+		}
+		out[p.Port] = set
 	}
+	return out, nil
+}
+
+// annotate applies loctree's own annotations, which override what the
+// Service's fields and its DestinationRule say.
+func (s *svcSettings) annotate(ann map[string]string) error {
+	if err := applyAnnotations(&s.base, ann); err != nil {
+		return err
+	}
+	for port, set := range s.ports {
+		if err := applyAnnotations(&set, ann); err != nil {
+			return err
+		}
+		if err := set.treeConflict(); err != nil {
+			return fmt.Errorf("%w: port %d: %w", ErrBadAnnotation, port, err)
+		}
+		s.ports[port] = set
+	}
+	return nil
+}
+
+// treeConflict is why the tree would refuse settings loctree's annotations
+// made out of a DestinationRule's.
+func (s settings) treeConflict() error {
+	switch {
+	case s.spillover != nil && s.mode != shared.ModeFailover.String():
+		return fmt.Errorf("%s: %s: the DestinationRule's failover needs mode failover", AnnotationMode, s.mode)
+	case len(s.failover) > 0 && !slices.Contains(s.scopes, ScopeRegion):
+		return fmt.Errorf("%s: %v: the DestinationRule's failover needs the scope region", AnnotationScopes, s.scopes)
+	}
+	return nil
+}
+
+func nodeLocal(svc *corev1.Service) bool {
+	p := svc.Spec.InternalTrafficPolicy
+	return p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal
+}
+
+// isManaged: loctree.io/enabled decides; without it, a traffic distribution
+// or a DestinationRule with a localityLbSetting makes the Service managed.
+func isManaged(svc *corev1.Service, td trafficDist, ruleLocality bool) (bool, error) {
 	v, ok := svc.Annotations[AnnotationEnabled]
 	switch {
 	case !ok:
-		return svc.Spec.TrafficDistribution != nil && *svc.Spec.TrafficDistribution != "", nil
+		return td != tdAny || ruleLocality, nil
 	case v == "true":
 		return true, nil
 	case v == "false":
@@ -90,13 +185,14 @@ func isManaged(svc *corev1.Service) (bool, error) {
 	return false, fmt.Errorf("%w: %s: %q is neither \"true\" nor \"false\"", ErrBadAnnotation, AnnotationEnabled, v)
 }
 
-// defaultSettings follows Istio ambient's mapping of the Service's traffic fields.
-func defaultSettings(svc *corev1.Service) settings {
+// defaultSettings follows Istio ambient's mapping of the Service's traffic
+// fields (td is its traffic distribution, trafficDistribution).
+func defaultSettings(svc *corev1.Service, td trafficDist) settings {
 	s := settings{scopes: closeScopes, mode: shared.ModeFailover.String()}
-	if svc.Spec.TrafficDistribution != nil && *svc.Spec.TrafficDistribution == preferSameNode {
+	if td == tdSameNode {
 		s.scopes = sameNodeScopes
 	}
-	if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+	if nodeLocal(svc) {
 		s.scopes, s.mode = localScopes, shared.ModeStrict.String()
 	}
 	if svc.Spec.PublishNotReadyAddresses {
@@ -113,7 +209,7 @@ func applyAnnotations(s *settings, ann map[string]string) error {
 		if err != nil {
 			return err
 		}
-		s.scopes = scopes
+		s.scopes, s.localityLB = scopes, nil
 	}
 	if v, ok := ann[AnnotationMode]; ok {
 		if _, err := shared.ParseMode(v); err != nil || v == "" {
@@ -163,6 +259,21 @@ func checkScope(p string) error {
 	}
 	if errs := validation.IsQualifiedName(p); len(errs) > 0 {
 		return fmt.Errorf("scope %q is not a label key: %s", p, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// sessionAffinity applies the Service's session affinity to every port's
+// settings, after loctree's annotations and the DestinationRule.
+func (s *svcSettings) sessionAffinity(svc *corev1.Service) error {
+	if err := applySessionAffinity(&s.base, svc); err != nil {
+		return err
+	}
+	for port, set := range s.ports {
+		if err := applySessionAffinity(&set, svc); err != nil {
+			return err
+		}
+		s.ports[port] = set
 	}
 	return nil
 }

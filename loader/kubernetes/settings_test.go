@@ -54,7 +54,7 @@ func TestServiceSettings(t *testing.T) {
 			if tt.external {
 				svc.Spec.Type = corev1.ServiceTypeExternalName
 			}
-			set, managed, err := serviceSettings(svc)
+			set, managed, err := serviceSettings(svc, policyInput{})
 			if tt.wantBad {
 				if !errors.Is(err, ErrBadAnnotation) {
 					t.Fatalf("err = %v, want ErrBadAnnotation", err)
@@ -65,7 +65,7 @@ func TestServiceSettings(t *testing.T) {
 				t.Fatalf("managed, err = %v, %v; want %v, nil", managed, err, tt.managed)
 			}
 			want := settings{scopes: tt.scopes, mode: tt.mode, policy: tt.policy, health: tt.health}
-			if managed && !set.equal(want) {
+			if managed && !set.base.equal(want) {
 				t.Errorf("settings = %+v, want %+v", set, want)
 			}
 		})

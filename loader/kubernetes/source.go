@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -36,6 +39,11 @@ type Config struct {
 	Debounce, MaxDelay time.Duration
 	// Logger gets warnings about bad annotations; default slog.Default().
 	Logger *slog.Logger
+	// Istio reads Istio's DestinationRules (NewIstioClient); nil: they are
+	// not watched.
+	Istio dynamic.Interface
+	// Mesh is Istio's mesh configuration; zero: DefaultMesh().
+	Mesh Mesh
 }
 
 // Source watches the API server and publishes topologies.
@@ -45,6 +53,8 @@ type Source struct {
 	services  corelisters.ServiceLister
 	slices    cache.Indexer
 	nodes     corelisters.NodeLister
+	nsLister  corelisters.NamespaceLister
+	rules     ruleSet
 	events    *eventSink
 	kick      chan struct{}
 
@@ -56,10 +66,11 @@ type Source struct {
 
 // dirtySet is what changed since the last sync.
 type dirtySet struct {
-	services map[string]struct{} // namespace/name
-	nodes    map[string]struct{}
-	all      bool
-	since    time.Time // the arrival of the first event marked
+	services   map[string]struct{} // namespace/name
+	nodes      map[string]struct{}
+	namespaces map[string]struct{} // every Service in them
+	all        bool
+	since      time.Time // the arrival of the first event marked
 }
 
 // serviceIndex indexes EndpointSlices by their Service's namespace/name.
@@ -76,8 +87,14 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Mesh.RootNamespace == "" && cfg.Mesh.LocalityLB == nil {
+		cfg.Mesh = DefaultMesh()
+	}
 	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
 	s.informers = newInformerSet(cfg.Client)
+	if cfg.Istio != nil {
+		s.informers.rules = ruleInformer(cfg.Istio, cfg.Logger)
+	}
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -100,6 +117,7 @@ func (s *Source) setupInformers() error {
 	s.services = corelisters.NewServiceLister(inf.services.GetIndexer())
 	s.slices = inf.slices.GetIndexer()
 	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
+	s.nsLister = corelisters.NewNamespaceLister(inf.namespaces.GetIndexer())
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		fn  func(obj any)
@@ -107,6 +125,12 @@ func (s *Source) setupInformers() error {
 		{inf.services, s.onService},
 		{inf.slices, s.onSlice},
 		{inf.nodes, s.onNode},
+		{inf.namespaces, s.onNamespace},
+	}
+	if inf.rules != nil {
+		if _, err := inf.rules.AddEventHandler(s.ruleHandler()); err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
@@ -162,6 +186,81 @@ func (s *Source) onNode(obj any) {
 	}
 }
 
+func (s *Source) onNamespace(obj any) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		s.markNamespace(ns.Name)
+	}
+}
+
+func (s *Source) markNamespace(ns string) {
+	s.mark(func(d *dirtySet) {
+		if ns == s.cfg.Mesh.RootNamespace {
+			d.all = true
+		}
+		d.namespaces[ns] = struct{}{}
+	})
+}
+
+// ruleHandler keeps the decoded rules and marks the Services they may
+// apply to, before and after a change (markRule).
+func (s *Source) ruleHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.putRule(obj) },
+		UpdateFunc: func(old, obj any) {
+			if u, ok := old.(*unstructured.Unstructured); ok {
+				s.markRule(decodeDestinationRule(u))
+			}
+			s.putRule(obj)
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.rules.remove(u.GetNamespace(), u.GetName())
+				s.markRule(decodeDestinationRule(u))
+			}
+		},
+	}
+}
+
+func (s *Source) putRule(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		dr := decodeDestinationRule(u)
+		s.rules.put(dr)
+		s.markRule(dr)
+	}
+}
+
+// markRule marks the Services a rule may apply to: a rule applies to the
+// Services of its own namespace (every namespace's for the root
+// namespace), so a rule for one Service host marks that Service, and a
+// wildcard or unreadable rule its whole namespace (every Service for the
+// root namespace).
+func (s *Source) markRule(dr *destinationRule) {
+	if dr.err == nil {
+		name, ns, ok := serviceHost(dr.hostFQDN(s.cfg.Domain), s.cfg.Domain)
+		if ok && (ns == dr.namespace || dr.namespace == s.cfg.Mesh.RootNamespace) {
+			s.markService(ns + "/" + name)
+			return
+		}
+		if ok || dr.spec.Host == "" {
+			return // another namespace's Service: the rule applies to it nowhere
+		}
+	}
+	s.markNamespace(dr.namespace)
+}
+
+// serviceHost splits a Service FQDN name.ns.svc.domain.
+func serviceHost(h, domain string) (name, ns string, ok bool) {
+	rest, found := strings.CutSuffix(h, ".svc."+domain)
+	if !found || strings.HasPrefix(h, "*") {
+		return "", "", false
+	}
+	name, ns, ok = strings.Cut(rest, ".")
+	return name, ns, ok && !strings.Contains(ns, ".")
+}
+
 func (s *Source) markService(key string) {
 	s.mark(func(d *dirtySet) { d.services[key] = struct{}{} })
 }
@@ -169,7 +268,7 @@ func (s *Source) markService(key string) {
 func (s *Source) mark(fn func(*dirtySet)) {
 	s.mu.Lock()
 	if s.dirty.services == nil {
-		s.dirty.services, s.dirty.nodes = map[string]struct{}{}, map[string]struct{}{}
+		s.dirty.services, s.dirty.nodes, s.dirty.namespaces = map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 		s.dirty.since = time.Now()
 	}
 	fn(&s.dirty)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/loctree/loctree/shared"
@@ -15,7 +16,7 @@ import (
 // state is what the source has published, owned by Run's goroutine.
 type state struct {
 	specs      map[string][]shared.ServiceSpec // Service key → its tree services
-	good       map[string]settings             // Service key → last good settings
+	good       map[string]svcSettings          // Service key → last good settings
 	reported   map[string]string               // Service key → last bad annotation reported
 	nodeSvcs   map[string]map[string]struct{}  // node name → Service keys with endpoints on it
 	svcNodes   map[string]map[string]struct{}  // Service key → node names
@@ -26,7 +27,7 @@ type state struct {
 
 func newState() *state {
 	return &state{
-		specs: map[string][]shared.ServiceSpec{}, good: map[string]settings{},
+		specs: map[string][]shared.ServiceSpec{}, good: map[string]svcSettings{},
 		reported: map[string]string{}, nodeSvcs: map[string]map[string]struct{}{},
 		svcNodes: map[string]map[string]struct{}{}, localities: map[string]shared.Locality{},
 	}
@@ -39,6 +40,7 @@ func (s *Source) sync() (Update, bool) {
 	if d.all {
 		d = s.everything(d)
 	}
+	s.expandNamespaces(d)
 	moved := s.syncNodes(d.nodes)
 	for n := range moved {
 		for key := range st.nodeSvcs[n] {
@@ -84,6 +86,21 @@ func (s *Source) everything(d dirtySet) dirtySet {
 		d.nodes[n.Name] = struct{}{}
 	}
 	return d
+}
+
+// expandNamespaces marks every Service of the dirty namespaces, known or listed.
+func (s *Source) expandNamespaces(d dirtySet) {
+	for ns := range d.namespaces {
+		svcs, _ := s.services.Services(ns).List(labels.Everything())
+		for _, svc := range svcs {
+			d.services[svc.Namespace+"/"+svc.Name] = struct{}{}
+		}
+		for key := range s.state.specs {
+			if strings.HasPrefix(key, ns+"/") {
+				d.services[key] = struct{}{}
+			}
+		}
+	}
 }
 
 // syncNodes refreshes node localities and returns the nodes whose locality
@@ -143,7 +160,7 @@ func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.Se
 		delete(st.reported, key)
 		return nil
 	}
-	set, managed, err := serviceSettings(svc)
+	set, managed, err := serviceSettings(svc, s.policyInput(svc))
 	switch {
 	case err != nil:
 		s.reportBad(svc, err)
@@ -160,9 +177,20 @@ func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.Se
 	}
 	objs, _ := s.slices.ByIndex(serviceIndex, key)
 	return treeServices(&treeInput{
-		svc: svc, set: set, slices: asSlices(objs), labels: s.nodeLabels,
+		svc: svc, settings: set, slices: asSlices(objs), labels: s.nodeLabels,
 		clusterID: s.cfg.ClusterID, domain: s.cfg.Domain,
 	}, nodes)
+}
+
+// policyInput gathers the Namespace annotations and DestinationRules of svc.
+func (s *Source) policyInput(svc *corev1.Service) policyInput {
+	in := policyInput{mesh: s.cfg.Mesh.LocalityLB}
+	if ns, err := s.nsLister.Get(svc.Namespace); err == nil {
+		in.nsAnnotations = ns.Annotations
+	}
+	root := s.cfg.Mesh.RootNamespace
+	in.rules = selectRule(s.rules.in(svc.Namespace, root), svc.Namespace, svc.Name, s.cfg.Domain, root)
+	return in
 }
 
 func (s *Source) nodeLabels(name string) map[string]string {
