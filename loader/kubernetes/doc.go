@@ -21,13 +21,16 @@
 //     outlierDetection give locality_lb false; failover gives scopes
 //     [region, zone, subzone] with the failover rules and spillover;
 //     failoverPriority gives its labels as scopes; minHealthPercent the
-//     panic threshold. A setting the tree cannot honour (distribute,
-//     zoneAwareLbSetting, failover with failoverPriority, unknown fields)
+//     panic threshold; distribute gives distribute rules over Envoy's
+//     priority load. A setting the tree cannot honour (a distribute rule
+//     beyond the tree's, zoneAwareLbSetting, failover with
+//     failoverPriority, unknown fields)
 //     is a Warning Event on the DestinationRule; the service keeps its last
 //     good settings. docs/ISTIO.md has the whole table.
 //   - Scopes and mode follow Istio ambient: PreferClose and PreferSameZone give
-//     [network, region, zone, subzone] failover, PreferSameNode adds node,
-//     internalTrafficPolicy: Local gives [node] strict. The annotations
+//     [network, region, zone] failover, PreferSameNode gives [network, region,
+//     zone, subzone, node], internalTrafficPolicy: Local gives [node] strict;
+//     loctree.io/enabled alone gives [network, region, zone, subzone]. The annotations
 //     loctree.io/scopes (comma list), loctree.io/mode and loctree.io/policy
 //     override them; publishNotReadyAddresses gives health allow_all.
 //   - Every service port is its own tree service. The first TCP port is named

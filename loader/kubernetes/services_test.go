@@ -27,7 +27,7 @@ func TestMultiPortDualStack(t *testing.T) {
 	u := c.waitFor(t, 0, "cart", func(u Update) bool { return len(u.Topology.Services) == 6 })
 
 	fq := "cart.shop.svc.cluster.local"
-	loc1 := shared.Locality{"network": "net1", "region": "r1", "zone": "z1", "subzone": "s1"}
+	loc1 := shared.Locality{"network": "net1", "region": "r1", "zone": "z1"}
 	loc2 := shared.Locality{"network": "net1", "region": "r1", "zone": "z2"}
 	v4eps := func(port string) []shared.EndpointSpec {
 		return []shared.EndpointSpec{

@@ -38,7 +38,15 @@ const (
 )
 
 var (
-	closeScopes    = []string{ScopeNetwork, ScopeRegion, ScopeZone, ScopeSubzone}
+	// closeScopes are Istio ambient's for PreferClose and PreferSameZone
+	// (preferSameZoneLoadBalancer, pilot/pkg/serviceregistry/ambient/
+	// services.go:704 at istio/istio 86c9f01fd735), sameNodeScopes for
+	// PreferSameNode (:722), localScopes for internalTrafficPolicy: Local.
+	closeScopes = []string{ScopeNetwork, ScopeRegion, ScopeZone}
+	// optInScopes are those of a Service loctree.io/enabled opts in with no
+	// traffic distribution: the locality levels of an Envoy sidecar
+	// (region, zone, subzone) behind the network.
+	optInScopes    = []string{ScopeNetwork, ScopeRegion, ScopeZone, ScopeSubzone}
 	sameNodeScopes = []string{ScopeNetwork, ScopeRegion, ScopeZone, ScopeSubzone, ScopeNode}
 	localScopes    = []string{ScopeNode}
 )
@@ -189,7 +197,10 @@ func isManaged(svc *corev1.Service, td trafficDist, ruleLocality bool) (bool, er
 // fields (td is its traffic distribution, trafficDistribution).
 func defaultSettings(svc *corev1.Service, td trafficDist) settings {
 	s := settings{scopes: closeScopes, mode: shared.ModeFailover.String()}
-	if td == tdSameNode {
+	switch td {
+	case tdAny:
+		s.scopes = optInScopes
+	case tdSameNode:
 		s.scopes = sameNodeScopes
 	}
 	if nodeLocal(svc) {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +29,7 @@ func TestServiceSettings(t *testing.T) {
 		{name: "PreferClose", td: "PreferClose", managed: true, scopes: closeScopes, mode: "failover", health: "only_healthy"},
 		{name: "PreferSameZone", td: "PreferSameZone", managed: true, scopes: closeScopes, mode: "failover", health: "only_healthy"},
 		{name: "PreferSameNode", td: "PreferSameNode", managed: true, scopes: sameNodeScopes, mode: "failover", health: "only_healthy"},
-		{name: "annotation opt-in", ann: map[string]string{AnnotationEnabled: "true"}, managed: true, scopes: closeScopes, mode: "failover", health: "only_healthy"},
+		{name: "annotation opt-in", ann: map[string]string{AnnotationEnabled: "true"}, managed: true, scopes: optInScopes, mode: "failover", health: "only_healthy"},
 		{name: "annotation opt-out wins", td: "PreferClose", ann: map[string]string{AnnotationEnabled: "false"}, managed: false},
 		{name: "internal traffic local", td: "PreferClose", itp: &local, managed: true, scopes: []string{"node"}, mode: "strict", health: "only_healthy"},
 		{name: "publish not ready", td: "PreferClose", pnra: true, managed: true, scopes: closeScopes, mode: "failover", health: "allow_all"},
@@ -69,5 +70,34 @@ func TestServiceSettings(t *testing.T) {
 				t.Errorf("settings = %+v, want %+v", set, want)
 			}
 		})
+	}
+}
+
+// TestTrafficDistributionScopesAreAmbients: a traffic distribution ranks as
+// Istio ambient ranks it (istio/istio pilot/pkg/serviceregistry/ambient/
+// services.go at 86c9f01fd735: preferSameZoneLoadBalancer, lines 704-719,
+// [NETWORK, REGION, ZONE] for PreferClose and PreferSameZone;
+// preferSameNodeLoadBalancer, lines 722-736, adding SUBZONE and NODE), with
+// the scopes written out here rather than taken from the code under test.
+// loctree's own opt-in, which Istio does not know, ranks by the locality
+// levels an Envoy sidecar uses behind the network.
+func TestTrafficDistributionScopesAreAmbients(t *testing.T) {
+	for _, c := range []struct {
+		td   string
+		ann  map[string]string
+		want []string
+	}{
+		{td: "PreferClose", want: []string{"network", "region", "zone"}},
+		{td: "PreferSameZone", want: []string{"network", "region", "zone"}},
+		{td: "PreferSameNode", want: []string{"network", "region", "zone", "subzone", "node"}},
+		{ann: map[string]string{"networking.istio.io/traffic-distribution": "PreferClose"}, want: []string{"network", "region", "zone"}},
+		{ann: map[string]string{AnnotationEnabled: "true"}, want: []string{"network", "region", "zone", "subzone"}},
+	} {
+		svc := service("ns", "s", c.td, nil, 80)
+		svc.Annotations = c.ann
+		set, managed, err := serviceSettings(svc, policyInput{})
+		if err != nil || !managed || !slices.Equal(set.base.scopes, c.want) {
+			t.Errorf("%q %v: scopes %v (managed %v, %v), want %v", c.td, c.ann, set.base.scopes, managed, err, c.want)
+		}
 	}
 }

@@ -60,9 +60,9 @@ func TestServiceLifecycle(t *testing.T) {
 
 	want := shared.ServiceSpec{
 		Name: reviews, Hosts: reviewsHosts, VIP: "127.77.0.10:9080",
-		Scopes: []string{"network", "region", "zone", "subzone"}, Mode: "failover", Health: "only_healthy",
+		Scopes: []string{"network", "region", "zone"}, Mode: "failover", Health: "only_healthy",
 		Endpoints: []shared.EndpointSpec{
-			{Address: "127.0.1.1:10080", Locality: shared.Locality{"network": "net1", "region": "r1", "zone": "z1", "subzone": "s1"}, Healthy: healthy(true)},
+			{Address: "127.0.1.1:10080", Locality: shared.Locality{"network": "net1", "region": "r1", "zone": "z1"}, Healthy: healthy(true)},
 			{Address: "127.0.1.2:10080", Locality: shared.Locality{"network": "net1", "region": "r1", "zone": "z2"}, Healthy: healthy(true)},
 			{Address: "127.0.1.3:10080", Locality: shared.Locality{"zone": "z3"}, Healthy: healthy(false)},
 			{Address: "127.0.1.4:10080", Locality: shared.Locality{"network": "net1", "region": "r1", "zone": "z2"}, Healthy: healthy(false)},
