@@ -38,7 +38,10 @@
 //     (non-TCP ports :<port>/<protocol>), because tree names and hosts are
 //     unique. Hosts are the short names with the port (<svc>:<port>,
 //     <svc>.<ns>:<port>, <svc>.<ns>.svc:<port>); the first TCP port also answers
-//     to the short names without a port and to <fqdn>:<port>.
+//     to the short names without a port and to <fqdn>:<port>. While another
+//     namespace has a Service of the same name, the bare <svc> and
+//     <svc>:<port> are left out: they name a different Service to each
+//     namespace's clients.
 //   - A tree service holds one VIP. A dual-stack Service's second cluster IP is
 //     a twin tree service named <name>#ipv6 (or #ipv4), with no hosts, whose
 //     endpoints are the addresses of that family: a connect to a VIP is only

@@ -26,6 +26,9 @@ type treeInput struct {
 	labels    nodeLabels
 	clusterID string
 	domain    string
+	// nameShared: another namespace has a Service of the same name, so the
+	// bare name means a different Service to each namespace's clients.
+	nameShared bool
 }
 
 // treeServices turns one managed Service into its tree services (one per port
@@ -124,13 +127,20 @@ func (in *treeInput) header(p *corev1.ServicePort, primary bool, famIdx int, fam
 		return spec
 	}
 	if protocol(p.Protocol) == corev1.ProtocolTCP {
-		spec.Hosts = hosts(in.svc, key, fqdn, primary)
+		spec.Hosts = hosts(in.svc, key, fqdn, primary, in.nameShared)
 	}
 	return spec
 }
 
-func hosts(svc *corev1.Service, port, fqdn string, primary bool) []string {
-	short := []string{svc.Name, svc.Name + "." + svc.Namespace, svc.Name + "." + svc.Namespace + ".svc"}
+// hosts are the names a client may use for a port. The bare name (svc,
+// svc:port) resolves through the client's own namespace (the resolv.conf
+// search path), so it is left out while another namespace has a Service of
+// the same name: the tree has one answer per host for every client.
+func hosts(svc *corev1.Service, port, fqdn string, primary, nameShared bool) []string {
+	short := []string{svc.Name + "." + svc.Namespace, svc.Name + "." + svc.Namespace + ".svc"}
+	if !nameShared {
+		short = append([]string{svc.Name}, short...)
+	}
 	var out []string
 	for _, h := range short {
 		out = append(out, h+":"+port)

@@ -51,6 +51,7 @@ type Source struct {
 	cfg       Config
 	informers *informerSet
 	services  corelisters.ServiceLister
+	byName    cache.Indexer // Services by name (nameIndex)
 	slices    cache.Indexer
 	nodes     corelisters.NodeLister
 	nsLister  corelisters.NamespaceLister
@@ -73,8 +74,12 @@ type dirtySet struct {
 	since      time.Time // the arrival of the first event marked
 }
 
-// serviceIndex indexes EndpointSlices by their Service's namespace/name.
-const serviceIndex = "service"
+// serviceIndex indexes EndpointSlices by their Service's namespace/name,
+// nameIndex Services by their name alone.
+const (
+	serviceIndex = "service"
+	nameIndex    = "name"
+)
 
 // New checks the configuration and sets up (but does not start) the informers.
 func New(cfg Config) (*Source, error) {
@@ -114,7 +119,11 @@ func (s *Source) setupInformers() error {
 	if err := inf.slices.AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
 		return fmt.Errorf("index endpoint slices: %w", err)
 	}
+	if err := inf.services.AddIndexers(cache.Indexers{nameIndex: serviceName}); err != nil {
+		return fmt.Errorf("index services: %w", err)
+	}
 	s.services = corelisters.NewServiceLister(inf.services.GetIndexer())
+	s.byName = inf.services.GetIndexer()
 	s.slices = inf.slices.GetIndexer()
 	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
 	s.nsLister = corelisters.NewNamespaceLister(inf.namespaces.GetIndexer())
@@ -138,6 +147,13 @@ func (s *Source) setupInformers() error {
 		}
 	}
 	return nil
+}
+
+func serviceName(obj any) ([]string, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		return []string{svc.Name}, nil
+	}
+	return nil, nil
 }
 
 func sliceServiceKey(obj any) ([]string, error) {
@@ -168,9 +184,19 @@ func onAnyChange(fn func(obj any)) cache.ResourceEventHandlerFuncs {
 	}
 }
 
+// onService marks the Service, and the Services of the same name in other
+// namespaces, whose bare host names depend on it (hosts).
 func (s *Source) onService(obj any) {
-	if svc, ok := obj.(*corev1.Service); ok {
-		s.markService(svc.Namespace + "/" + svc.Name)
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	s.markService(svc.Namespace + "/" + svc.Name)
+	same, _ := s.byName.ByIndex(nameIndex, svc.Name)
+	for _, o := range same {
+		if other, ok := o.(*corev1.Service); ok && other.Namespace != svc.Namespace {
+			s.markService(other.Namespace + "/" + other.Name)
+		}
 	}
 }
 

@@ -176,9 +176,10 @@ func (s *Source) serviceSpecs(key string, nodes map[string]struct{}) []shared.Se
 		return nil
 	}
 	objs, _ := s.slices.ByIndex(serviceIndex, key)
+	same, _ := s.byName.ByIndex(nameIndex, name)
 	return treeServices(&treeInput{
 		svc: svc, settings: set, slices: asSlices(objs), labels: s.nodeLabels,
-		clusterID: s.cfg.ClusterID, domain: s.cfg.Domain,
+		clusterID: s.cfg.ClusterID, domain: s.cfg.Domain, nameShared: len(same) > 1,
 	}, nodes)
 }
 
