@@ -15,12 +15,11 @@ import (
 
 // TestKernelRandomRules: random worlds as in TestRandomRulesMatchIstio, the
 // real agent (loader.Run) on node n0 installing them into the kernel;
-// connects to each Service port's VIP land on an endpoint of the first
-// Envoy priority with a ready endpoint that Istio's transcribed functions
-// give a proxy on n0 (every ready endpoint with locality load balancing
-// off). The kernel takes the deepest match's candidates, which is that
-// priority; it does not spill into the next priorities nor apply failover
-// rules (issue 11), so services with failover rules are left out.
+// connects to each Service port's VIP land on a ready endpoint of a
+// priority Envoy's priority load gives traffic under Istio's transcribed
+// functions for a proxy on n0 (istioFirstReady; every ready endpoint with
+// locality load balancing off). Services with failover rules are left out
+// (their split is checked by TestConnectLoadsFrequencies in loader).
 func TestKernelRandomRules(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	rounds, nServices := 4, 12
