@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/shared"
+)
+
+// spreadSource is one source locality of TestPerPrioritySpreadAgrees, with
+// the loads worked by hand in testdata/spill.yaml.
+type spreadSource struct {
+	name string
+	loc  shared.Locality
+	// healthy and degraded load in percent per match depth (rank)
+	healthy, degraded map[int]int
+}
+
+var spreadSources = []spreadSource{
+	{"node", shared.Locality{"region": "us-east", "zone": "us-east-1a"}, map[int]int{2: 35, 1: 65, 0: 0}, map[int]int{2: 0, 1: 0, 0: 0}},
+	{"east-1c", shared.Locality{"region": "us-east", "zone": "us-east-1c"}, map[int]int{1: 70, 0: 30}, map[int]int{1: 0, 0: 0}},
+	{"mars", shared.Locality{"region": "mars"}, map[int]int{0: 80}, map[int]int{0: 20}},
+}
+
+const (
+	spillVIP   = "127.77.65.1:9080"
+	spillHost  = "spill"
+	spreadAsks = 600 // per source and data plane
+)
+
+// TestPerPrioritySpreadAgrees (issue 11, "the topology file drives it end to
+// end"): one topology file with a spillover service; `loctree tree pick`
+// prints the per-priority loads (checked against the hand-worked numbers in
+// testdata/spill.yaml), and the real agent's kernel redirects and a real
+// `loctree wasm serve` (its filter fetching the agent's tree) spread their
+// picks the same way: per source, the picks per (match depth, healthy or
+// degraded) class pass a chi-square test against the loads at p = 0.001,
+// and a class with no load gets no pick.
+func TestPerPrioritySpreadAgrees(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cli, wasm := build(t)
+	top, err := topology.Load("testdata/spill.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, e := range top.Services[0].Endpoints {
+		addrs = append(addrs, e.Address)
+	}
+	backends(t, addrs)
+	for _, s := range spreadSources {
+		pickLoadsAre(t, cli, s)
+	}
+
+	cg := kerneltest.Cgroup(t)
+	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
+	listen := kerneltest.FreeAddr(t)
+	args := []string{"agent", "-f", "testdata/spill.yaml", "--cgroup", cg, "--bpffs", fs, "--listen", listen}
+	for _, s := range spreadSources {
+		if s.name == "node" {
+			args = append(args, "--locality", flagLocality(s.loc))
+			continue
+		}
+		childCgroup(t, cg, s.name)
+		args = append(args, "--cgroup-locality", filepath.Join(cg, s.name)+":"+flagLocality(s.loc))
+	}
+	t.Cleanup(func() { run(t, cli, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs) }) // after the agent stops
+	start(t, cli, "agent", args...)
+	kerneltest.Eventually(t, 15*time.Second, "agent healthz", func() error { return httpOK("http://"+listen+"/healthz", "") })
+
+	for _, s := range spreadSources {
+		p := &planes{t: t, cg: cg}
+		kernel := map[string]int{}
+		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
+			for range spreadAsks {
+				got, err := dialVIP(spillVIP)
+				if err != nil {
+					t.Fatalf("%s: kernel: %v", s.name, err)
+				}
+				kernel[got]++
+			}
+		})
+		checkSpread(t, "kernel", s, top, kernel)
+		proxy := spreadProxy(t, cli, wasm, listen, s)
+		filter := map[string]int{}
+		for range spreadAsks {
+			got, err := ask(proxy, spillHost)
+			if err != nil {
+				t.Fatalf("%s: filter: %v", s.name, err)
+			}
+			filter[got[0]]++
+		}
+		checkSpread(t, "filter", s, top, filter)
+	}
+}
+
+// pickLoadsAre checks `loctree tree pick -o json`'s loads against the
+// hand-worked ones.
+func pickLoadsAre(t *testing.T, cli string, s spreadSource) {
+	t.Helper()
+	out, err := exec.Command(cli, "tree", "pick", "-f", "testdata/spill.yaml", "--service", spillHost,
+		"--from", flagLocality(s.loc), "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("tree pick: %v", err)
+	}
+	var res struct {
+		Loads []struct {
+			Matched      int `json:"matched"`
+			HealthyLoad  int `json:"healthy_load"`
+			DegradedLoad int `json:"degraded_load"`
+		} `json:"loads"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("tree pick: %v\n%s", err, out)
+	}
+	if len(res.Loads) != len(s.healthy) {
+		t.Fatalf("%s: tree pick shows %d priorities, want %d:\n%s", s.name, len(res.Loads), len(s.healthy), out)
+	}
+	for _, l := range res.Loads {
+		if l.HealthyLoad != s.healthy[l.Matched] || l.DegradedLoad != s.degraded[l.Matched] {
+			t.Errorf("%s: tree pick: depth %d loads %d/%d, want %d/%d", s.name, l.Matched, l.HealthyLoad, l.DegradedLoad, s.healthy[l.Matched], s.degraded[l.Matched])
+		}
+	}
+}
+
+// spreadProxy starts a `wasm serve` whose filter has the source's locality
+// and fetches the agent's tree, and waits until it steers.
+func spreadProxy(t *testing.T, cli, wasm, agent string, s spreadSource) string {
+	t.Helper()
+	addr := kerneltest.FreeAddr(t)
+	cfg, _ := json.Marshal(map[string]any{"locality": s.loc,
+		"tree": map[string]any{"cluster": "outbound|15099||loctree-agent", "refresh_ms": 100}})
+	start(t, cli, "wasm serve ("+s.name+")", "wasm", "serve", "--module", wasm, "--listen", addr, "--workers", "2",
+		"--cache-dir", t.TempDir(), "--upstream", "outbound|15099||loctree-agent="+agent, "--plugin-config", string(cfg))
+	proxy := "http://" + addr
+	kerneltest.Eventually(t, 15*time.Second, "wasm serve ("+s.name+") steers", func() error {
+		for range 4 { // both workers
+			if _, err := ask(proxy, spillHost); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return proxy
+}
+
+// checkSpread classifies every pick by its endpoint's match depth and
+// health (from the topology, not the tree) and tests the counts against
+// the source's loads.
+func checkSpread(t *testing.T, plane string, s spreadSource, top *shared.Topology, picks map[string]int) {
+	t.Helper()
+	type class struct {
+		rank     int
+		degraded bool
+	}
+	observed := map[class]int{}
+	for _, e := range top.Services[0].Endpoints {
+		c := class{rank: rankOf(top.Services[0].Scopes, s.loc, e.Locality), degraded: e.Degraded}
+		if n := picks[e.Address]; n > 0 && e.Healthy != nil && !*e.Healthy {
+			t.Errorf("%s, %s: %d picks of the unhealthy %s", plane, s.name, n, e.Address)
+		}
+		observed[c] += picks[e.Address]
+	}
+	chi2, df := 0.0, -1
+	for c, n := range observed {
+		load := s.healthy[c.rank]
+		if c.degraded {
+			load = s.degraded[c.rank]
+		}
+		if load == 0 {
+			if n > 0 {
+				t.Errorf("%s, %s: %d picks at depth %d (degraded %v), which has no load", plane, s.name, n, c.rank, c.degraded)
+			}
+			continue
+		}
+		want := float64(spreadAsks*load) / 100
+		chi2 += (float64(n) - want) * (float64(n) - want) / want
+		df++
+	}
+	// chi-square critical values at p = 0.001 for 0..2 degrees of freedom
+	if limit := []float64{0, 10.83, 13.82}[max(df, 0)]; chi2 > limit {
+		t.Errorf("%s, %s: picks %v give chi-square %.1f (limit %.2f, %d df) against loads %v/%v", plane, s.name, observed, chi2, limit, df, s.healthy, s.degraded)
+	}
+	t.Logf("%s, %s: %v (chi-square %.2f)", plane, s.name, slices.Sorted(func(yield func(string) bool) {
+		for c, n := range observed {
+			if !yield(fmt.Sprintf("depth %d degraded=%v: %d", c.rank, c.degraded, n)) {
+				return
+			}
+		}
+	}), chi2)
+}
+
+// rankOf is the ztunnel rank: the scopes matched before the first mismatch.
+func rankOf(scopes []string, src, loc shared.Locality) int {
+	r := 0
+	for _, sc := range scopes {
+		if src[sc] != loc[sc] {
+			break
+		}
+		r++
+	}
+	return r
+}
+
+// childCgroup creates the cgroup name below cg; on cleanup the test process
+// moves back to cg and it is removed.
+func childCgroup(t *testing.T, cg, name string) {
+	t.Helper()
+	dir := filepath.Join(cg, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kerneltest.MoveTo(t, cg)
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("remove cgroup: %v", err)
+		}
+	})
+}
