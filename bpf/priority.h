@@ -90,17 +90,31 @@ struct {
 	__type(value, struct lt_loads);
 } lt_prio_scratch SEC(".maps");
 
-/* lt_loads_take returns a free scratch slot of this CPU, taken, or NULL. */
+/* lt_loads_try takes scratch slot i of this CPU if it is free. */
+static __always_inline struct lt_loads *lt_loads_try(__u32 i)
+{
+	struct lt_loads *l = bpf_map_lookup_elem(&lt_prio_scratch, &i);
+
+	return l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0 ? l : NULL;
+}
+
+/* lt_loads_take returns a free scratch slot of this CPU, taken, or NULL.
+ * Written out, not a loop: a loop's counter kept on the stack may lose its
+ * bound before the verifier sees the loop end. */
 static __always_inline struct lt_loads *lt_loads_take(void)
 {
-	for (__u32 i = 0; i < LT_SCRATCH_SLOTS; i++) {
-		struct lt_loads *l = bpf_map_lookup_elem(&lt_prio_scratch, &i);
+	struct lt_loads *l = lt_loads_try(0);
 
-		if (l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0)
-			return l;
-	}
-	return NULL;
+	if (!l)
+		l = lt_loads_try(1);
+	if (!l)
+		l = lt_loads_try(2);
+	if (!l)
+		l = lt_loads_try(3);
+	return l;
 }
+
+_Static_assert(LT_SCRATCH_SLOTS == 4, "lt_loads_take tries every slot");
 
 static __always_inline void lt_loads_give(struct lt_loads *l)
 {
@@ -817,27 +831,47 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 #define LT_NO_LOADS (-1)
 
 /*
- * lt_select_in computes the priority loads of the service copied to l->svc
- * and picks by them. r is the eligible range every candidate lies in (a
- * socket keeps a backend still in it). A service without a priority load
- * is LT_NO_LOADS: the caller takes the plain lookup.
+ * lt_select computes the priority loads of the service copied to l->svc
+ * for the source labels in l->labels and picks by them. r is the eligible
+ * range every candidate lies in (a socket keeps a backend still in it). A
+ * service without a priority load is LT_NO_LOADS: the caller takes the
+ * plain lookup.
+ *
+ * A global function (not static): the verifier checks it once per program
+ * against its prototype alone, whatever state its caller is in, and the
+ * caller goes on after the call with an unknown return value (kernel
+ * kernel/bpf/verifier.c, check_func_call: "is global and assumed valid";
+ * do_check_subprogs). Its pointers may be NULL as far as the verifier
+ * knows, hence the check.
  */
-static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
+__noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 {
-	const struct lt_service *svc = &l->svc;
-	__u32 m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
+	const struct lt_service *svc;
+	__u32 m;
 	int ret;
 
+	if (!l || !r || !out)
+		return LT_STAT_BAD_INDEX;
+	svc = &l->svc;
 	if (svc->of == 0)
 		return LT_NO_LOADS;
-	ret = lt_loads_compute(svc, labels, l);
+	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
+	ret = lt_loads_compute(svc, l->labels, l);
 	if (ret == LT_OK)
-		ret = lt_pick_loads(svc, labels, l, lt_rand64(), out);
+		ret = lt_pick_loads(svc, l->labels, l, lt_rand64(), out);
 	r->lo = l->path[0][m].lo;
 	r->hi = l->path[0][m].hi;
 	r->node = l->node[0][m];
 	r->depth = l->reach[0];
 	return ret;
+}
+
+/* lt_select_in is lt_select for the source labels at labels. */
+static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
+{
+	if (labels != l->labels)
+		__builtin_memcpy(l->labels, labels, sizeof(l->labels));
+	return lt_select(l, r, out);
 }
 
 #endif /* LOCTREE_PRIORITY_H */

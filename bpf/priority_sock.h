@@ -16,7 +16,7 @@
  * priority load as lt_redirect does any other; it returns -1, touching
  * nothing, when the address is not such a service.
  */
-static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int udp)
+static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
 	struct lt_service *found;
 	struct lt_addr fe, b;
@@ -59,7 +59,7 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int u
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
 	lt_remember(cookie, old, &fe, &b, idx, lt_counts(policy));
-	if (udp)
+	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
