@@ -830,6 +830,23 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
  * was replaced between the caller's check and its copy). */
 #define LT_NO_LOADS (-1)
 
+/* lt_loads_in is lt_loads_compute for the service and labels in l, and
+ * lt_pick_in lt_pick_loads: global functions, each checked once on its
+ * own, not once per state its caller is in (lt_select). */
+__noinline int lt_loads_in(struct lt_loads *l)
+{
+	if (!l)
+		return LT_STAT_BAD_INDEX;
+	return lt_loads_compute(&l->svc, l->labels, l);
+}
+
+__noinline int lt_pick_in(struct lt_loads *l, __u64 draw, __u32 *out)
+{
+	if (!l || !out)
+		return LT_STAT_BAD_INDEX;
+	return lt_pick_loads(&l->svc, l->labels, l, draw, out);
+}
+
 /*
  * lt_select computes the priority loads of the service copied to l->svc
  * for the source labels in l->labels and picks by them. r is the eligible
@@ -856,9 +873,9 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	if (svc->of == 0)
 		return LT_NO_LOADS;
 	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
-	ret = lt_loads_compute(svc, l->labels, l);
+	ret = lt_loads_in(l);
 	if (ret == LT_OK)
-		ret = lt_pick_loads(svc, l->labels, l, lt_rand64(), out);
+		ret = lt_pick_in(l, lt_rand64(), out);
 	r->lo = l->path[0][m].lo;
 	r->hi = l->path[0][m].hi;
 	r->node = l->node[0][m];
