@@ -25,7 +25,8 @@
 #define LT_DEPTHS (LT_MAX_LEVELS + 2)   /* a range per depth 0..levels, and an empty one below */
 #define LT_MAX_PRIO (LT_MAX_LEVELS + 2) /* one per rank, and one more where a failover rule splits */
 #define LT_SPANS 3                      /* spans of one set in one priority */
-#define LT_PICK_SPANS (LT_SETS * LT_SPANS)
+#define LT_DIST_TARGETS 8 /* targets of a distribute rule (shared.MaxDistributeTargets) */
+#define LT_PICK_SPANS (LT_SETS * LT_DIST_TARGETS) /* >= LT_SETS * LT_SPANS */
 #define LT_SCRATCH_SLOTS 4
 /* Binary search steps over a node's children: a service has at most 2^24
  * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
@@ -79,6 +80,11 @@ struct lt_loads {
 	__u8 at_found, at2_found;
 	__u64 wsum, wx;          /* weighted pick over spans */
 	__u32 wfind, wspan;
+	__u32 rule;              /* distribute: k+1 when rule k applies, 0 when none does */
+	__s32 target;            /* distribute: the drawn target, -1 for every target's endpoints */
+	__u32 dist_at;           /* distribute: map index of the applying rule's block */
+	__u32 dist_found;
+	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
 	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
 };
@@ -847,6 +853,8 @@ __noinline int lt_pick_in(struct lt_loads *l, __u64 draw, __u32 *out)
 	return lt_pick_loads(&l->svc, l->labels, l, draw, out);
 }
 
+#include "distribute.h"
+
 /*
  * lt_select computes the priority loads of the service copied to l->svc
  * for the source labels in l->labels and picks by them. r is the eligible
@@ -873,9 +881,14 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	if (svc->of == 0)
 		return LT_NO_LOADS;
 	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
-	ret = lt_loads_in(l);
-	if (ret == LT_OK)
-		ret = lt_pick_in(l, lt_rand64(), out);
+	if (svc->dist_count) {
+		ret = lt_dist_in(l, out);
+		m = 0;
+	} else {
+		ret = lt_loads_in(l);
+		if (ret == LT_OK)
+			ret = lt_pick_in(l, lt_rand64(), out);
+	}
 	r->lo = l->path[0][m].lo;
 	r->hi = l->path[0][m].hi;
 	r->node = l->node[0][m];
