@@ -73,7 +73,7 @@ func (s *builtService) parseDistribute(rules []DistributeSpec, failover int) err
 	case failover > 0:
 		return invalid("service %q: distribute and failover exclude each other (as in Istio); keep one", s.name)
 	case !s.spill:
-		return invalid("service %q: distribute needs spillover (the priority load); the plain lookup and the kernel path do not apply distribute yet", s.name)
+		return invalid("service %q: distribute needs spillover (the priority load): the plain lookup does not apply distribute", s.name)
 	}
 	var froms [][]string
 	depth := 0
