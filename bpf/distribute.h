@@ -35,6 +35,7 @@
 
 #define LT_DIST_FROM 3 /* a pattern's fixed segments: region, zone, subzone */
 #define LT_DIST_STRIDE (LT_DIST_FROM + LT_SETS * LT_DIST_TARGETS)
+#define LT_AFF_TARGET_SALT 0xbb67ae8584caa73bULL /* consistent_hash: a target draw of its own */
 
 /* lt_dist_rule_cb tests rule block i's from against the source labels and
  * stops at the first that matches (l->dist_at, l->rule). */
@@ -150,7 +151,7 @@ static __always_inline int lt_dist_draw(struct lt_loads *l, struct lt_walk_ctx *
 		bpf_loop(targets, lt_dist_span_cb, c, 0);
 		return c->bad ? LT_STAT_BAD_INDEX : LT_OK;
 	}
-	l->wx = lt_rand64() % l->wsum;
+	l->wx = (l->svc.policy == LT_POLICY_CONSISTENT_HASH ? lt_mix64(l->aff_hash ^ LT_AFF_TARGET_SALT) : lt_rand64()) % l->wsum;
 	l->wfind = 1;
 	bpf_loop(targets, lt_dist_weight_cb, c, 0);
 	if (c->bad || l->target < 0 || l->target >= LT_DIST_TARGETS)
@@ -219,7 +220,7 @@ __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
 	ret = lt_dist_head(svc, l, &targets);
 	if (ret != LT_OK)
 		return ret;
-	draw = bpf_get_prandom_u32() % 100 + 1; /* choosePriority, one priority */
+	draw = lt_draw(l) % 100 + 1; /* choosePriority, one priority */
 	l->chosen = 0;
 	l->chosen_deg = draw > l->lh[0] && draw <= (__u32)l->lh[0] + l->ld[0];
 	ret = lt_dist_draw(l, &c, targets);

@@ -115,6 +115,8 @@ type loctreeLtLoads struct {
 	DistFound uint32
 	DistSet   uint32
 	_         [4]byte
+	Aff       loctreeLtAffKey
+	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
 }

@@ -20,6 +20,12 @@
 #define LOCTREE_PRIORITY_H
 
 #include "loctree.h"
+#include "affinity.h"
+
+/* Mixed into a consistent_hash client's hash to draw its priority (and a
+ * distribute target): the draw and the jump hash inside the priority must
+ * not be the same number. */
+#define LT_AFF_PRIO_SALT 0x6a09e667f3bcc909ULL
 
 #define LT_SETS 3                       /* eligible, degraded, unhealthy */
 #define LT_DEPTHS (LT_MAX_LEVELS + 2)   /* a range per depth 0..levels, and an empty one below */
@@ -85,6 +91,8 @@ struct lt_loads {
 	__u32 dist_at;           /* distribute: map index of the applying rule's block */
 	__u32 dist_found;
 	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
+	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
+	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
 	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
 };
@@ -761,6 +769,64 @@ static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_
 	return lt_pick_weighted(l->pick[w].lo, l->pick[w].hi, out);
 }
 
+/* lt_in_pick reports whether endpoint idx lies in one of the pick spans. */
+static __always_inline int lt_in_pick(const struct lt_loads *l, __u32 idx)
+{
+	for (int i = 0; i < LT_PICK_SPANS; i++)
+		if (idx >= l->pick[i].lo && idx < l->pick[i].hi)
+			return 1;
+	return 0;
+}
+
+/* lt_aff_in reports whether endpoint idx is backend b and in the pick spans. */
+static __always_inline int lt_aff_in(const struct lt_loads *l, __u32 idx, const struct lt_addr *b)
+{
+	struct lt_endpoint *ep;
+
+	if (!lt_in_pick(l, idx))
+		return 0;
+	ep = lt_ep_at(idx);
+	return ep && ep->addr[0] == b->addr[0] && ep->addr[1] == b->addr[1] && ep->addr[2] == b->addr[2] &&
+	       ep->addr[3] == b->addr[3] && ep->port == b->port && ep->family == b->family;
+}
+
+/*
+ * lt_affinity_spans is lt_affinity_pick (affinity.h) over the pick spans
+ * as one list: the client's backend while its affinity lasts and it is in
+ * them (at its last index, else found by address), else the jump hash of
+ * (client, service) over them, which becomes the client's backend.
+ */
+static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, __u32 *out)
+{
+	__u64 now = bpf_ktime_get_ns(), ttl = l->svc.affinity_timeout ?: LT_AFF_DEFAULT_TIMEOUT;
+	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &l->aff), v = {};
+	struct lt_aff_ep_key k = {};
+	struct lt_endpoint *ep;
+	__u32 *idx;
+
+	if (a && now - a->last_ns < ttl * LT_NS_PER_SEC) {
+		k.fe = l->aff.fe;
+		k.backend = a->backend;
+		idx = lt_aff_in(l, a->ep, &a->backend) ? &a->ep : bpf_map_lookup_elem(&lt_aff_eps, &k);
+		if (idx && lt_aff_in(l, *idx, &a->backend)) {
+			*out = *idx;
+			a->ep = *out;
+			a->last_ns = now;
+			return LT_OK;
+		}
+	}
+	lt_at(l, c, 0, lt_jump(l->aff_hash, total));
+	*out = l->at2;
+	ep = lt_ep_at(*out);
+	if (!ep)
+		return LT_STAT_BAD_INDEX;
+	lt_backend_of(ep, &v.backend);
+	v.ep = *out;
+	v.last_ns = now;
+	bpf_map_update_elem(&lt_affinity, &l->aff, &v, BPF_ANY);
+	return LT_OK;
+}
+
 /* lt_pick_spans applies svc's policy to the chosen spans (lt_pick's
  * policies over several spans treated as one list). */
 static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c,
@@ -783,6 +849,8 @@ static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt
 		b = a;
 		break;
 	}
+	case LT_POLICY_CONSISTENT_HASH:
+		return lt_affinity_spans(l, c, total, out);
 	case LT_POLICY_LEAST_CONNECTIONS:
 	case LT_POLICY_LEAST_REQUEST:
 		a = bpf_get_prandom_u32() % total;
@@ -853,6 +921,15 @@ __noinline int lt_pick_in(struct lt_loads *l, __u64 draw, __u32 *out)
 	return lt_pick_loads(&l->svc, l->labels, l, draw, out);
 }
 
+/* lt_draw is the number that draws a priority: for consistent_hash the
+ * client's (Envoy's choosePriority takes the request hash), else random. */
+static __always_inline __u64 lt_draw(const struct lt_loads *l)
+{
+	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH)
+		return lt_mix64(l->aff_hash ^ LT_AFF_PRIO_SALT);
+	return lt_rand64();
+}
+
 #include "distribute.h"
 
 /*
@@ -880,6 +957,7 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	svc = &l->svc;
 	if (svc->of == 0)
 		return LT_NO_LOADS;
+	l->aff_hash = lt_aff_hash(&l->aff);
 	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
 	if (svc->dist_count) {
 		ret = lt_dist_in(l, out);
@@ -887,7 +965,7 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	} else {
 		ret = lt_loads_in(l);
 		if (ret == LT_OK)
-			ret = lt_pick_in(l, lt_rand64(), out);
+			ret = lt_pick_in(l, lt_draw(l), out);
 	}
 	r->lo = l->path[0][m].lo;
 	r->hi = l->path[0][m].hi;

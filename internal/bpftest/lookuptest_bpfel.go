@@ -115,6 +115,8 @@ type lookuptestLtLoads struct {
 	DistFound uint32
 	DistSet   uint32
 	_         [4]byte
+	Aff       lookuptestLtAffKey
+	AffHash   uint64
 	Svc       lookuptestLtService
 	Labels    [8]uint64
 }
