@@ -226,7 +226,7 @@ __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
 	ret = lt_dist_draw(l, &c, targets);
 	if (ret != LT_OK)
 		return ret;
-	return lt_pick_spans(svc, l, &c, out);
+	return lt_pick_spans(l, out);
 }
 
 #endif /* LOCTREE_DISTRIBUTE_H */

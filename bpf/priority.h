@@ -827,12 +827,21 @@ static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_
 	return LT_OK;
 }
 
-/* lt_pick_spans applies svc's policy to the chosen spans (lt_pick's
- * policies over several spans treated as one list). */
-static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c,
-					 __u32 *out)
+/* lt_pick_spans applies the service's policy to the chosen spans (lt_pick's
+ * policies over several spans treated as one list). A global function, as
+ * lt_select: the priority and the distribute path both call it. */
+__noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
 {
+	struct lt_walk_ctx ctx = {}, *c = &ctx;
+	const struct lt_service *svc;
 	__u32 total = 0, a, b;
+
+	if (!l || !out)
+		return LT_STAT_BAD_INDEX;
+	svc = &l->svc;
+	ctx.svc = svc;
+	ctx.labels = l->labels;
+	ctx.l = l;
 
 	for (int i = 0; i < LT_PICK_SPANS; i++)
 		total += lt_len(l->pick[i]);
@@ -897,7 +906,7 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 	} else {
 		lt_spans_of(l, l->chosen_deg ? 1 : 0, p, &l->pick[0]);
 	}
-	return lt_pick_spans(svc, l, &c, out);
+	return lt_pick_spans(l, out);
 }
 
 /* lt_select_in's answer for a service without a priority load (the value
