@@ -16,6 +16,9 @@
  * while it is still in the client's candidate range; it is found by address
  * (lt_aff_eps, written by the loader for consistent_hash services), so an
  * update that shifts the endpoint array moves nobody whose backend stayed.
+ * With a priority load (priority.h) the client's hash also draws the
+ * priority, as Envoy's choosePriority takes the request hash, and the
+ * candidates are that priority's spans (lt_affinity_spans).
  */
 #ifndef LOCTREE_AFFINITY_H
 #define LOCTREE_AFFINITY_H

@@ -192,13 +192,22 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
 	}
 }
 
+/* lt_source_labels writes svc's source labels (lt_source) to buf. */
+static __always_inline void lt_source_labels(const struct lt_service *svc, __u64 *buf)
+{
+	const __u64 *src = lt_source(svc, buf);
+
+	if (src != buf)
+		__builtin_memcpy(buf, src, LT_MAX_LEVELS * sizeof(__u64));
+}
+
 /*
  * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
  * anything that is not a VIP and for a successful rewrite. A socket that
  * already has a backend which is still a candidate keeps it, without a map
  * update; UDP sockets record every backend they used for recvmsg.
  */
-static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
+static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
 	struct lt_service *found, svc;
 	struct lt_addr fe, b;
@@ -215,7 +224,8 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
 		return SK_PASS;
 	/* One copy of the published value: the walk never mixes two of them. */
 	__builtin_memcpy(&svc, found, sizeof(svc));
-	ret = lt_lookup(&svc, lt_source(&svc, labels), &r);
+	lt_source_labels(&svc, labels);
+	ret = lt_lookup(&svc, labels, &r);
 	if (ret != LT_OK)
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);
@@ -236,7 +246,7 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
 	lt_remember(cookie, old, &fe, &b, idx, lt_counts(svc.policy));
-	if (udp)
+	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
@@ -248,37 +258,39 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, int udp)
  * lt_handle serves a service with a priority load (priority.h) or else
  * any other VIP (lt_redirect). Two subprograms, not one: each needs most of
  * the 512-byte BPF stack, and the verifier adds up the frames of a call
- * chain.
+ * chain. proto is the socket's protocol, compared only where UDP differs:
+ * a flag computed up front is a branch, and the verifier would check
+ * everything after it twice, once per constant (program load time).
  */
-static __always_inline int lt_handle(struct bpf_sock_addr *ctx, int v6, int udp)
+static __always_inline int lt_handle(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
-	int ret = lt_redirect_loads(ctx, v6, udp);
+	int ret = lt_redirect_loads(ctx, v6, proto);
 
-	return ret >= 0 ? ret : lt_redirect(ctx, v6, udp);
+	return ret >= 0 ? ret : lt_redirect(ctx, v6, proto);
 }
 
 SEC("cgroup/connect4")
 int lt_connect4(struct bpf_sock_addr *ctx)
 {
-	return lt_handle(ctx, 0, ctx->protocol == IPPROTO_UDP);
+	return lt_handle(ctx, 0, ctx->protocol);
 }
 
 SEC("cgroup/connect6")
 int lt_connect6(struct bpf_sock_addr *ctx)
 {
-	return lt_handle(ctx, 1, ctx->protocol == IPPROTO_UDP);
+	return lt_handle(ctx, 1, ctx->protocol);
 }
 
 SEC("cgroup/sendmsg4")
 int lt_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return lt_handle(ctx, 0, 1);
+	return lt_handle(ctx, 0, IPPROTO_UDP);
 }
 
 SEC("cgroup/sendmsg6")
 int lt_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return lt_handle(ctx, 1, 1);
+	return lt_handle(ctx, 1, IPPROTO_UDP);
 }
 
 /* lt_restore_vip shows the VIP where a connected socket talks to its backend (getpeername). */

@@ -134,7 +134,8 @@ struct lt_service {
 	__u32 rules;              /* map index of the first failover rule */
 	__u8 rule_count;          /* failover rules, sorted by from-region label */
 	__u8 panic;               /* panic threshold, percent; 0 disables panic */
-	__u8 pad2[2];
+	__u8 dist_count;          /* distribute rules (distribute.h); their blocks sit where the failover rules would */
+	__u8 pad2;
 };
 
 /*

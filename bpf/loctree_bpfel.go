@@ -75,7 +75,7 @@ type loctreeLtLoads struct {
 	Lh       [10]uint8
 	Ld       [10]uint8
 	Panic    uint32
-	Pick     [9]struct {
+	Pick     [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
@@ -109,6 +109,14 @@ type loctreeLtLoads struct {
 	Wx        uint64
 	Wfind     uint32
 	Wspan     uint32
+	Rule      uint32
+	Target    int32
+	DistAt    uint32
+	DistFound uint32
+	DistSet   uint32
+	_         [4]byte
+	Aff       loctreeLtAffKey
+	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
 }
@@ -164,7 +172,8 @@ type loctreeLtService struct {
 	Rules           uint32
 	RuleCount       uint8
 	Panic           uint8
-	Pad2            [2]uint8
+	DistCount       uint8
+	Pad2            uint8
 }
 
 type loctreeLtSock struct {

@@ -20,12 +20,19 @@
 #define LOCTREE_PRIORITY_H
 
 #include "loctree.h"
+#include "affinity.h"
+
+/* Mixed into a consistent_hash client's hash to draw its priority (and a
+ * distribute target): the draw and the jump hash inside the priority must
+ * not be the same number. */
+#define LT_AFF_PRIO_SALT 0x6a09e667f3bcc909ULL
 
 #define LT_SETS 3                       /* eligible, degraded, unhealthy */
 #define LT_DEPTHS (LT_MAX_LEVELS + 2)   /* a range per depth 0..levels, and an empty one below */
 #define LT_MAX_PRIO (LT_MAX_LEVELS + 2) /* one per rank, and one more where a failover rule splits */
 #define LT_SPANS 3                      /* spans of one set in one priority */
-#define LT_PICK_SPANS (LT_SETS * LT_SPANS)
+#define LT_DIST_TARGETS 8 /* targets of a distribute rule (shared.MaxDistributeTargets) */
+#define LT_PICK_SPANS (LT_SETS * LT_DIST_TARGETS) /* >= LT_SETS * LT_SPANS */
 #define LT_SCRATCH_SLOTS 4
 /* Binary search steps over a node's children: a service has at most 2^24
  * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
@@ -79,6 +86,13 @@ struct lt_loads {
 	__u8 at_found, at2_found;
 	__u64 wsum, wx;          /* weighted pick over spans */
 	__u32 wfind, wspan;
+	__u32 rule;              /* distribute: k+1 when rule k applies, 0 when none does */
+	__s32 target;            /* distribute: the drawn target, -1 for every target's endpoints */
+	__u32 dist_at;           /* distribute: map index of the applying rule's block */
+	__u32 dist_found;
+	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
+	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
+	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
 	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
 };
@@ -90,17 +104,31 @@ struct {
 	__type(value, struct lt_loads);
 } lt_prio_scratch SEC(".maps");
 
-/* lt_loads_take returns a free scratch slot of this CPU, taken, or NULL. */
+/* lt_loads_try takes scratch slot i of this CPU if it is free. */
+static __always_inline struct lt_loads *lt_loads_try(__u32 i)
+{
+	struct lt_loads *l = bpf_map_lookup_elem(&lt_prio_scratch, &i);
+
+	return l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0 ? l : NULL;
+}
+
+/* lt_loads_take returns a free scratch slot of this CPU, taken, or NULL.
+ * Written out, not a loop: a loop's counter kept on the stack may lose its
+ * bound before the verifier sees the loop end. */
 static __always_inline struct lt_loads *lt_loads_take(void)
 {
-	for (__u32 i = 0; i < LT_SCRATCH_SLOTS; i++) {
-		struct lt_loads *l = bpf_map_lookup_elem(&lt_prio_scratch, &i);
+	struct lt_loads *l = lt_loads_try(0);
 
-		if (l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0)
-			return l;
-	}
-	return NULL;
+	if (!l)
+		l = lt_loads_try(1);
+	if (!l)
+		l = lt_loads_try(2);
+	if (!l)
+		l = lt_loads_try(3);
+	return l;
 }
+
+_Static_assert(LT_SCRATCH_SLOTS == 4, "lt_loads_take tries every slot");
 
 static __always_inline void lt_loads_give(struct lt_loads *l)
 {
@@ -741,12 +769,79 @@ static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_
 	return lt_pick_weighted(l->pick[w].lo, l->pick[w].hi, out);
 }
 
-/* lt_pick_spans applies svc's policy to the chosen spans (lt_pick's
- * policies over several spans treated as one list). */
-static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c,
-					 __u32 *out)
+/* lt_in_pick reports whether endpoint idx lies in one of the pick spans. */
+static __always_inline int lt_in_pick(const struct lt_loads *l, __u32 idx)
 {
+	for (int i = 0; i < LT_PICK_SPANS; i++)
+		if (idx >= l->pick[i].lo && idx < l->pick[i].hi)
+			return 1;
+	return 0;
+}
+
+/* lt_aff_in reports whether endpoint idx is backend b and in the pick spans. */
+static __always_inline int lt_aff_in(const struct lt_loads *l, __u32 idx, const struct lt_addr *b)
+{
+	struct lt_endpoint *ep;
+
+	if (!lt_in_pick(l, idx))
+		return 0;
+	ep = lt_ep_at(idx);
+	return ep && ep->addr[0] == b->addr[0] && ep->addr[1] == b->addr[1] && ep->addr[2] == b->addr[2] &&
+	       ep->addr[3] == b->addr[3] && ep->port == b->port && ep->family == b->family;
+}
+
+/*
+ * lt_affinity_spans is lt_affinity_pick (affinity.h) over the pick spans
+ * as one list: the client's backend while its affinity lasts and it is in
+ * them (at its last index, else found by address), else the jump hash of
+ * (client, service) over them, which becomes the client's backend.
+ */
+static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, __u32 *out)
+{
+	__u64 now = bpf_ktime_get_ns(), ttl = l->svc.affinity_timeout ?: LT_AFF_DEFAULT_TIMEOUT;
+	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &l->aff), v = {};
+	struct lt_aff_ep_key k = {};
+	struct lt_endpoint *ep;
+	__u32 *idx;
+
+	if (a && now - a->last_ns < ttl * LT_NS_PER_SEC) {
+		k.fe = l->aff.fe;
+		k.backend = a->backend;
+		idx = lt_aff_in(l, a->ep, &a->backend) ? &a->ep : bpf_map_lookup_elem(&lt_aff_eps, &k);
+		if (idx && lt_aff_in(l, *idx, &a->backend)) {
+			*out = *idx;
+			a->ep = *out;
+			a->last_ns = now;
+			return LT_OK;
+		}
+	}
+	lt_at(l, c, 0, lt_jump(l->aff_hash, total));
+	*out = l->at2;
+	ep = lt_ep_at(*out);
+	if (!ep)
+		return LT_STAT_BAD_INDEX;
+	lt_backend_of(ep, &v.backend);
+	v.ep = *out;
+	v.last_ns = now;
+	bpf_map_update_elem(&lt_affinity, &l->aff, &v, BPF_ANY);
+	return LT_OK;
+}
+
+/* lt_pick_spans applies the service's policy to the chosen spans (lt_pick's
+ * policies over several spans treated as one list). A global function, as
+ * lt_select: the priority and the distribute path both call it. */
+__noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
+{
+	struct lt_walk_ctx ctx = {}, *c = &ctx;
+	const struct lt_service *svc;
 	__u32 total = 0, a, b;
+
+	if (!l || !out)
+		return LT_STAT_BAD_INDEX;
+	svc = &l->svc;
+	ctx.svc = svc;
+	ctx.labels = l->labels;
+	ctx.l = l;
 
 	for (int i = 0; i < LT_PICK_SPANS; i++)
 		total += lt_len(l->pick[i]);
@@ -763,6 +858,8 @@ static __always_inline int lt_pick_spans(const struct lt_service *svc, struct lt
 		b = a;
 		break;
 	}
+	case LT_POLICY_CONSISTENT_HASH:
+		return lt_affinity_spans(l, c, total, out);
 	case LT_POLICY_LEAST_CONNECTIONS:
 	case LT_POLICY_LEAST_REQUEST:
 		a = bpf_get_prandom_u32() % total;
@@ -809,35 +906,89 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 	} else {
 		lt_spans_of(l, l->chosen_deg ? 1 : 0, p, &l->pick[0]);
 	}
-	return lt_pick_spans(svc, l, &c, out);
+	return lt_pick_spans(l, out);
 }
 
 /* lt_select_in's answer for a service without a priority load (the value
  * was replaced between the caller's check and its copy). */
 #define LT_NO_LOADS (-1)
 
-/*
- * lt_select_in computes the priority loads of the service copied to l->svc
- * and picks by them. r is the eligible range every candidate lies in (a
- * socket keeps a backend still in it). A service without a priority load
- * is LT_NO_LOADS: the caller takes the plain lookup.
- */
-static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
+/* lt_loads_in is lt_loads_compute for the service and labels in l, and
+ * lt_pick_in lt_pick_loads: global functions, each checked once on its
+ * own, not once per state its caller is in (lt_select). */
+__noinline int lt_loads_in(struct lt_loads *l)
 {
-	const struct lt_service *svc = &l->svc;
-	__u32 m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
+	if (!l)
+		return LT_STAT_BAD_INDEX;
+	return lt_loads_compute(&l->svc, l->labels, l);
+}
+
+__noinline int lt_pick_in(struct lt_loads *l, __u64 draw, __u32 *out)
+{
+	if (!l || !out)
+		return LT_STAT_BAD_INDEX;
+	return lt_pick_loads(&l->svc, l->labels, l, draw, out);
+}
+
+/* lt_draw is the number that draws a priority: for consistent_hash the
+ * client's (Envoy's choosePriority takes the request hash), else random. */
+static __always_inline __u64 lt_draw(const struct lt_loads *l)
+{
+	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH)
+		return lt_mix64(l->aff_hash ^ LT_AFF_PRIO_SALT);
+	return lt_rand64();
+}
+
+#include "distribute.h"
+
+/*
+ * lt_select computes the priority loads of the service copied to l->svc
+ * for the source labels in l->labels and picks by them. r is the eligible
+ * range every candidate lies in (a socket keeps a backend still in it). A
+ * service without a priority load is LT_NO_LOADS: the caller takes the
+ * plain lookup.
+ *
+ * A global function (not static): the verifier checks it once per program
+ * against its prototype alone, whatever state its caller is in, and the
+ * caller goes on after the call with an unknown return value (kernel
+ * kernel/bpf/verifier.c, check_func_call: "is global and assumed valid";
+ * do_check_subprogs). Its pointers may be NULL as far as the verifier
+ * knows, hence the check.
+ */
+__noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
+{
+	const struct lt_service *svc;
+	__u32 m;
 	int ret;
 
+	if (!l || !r || !out)
+		return LT_STAT_BAD_INDEX;
+	svc = &l->svc;
 	if (svc->of == 0)
 		return LT_NO_LOADS;
-	ret = lt_loads_compute(svc, labels, l);
-	if (ret == LT_OK)
-		ret = lt_pick_loads(svc, labels, l, lt_rand64(), out);
+	l->aff_hash = lt_aff_hash(&l->aff);
+	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
+	if (svc->dist_count) {
+		ret = lt_dist_in(l, out);
+		m = 0;
+	} else {
+		ret = lt_loads_in(l);
+		if (ret == LT_OK)
+			ret = lt_pick_in(l, lt_draw(l), out);
+	}
 	r->lo = l->path[0][m].lo;
 	r->hi = l->path[0][m].hi;
 	r->node = l->node[0][m];
 	r->depth = l->reach[0];
 	return ret;
+}
+
+/* lt_select_in is lt_select for the source labels at labels. */
+static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
+{
+	if (labels != l->labels)
+		__builtin_memcpy(l->labels, labels, sizeof(l->labels));
+	return lt_select(l, r, out);
 }
 
 #endif /* LOCTREE_PRIORITY_H */

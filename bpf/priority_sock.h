@@ -16,7 +16,7 @@
  * priority load as lt_redirect does any other; it returns -1, touching
  * nothing, when the address is not such a service.
  */
-static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int udp)
+static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
 	struct lt_service *found;
 	struct lt_addr fe, b;
@@ -37,6 +37,11 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int u
 	if (!l)
 		return lt_refuse(LT_STAT_SCRATCH_BUSY);
 	__builtin_memcpy(&l->svc, found, sizeof(l->svc)); /* one copy, as lt_redirect's */
+	__builtin_memset(&l->aff, 0, sizeof(l->aff));
+	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH) {
+		l->aff.client = bpf_get_netns_cookie(ctx);
+		l->aff.fe = fe;
+	}
 	ret = lt_select_in(l, lt_source(&l->svc, l->labels), &r, &idx);
 	policy = l->svc.policy;
 	lt_loads_give(l);
@@ -59,7 +64,7 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, int u
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
 	lt_remember(cookie, old, &fe, &b, idx, lt_counts(policy));
-	if (udp)
+	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;

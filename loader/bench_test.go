@@ -180,10 +180,12 @@ func BenchmarkConnect(b *testing.B) {
 	direct := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}
 	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
 	spill := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 80}
+	dist := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 3}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
-			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port))
+			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
+				distributeBenchService("dist", "127.77.3.3:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -191,6 +193,7 @@ func BenchmarkConnect(b *testing.B) {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
 		if n < 100000 {
 			b.Run(fmt.Sprintf("spillover/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, spill, direct) })
+			b.Run(fmt.Sprintf("distribute/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, dist, direct) })
 		}
 	}
 }
@@ -236,6 +239,19 @@ func spilloverService(name, vip string, n, port int) shared.ServiceSpec {
 			e.Degraded = true
 		}
 	}
+	return s
+}
+
+// distributeBenchService is spilloverService with five distribute rules:
+// four whose from the source (r0/z0/s0) does not match, then r0/z0, whose
+// one target is the source's subzone (its two listeners), so a connect
+// tests five froms and draws a target.
+func distributeBenchService(name, vip string, n, port int) shared.ServiceSpec {
+	s := spilloverService(name, vip, n, port)
+	for r := 1; r <= 4; r++ {
+		s.Distribute = append(s.Distribute, shared.DistributeSpec{From: fmt.Sprintf("r%d", r), To: map[string]uint32{fmt.Sprintf("r%d", r): 100}})
+	}
+	s.Distribute = append(s.Distribute, shared.DistributeSpec{From: "r0/z0", To: map[string]uint32{"r0/z0/s0": 100}})
 	return s
 }
 

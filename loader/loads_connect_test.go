@@ -63,6 +63,14 @@ func spillService(name, vip string, failover []shared.FailoverSpec, eps []loadsE
 //     healthy one, none to its unhealthy one.
 //   - failover: no endpoint in r1; the rule r1 → r2 makes r2 priority 0 and r4
 //     priority 1; r2 is fully healthy: all traffic to r2.
+//   - distribute: the rule from r1/z1 to {r1/z2: 80, r2: 20} (Istio's
+//     applyLocalityWeights) drops r1/z1's endpoints, keeps every other at
+//     priority 0 and weighs the localities 80 and 20 (one locality each,
+//     endpoint weights 1: ceil(80·2/2), ceil(20·2/2)). P0: 3 healthy of 4,
+//     health min(100, 140·3/4) = 100: no panic, healthy load 100. Envoy's
+//     effectiveLocalityWeight (locality_wrr.cc): r1/z2 80·min(1, 1.4·2/2) =
+//     80, r2/z3 20·min(1, 1.4·1/2) = 14: r1/z2 gets 80/94 (40/94 per
+//     endpoint), r2's healthy endpoint 14/94.
 func loadsCases() []loadsCase {
 	return []loadsCase{
 		spillService("spill", "127.77.1.1:80", nil, []loadsEndpoint{
@@ -87,14 +95,25 @@ func loadsCases() []loadsCase {
 			{"127.0.14.1:9104", "r2", "z1", "", 50}, {"127.0.14.2:9104", "r2", "z1", "", 50},
 			{"127.0.14.3:9104", "r4", "z1", "", 0}, {"127.0.14.4:9104", "r4", "z1", "", 0},
 		}),
+		distributeCase(),
 	}
+}
+
+func distributeCase() loadsCase {
+	c := spillService("distribute", "127.77.1.7:80", nil, []loadsEndpoint{
+		{"127.0.16.1:9106", "r1", "z1", "", 0}, {"127.0.16.2:9106", "r1", "z1", "", 0},
+		{"127.0.16.3:9106", "r1", "z2", "", 4000.0 / 94}, {"127.0.16.4:9106", "r1", "z2", "", 4000.0 / 94},
+		{"127.0.16.5:9106", "r2", "z3", "", 1400.0 / 94}, {"127.0.16.6:9106", "r2", "z3", "unhealthy", 0},
+	})
+	c.spec.Distribute = []shared.DistributeSpec{{From: "r1/z1", To: map[string]uint32{"r1/z2": 80, "r2": 20}}}
+	return c
 }
 
 // TestConnectLoadsFrequencies: real connects through the programs attached
 // to a child cgroup land on each endpoint as often as Envoy's priority load
 // says (chi-square at p = 0.001 over the endpoints with a share; never on
-// an endpoint without one), for a spillover, a degraded, a panic and a
-// failover case; connects beyond a failover_limit are refused. The kernel
+// an endpoint without one), for a spillover, a degraded, a panic, a
+// failover and a distribute case; connects beyond a failover_limit are refused. The kernel
 // before bpf/priority.h served these services all-or-nothing (only the
 // deepest healthy match) and fails this test.
 func TestConnectLoadsFrequencies(t *testing.T) {

@@ -23,7 +23,20 @@ func nodeLen(s *shared.Service) uint32 {
 	if !hasLoads(s) {
 		return s.NodeCount
 	}
-	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover))
+	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s)
+}
+
+// distStride is the node records of one distribute rule's block
+// (bpf/distribute.h): three for its from and priority, three per target.
+const distStride = 3 + 3*shared.MaxDistributeTargets
+
+// distLen is the node map entries of s's distribute rules: a block per
+// rule and one for a source no rule applies to.
+func distLen(s *shared.Service) uint32 {
+	if len(s.Distribute) == 0 {
+		return 0
+	}
+	return uint32(len(s.Distribute)+1) * distStride
 }
 
 // epLen is the number of endpoint map entries s takes: the eligible
@@ -49,6 +62,9 @@ func auxRecords(t *shared.Tree, s *shared.Service) []byte {
 // records sorted by the from-region's label, the to-region's label in lo
 // (low half) and hi (high half).
 func ruleRecords(s *shared.Service) []byte {
+	if hasLoads(s) && len(s.Distribute) > 0 {
+		return distRecords(s)
+	}
 	if !hasLoads(s) || len(s.Failover) == 0 {
 		return nil
 	}
@@ -89,4 +105,52 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.AuxRoot = [2]uint32{aux, aux + s.AuxCount[0]}
 	v.Rules = aux + s.AuxCount[0] + s.AuxCount[1]
 	v.RuleCount = uint8(len(s.Failover))
+	v.DistCount = uint8(len(s.Distribute))
+}
+
+// distRecords are s's distribute rules as the kernel reads them
+// (bpf/distribute.h): per rule, then for a source no rule applies to, the
+// precomputed priority of shared.Service.RuleLoads: the from prefix, the
+// loads, panic and counts, and per target its span and effective weight
+// in each set.
+func distRecords(s *shared.Service) []byte {
+	out := make([]byte, 0, int(distLen(s))*shared.NodeRecordSize)
+	for k := range len(s.Distribute) + 1 {
+		out = appendDistBlock(out, s.DistributeFrom(k), s.RuleLoads(k))
+	}
+	return out
+}
+
+// appendDistBlock appends one rule's block of distStride node records.
+func appendDistBlock(out []byte, from []uint64, l *shared.Loads) []byte {
+	var seg [3]uint64
+	copy(seg[:], from)
+	flags := uint32(l.Healthy[0]) | uint32(l.Degraded[0])<<8
+	if l.InPanic(0) {
+		flags |= 1 << 16
+	}
+	if l.N > 0 {
+		flags |= 1 << 24
+	}
+	c := l.Counts[0]
+	out = appendNode(out, seg[0], uint32(len(from)), uint32(l.NTargets), flags, 0)
+	out = appendNode(out, seg[1], c.Healthy, c.Degraded, c.Total, 0)
+	out = appendNode(out, seg[2], 0, 0, 0, 0)
+	for i := range shared.MaxDistributeTargets {
+		spans := l.TargetSpans(i)
+		h, d := l.TargetWeights(i)
+		for set, w := range []uint64{h, d, 0} {
+			out = appendNode(out, w, spans[set].Lo, spans[set].Hi, 0, 0)
+		}
+	}
+	return out
+}
+
+// appendNode appends one node record (docs/FORMAT.md "Node record").
+func appendNode(out []byte, label uint64, lo, hi, firstChild, childCount uint32) []byte {
+	out = binary.LittleEndian.AppendUint64(out, label)
+	for _, v := range []uint32{lo, hi, firstChild, childCount} {
+		out = binary.LittleEndian.AppendUint32(out, v)
+	}
+	return out
 }

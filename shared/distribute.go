@@ -73,7 +73,7 @@ func (s *builtService) parseDistribute(rules []DistributeSpec, failover int) err
 	case failover > 0:
 		return invalid("service %q: distribute and failover exclude each other (as in Istio); keep one", s.name)
 	case !s.spill:
-		return invalid("service %q: distribute needs spillover (the priority load); the plain lookup and the kernel path do not apply distribute yet", s.name)
+		return invalid("service %q: distribute needs spillover (the priority load): the plain lookup does not apply distribute", s.name)
 	}
 	var froms [][]string
 	depth := 0
@@ -457,4 +457,44 @@ func (l *Loads) TargetRange(ep uint32) (r Range, ok bool) {
 func (s *Service) auxEmpty(k int) bool {
 	lo, hi := s.auxRange(k)
 	return lo == hi
+}
+
+// TargetSpans are target i's endpoints in each set (eligible, degraded,
+// unhealthy) as endpoint record ranges; empty spans for a target without
+// endpoints in a set or for i out of range.
+func (l *Loads) TargetSpans(i int) [numSets]Span {
+	if i < 0 || i >= l.NTargets {
+		return [numSets]Span{}
+	}
+	return l.dist[i].span
+}
+
+// TargetWeights are target i's effective weights for the healthy and the
+// degraded availability, in the fixed point of 2^20 = 1 (docs/FORMAT.md
+// "Distribute", step 3); 0 for i out of range.
+func (l *Loads) TargetWeights(i int) (healthy, degraded uint64) {
+	if i < 0 || i >= l.NTargets {
+		return 0, 0
+	}
+	return l.dist[i].effH, l.dist[i].effD
+}
+
+// DistributeFrom is the labels of the fixed segments of rule k's from
+// pattern (none for `*`), as a source's first labels must be for the rule
+// to apply; nil for k out of range.
+func (s *Service) DistributeFrom(k int) []uint64 {
+	if k < 0 || k >= len(s.dist) {
+		return nil
+	}
+	return s.dist[k].from.labels[:s.dist[k].from.n]
+}
+
+// RuleLoads is the loads of every source distribute rule k applies to
+// (k = len(Distribute): of a source no rule applies to), read-only; nil
+// without distribute rules or for k out of range.
+func (s *Service) RuleLoads(k int) *Loads {
+	if k < 0 || k >= len(s.distLoads) {
+		return nil
+	}
+	return &s.distLoads[k]
 }

@@ -271,6 +271,10 @@ struct lt_test_loads_out {
 	__u8 lh[LT_MAX_PRIO];
 	__u8 ld[LT_MAX_PRIO];
 	struct lt_span spans[LT_MAX_PRIO][LT_SETS][LT_SPANS];
+	__u32 rule;   /* distribute: the rule that applied (lt_loads.rule) */
+	__s32 target; /* distribute: the drawn target, -1: every target */
+	__u32 deg;    /* the pick drew the degraded load */
+	struct lt_span pick_spans[LT_PICK_SPANS]; /* the spans the pick drew from */
 };
 
 struct {
@@ -324,7 +328,14 @@ int lt_test_loads(struct lt_test_args *args)
 	c.out = bpf_map_lookup_elem(&lt_test_loads_res, &zero);
 	if (!c.out)
 		return 1;
-	__builtin_memset(c.out, 0, sizeof(*c.out));
+	__builtin_memset(c.out, 0, __builtin_offsetof(struct lt_test_loads_out, rule)); /* one memset is too long */
+	asm volatile("" ::: "memory"); /* clang would merge the stores below into it */
+	c.out->rule = 0;
+	c.out->target = 0;
+	c.out->deg = 0;
+#pragma unroll
+	for (int i = 0; i < LT_PICK_SPANS; i++)
+		c.out->pick_spans[i] = (struct lt_span){0, 0};
 	c.out->fe = fe;
 	found = bpf_map_lookup_elem(&lt_frontends, &fe);
 	if (!found) {
@@ -342,6 +353,10 @@ int lt_test_loads(struct lt_test_args *args)
 	c.out->panic = c.l->panic;
 	c.out->ep_delta = c.l->svc.ep_delta;
 	c.out->pick = pick;
+	c.out->rule = c.l->rule;
+	c.out->target = c.l->target;
+	c.out->deg = c.l->chosen_deg;
+	__builtin_memcpy(c.out->pick_spans, c.l->pick, sizeof(c.out->pick_spans));
 	bpf_loop(LT_MAX_PRIO, lt_test_copy_prio, &c, 0);
 	lt_loads_give(c.l);
 	return 0;

@@ -75,7 +75,7 @@ type lookuptestLtLoads struct {
 	Lh       [10]uint8
 	Ld       [10]uint8
 	Panic    uint32
-	Pick     [9]struct {
+	Pick     [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
@@ -109,6 +109,14 @@ type lookuptestLtLoads struct {
 	Wx        uint64
 	Wfind     uint32
 	Wspan     uint32
+	Rule      uint32
+	Target    int32
+	DistAt    uint32
+	DistFound uint32
+	DistSet   uint32
+	_         [4]byte
+	Aff       lookuptestLtAffKey
+	AffHash   uint64
 	Svc       lookuptestLtService
 	Labels    [8]uint64
 }
@@ -157,7 +165,8 @@ type lookuptestLtService struct {
 	Rules           uint32
 	RuleCount       uint8
 	Panic           uint8
-	Pad2            [2]uint8
+	DistCount       uint8
+	Pad2            uint8
 }
 
 type lookuptestLtStat uint32
@@ -224,6 +233,14 @@ type lookuptestLtTestLoadsOut struct {
 	Lh       [10]uint8
 	Ld       [10]uint8
 	Spans    [10][3][3]struct {
+		_  structs.HostLayout
+		Lo uint32
+		Hi uint32
+	}
+	Rule      uint32
+	Target    int32
+	Deg       uint32
+	PickSpans [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
