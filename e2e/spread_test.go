@@ -33,8 +33,14 @@ var spreadSources = []spreadSource{
 const (
 	spillVIP   = "127.77.65.1:9080"
 	spillHost  = "spill"
+	distVIP    = "127.77.65.2:9080"
+	distHost   = "dist"
 	spreadAsks = 600 // per source and data plane
 )
+
+// distShares are the dist service's target shares for a us-east source,
+// worked by hand in testdata/spill.yaml, by the target's endpoints.
+var distShares = map[string]int{"127.0.66.2:9080": 70, "127.0.66.3:9080": 70, "127.0.66.4:9080": 30}
 
 // TestPerPrioritySpreadAgrees (issue 11, "the topology file drives it end to
 // end"): one topology file with a spillover service; `loctree tree pick`
@@ -43,7 +49,9 @@ const (
 // `loctree wasm serve` (its filter fetching the agent's tree) spread their
 // picks the same way: per source, the picks per (match depth, healthy or
 // degraded) class pass a chi-square test against the loads at p = 0.001,
-// and a class with no load gets no pick.
+// and a class with no load gets no pick. The same holds for a service with
+// an Istio distribute rule: picks per target against the targets' shares,
+// none outside the targets.
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -52,13 +60,16 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	var addrs []string
-	for _, e := range top.Services[0].Endpoints {
-		addrs = append(addrs, e.Address)
+	for _, svc := range top.Services {
+		for _, e := range svc.Endpoints {
+			addrs = append(addrs, e.Address)
+		}
 	}
 	backends(t, addrs)
 	for _, s := range spreadSources {
 		pickLoadsAre(t, cli, s)
 	}
+	pickSharesAre(t, cli)
 
 	cg := kerneltest.Cgroup(t)
 	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
@@ -78,28 +89,72 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 
 	for _, s := range spreadSources {
 		p := &planes{t: t, cg: cg}
-		kernel := map[string]int{}
+		kernel, kernelDist := map[string]int{}, map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
-			for range spreadAsks {
-				got, err := dialVIP(spillVIP)
-				if err != nil {
-					t.Fatalf("%s: kernel: %v", s.name, err)
-				}
-				kernel[got]++
+			connects(t, s.name, spillVIP, kernel)
+			if s.loc["region"] == "us-east" {
+				connects(t, s.name, distVIP, kernelDist)
 			}
 		})
 		checkSpread(t, "kernel", s, top, kernel)
 		proxy := spreadProxy(t, cli, wasm, listen, s)
-		filter := map[string]int{}
-		for range spreadAsks {
-			got, err := ask(proxy, spillHost)
-			if err != nil {
-				t.Fatalf("%s: filter: %v", s.name, err)
-			}
-			filter[got[0]]++
-		}
+		filter := requests(t, s.name, proxy, spillHost)
 		checkSpread(t, "filter", s, top, filter)
+		if s.loc["region"] == "us-east" {
+			checkShares(t, "kernel", s.name, kernelDist)
+			checkShares(t, "filter", s.name, requests(t, s.name, proxy, distHost))
+		}
 	}
+}
+
+// connects counts the backends of spreadAsks connects to vip.
+func connects(t *testing.T, src, vip string, into map[string]int) {
+	t.Helper()
+	for range spreadAsks {
+		got, err := dialVIP(vip)
+		if err != nil {
+			t.Fatalf("%s: kernel, %s: %v", src, vip, err)
+		}
+		into[got]++
+	}
+}
+
+// requests counts the backends of spreadAsks requests for host.
+func requests(t *testing.T, src, proxy, host string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for range spreadAsks {
+		got, err := ask(proxy, host)
+		if err != nil {
+			t.Fatalf("%s: filter, %s: %v", src, host, err)
+		}
+		out[got[0]]++
+	}
+	return out
+}
+
+// checkShares tests the dist service's picks per target against
+// distShares (chi-square at p = 0.001, 1 df); no pick outside the targets.
+func checkShares(t *testing.T, plane, src string, picks map[string]int) {
+	t.Helper()
+	perShare := map[int]int{}
+	for addr, n := range picks {
+		share, ok := distShares[addr]
+		if !ok {
+			t.Errorf("%s, %s: %d picks of %s, which no distribute target holds", plane, src, n, addr)
+			continue
+		}
+		perShare[share] += n
+	}
+	chi2 := 0.0
+	for _, share := range []int{70, 30} {
+		want := float64(spreadAsks*share) / 100
+		chi2 += (float64(perShare[share]) - want) * (float64(perShare[share]) - want) / want
+	}
+	if chi2 > 10.83 {
+		t.Errorf("%s, %s: distribute picks %v (by share) give chi-square %.1f against 70/30", plane, src, perShare, chi2)
+	}
+	t.Logf("%s, %s: distribute picks by share %v (chi-square %.2f)", plane, src, perShare, chi2)
 }
 
 // pickLoadsAre checks `loctree tree pick -o json`'s loads against the
@@ -128,6 +183,35 @@ func pickLoadsAre(t *testing.T, cli string, s spreadSource) {
 		if l.HealthyLoad != s.healthy[l.Matched] || l.DegradedLoad != s.degraded[l.Matched] {
 			t.Errorf("%s: tree pick: depth %d loads %d/%d, want %d/%d", s.name, l.Matched, l.HealthyLoad, l.DegradedLoad, s.healthy[l.Matched], s.degraded[l.Matched])
 		}
+	}
+}
+
+// pickSharesAre checks `loctree tree pick -o json`'s distribute shares for
+// a us-east source against the hand-worked ones.
+func pickSharesAre(t *testing.T, cli string) {
+	t.Helper()
+	out, err := exec.Command(cli, "tree", "pick", "-f", "testdata/spill.yaml", "--service", distHost,
+		"--from", "region=us-east,zone=us-east-1a", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("tree pick: %v", err)
+	}
+	var res struct {
+		Distribute struct {
+			Targets []struct {
+				To    string  `json:"to"`
+				Share float64 `json:"share"`
+			} `json:"targets"`
+		} `json:"distribute"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("tree pick: %v\n%s", err, out)
+	}
+	got := map[string]float64{}
+	for _, tg := range res.Distribute.Targets {
+		got[tg.To] = tg.Share
+	}
+	if len(got) != 2 || got["us-east/us-east-1b"] != 70 || got["us-west"] != 30 {
+		t.Fatalf("tree pick: distribute shares %v, want us-east/us-east-1b 70, us-west 30:\n%s", got, out)
 	}
 }
 
