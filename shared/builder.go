@@ -357,6 +357,7 @@ func (b *Builder) assemble(generation uint64) (*Tree, error) {
 		auxBase += len(c.tree.aux) / NodeRecordSize
 	}
 	le.PutUint32(blob[hChecksum:], checksum(blob))
+	t.indexSiblings()
 	return t, nil
 }
 

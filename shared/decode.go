@@ -48,6 +48,7 @@ func Decode(b []byte) (*Tree, error) {
 	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/NodeRecordSize {
 		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/NodeRecordSize)
 	}
+	t.indexSiblings()
 	return t, nil
 }
 

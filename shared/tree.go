@@ -12,10 +12,16 @@ type Tree struct {
 	blob     []byte
 	services []Service
 	byName   map[string]int
-	nodes    []byte // the node section
-	eps      []byte // the endpoint section
-	pols     []byte // the policy section
-	aux      []byte // the aux node section (degraded and unhealthy trees)
+	nodes    []byte      // the node section
+	eps      []byte      // the endpoint section
+	pols     []byte      // the policy section
+	aux      []byte      // the aux node section (degraded and unhealthy trees)
+	sibs     [2]siblings // child-search indexes of nodes and aux
+}
+
+// indexSiblings builds the child-search indexes once the node sections are final.
+func (t *Tree) indexSiblings() {
+	t.sibs = [2]siblings{newSiblings(t.nodes), newSiblings(t.aux)}
 }
 
 // Service is one service of a tree: its metadata and where its nodes and
