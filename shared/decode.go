@@ -28,6 +28,7 @@ func Decode(b []byte) (*Tree, error) {
 	c := headerSections(b)
 	_, epsOff, polsOff, auxOff, strOff, _ := c.offsets()
 	t.eps, t.pols, t.aux = b[epsOff:polsOff], b[polsOff:auxOff], b[auxOff:strOff]
+	t.indexSiblings() // reads only labels; searches run on records checked first
 	strs := b[strOff:]
 	var nodeNext, epNext, auxNext uint32
 	for i := range t.services {
@@ -48,7 +49,6 @@ func Decode(b []byte) (*Tree, error) {
 	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/NodeRecordSize {
 		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/NodeRecordSize)
 	}
-	t.indexSiblings()
 	return t, nil
 }
 

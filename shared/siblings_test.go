@@ -2,30 +2,19 @@ package shared
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
-// TestCountAtMost checks the branch-free search against a linear count.
-func TestCountAtMost(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for n := range 40 {
-		sorted := make([]uint64, n)
-		for i := range sorted {
-			sorted[i] = rng.Uint64N(100)
+// TestAtMost checks the branch-free comparison at the edges of uint64.
+func TestAtMost(t *testing.T) {
+	const top = ^uint64(0)
+	for _, c := range []struct{ v, want uint64 }{{0, 0}, {0, 1}, {1, 0}, {top, top}, {top - 1, top}, {top, top - 1}, {0, top}, {top, 0}, {1 << 63, 1<<63 - 1}, {1<<63 - 1, 1 << 63}} {
+		want := uint32(0)
+		if c.v <= c.want {
+			want = ^uint32(0)
 		}
-		slices.Sort(sorted)
-		for want := range uint64(101) {
-			linear := 0
-			for _, v := range sorted {
-				if v <= want {
-					linear++
-				}
-			}
-			if got := countAtMost(sorted, want); got != linear {
-				t.Fatalf("countAtMost(%v, %d) = %d, want %d", sorted, want, got, linear)
-			}
+		if got := atMost(c.v, c.want); got != want {
+			t.Errorf("atMost(%#x, %#x) = %#x, want %#x", c.v, c.want, got, want)
 		}
 	}
 }
@@ -40,7 +29,7 @@ func TestSiblingsFindEveryChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sib := &tree.sibs[0]
+		sib, blocks := &tree.sibs[0], newBlocks(tree.nodes)
 		for n := range uint32(tree.NumNodes()) {
 			node := nodeAt(tree.nodes, n)
 			rec := tree.nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
@@ -48,9 +37,12 @@ func TestSiblingsFindEveryChild(t *testing.T) {
 				l := nodeAt(tree.nodes, c).Label
 				for _, want := range []uint64{l - 1, l, l + 1} {
 					wantIdx, wantOK := scanChildren(tree.nodes, node, want)
-					got, ok := sib.child(n, rec, want)
+					got, ok := sib.child(rec, want)
 					if ok != wantOK || (ok && got != wantIdx) {
 						t.Fatalf("subzones=%d node %d label %x: got %d %v, want %d %v", subzones, n, want, got, ok, wantIdx, wantOK)
+					}
+					if got, ok := blocks.child(n, rec, want); ok != wantOK || (ok && got != wantIdx) {
+						t.Fatalf("blocks: subzones=%d node %d label %x: got %d %v, want %d %v", subzones, n, want, got, ok, wantIdx, wantOK)
 					}
 				}
 			}
@@ -72,7 +64,8 @@ func scanChildren(nodes []byte, parent Node, want uint64) (uint32, bool) {
 // BenchmarkChildSearch compares the walk of BenchmarkPick's growing mesh
 // (leaves = N÷10) with three child searches: binary search over the node
 // records (format order, one record per probe), the same search over the
-// compact label array, and the block index (heads, then one 64-byte block).
+// compact label array (the one the walks use), and blocks of eight labels
+// under a list of block heads.
 func BenchmarkChildSearch(b *testing.B) {
 	for _, n := range benchSizes {
 		tree, svc, locs, _ := benchTreeSubzones(b, n, max(4, n/180))
@@ -82,7 +75,7 @@ func BenchmarkChildSearch(b *testing.B) {
 				labels[i] = append(labels[i], Label(l[sc]))
 			}
 		}
-		sib := &tree.sibs[0]
+		sib, blocks := &tree.sibs[0], newBlocks(tree.nodes)
 		searches := []struct {
 			name string
 			find func(n uint32, rec []byte, want uint64) (uint32, bool)
@@ -91,8 +84,8 @@ func BenchmarkChildSearch(b *testing.B) {
 			{"records-branchfree", func(_ uint32, rec []byte, want uint64) (uint32, bool) {
 				return findChildRecordsBF(tree.nodes, rec, want)
 			}},
-			{"compact", func(_ uint32, rec []byte, want uint64) (uint32, bool) { return sib.childCompact(rec, want) }},
-			{"blocks", sib.child},
+			{"compact", func(_ uint32, rec []byte, want uint64) (uint32, bool) { return sib.child(rec, want) }},
+			{"blocks", blocks.child},
 		}
 		for _, s := range searches {
 			b.Run(fmt.Sprintf("%s/N=%d", s.name, n), func(b *testing.B) {
@@ -153,4 +146,58 @@ func findChildRecordsBF(nodes, rec []byte, want uint64) (uint32, bool) {
 		count -= half
 	}
 	return base, le.Uint64(nodes[int(base)*NodeRecordSize:]) == want
+}
+
+// blocks is the candidate layout not taken: for every node with more than
+// eight children, the first label of each further block of eight; a search
+// finds the block among the heads, then the label in the block.
+type blocks struct {
+	siblings
+	heads  []uint64
+	headAt []uint32 // headAt[i]: where node i's children's heads start
+}
+
+func newBlocks(nodes []byte) blocks {
+	s := blocks{siblings: newSiblings(nodes), headAt: make([]uint32, len(nodes)/NodeRecordSize)}
+	for i := range s.headAt {
+		n := nodeAt(nodes, uint32(i))
+		s.headAt[i] = uint32(len(s.heads))
+		for b := n.FirstChild + 8; b < n.FirstChild+n.ChildCount; b += 8 {
+			s.heads = append(s.heads, s.labels[b])
+		}
+	}
+	return s
+}
+
+func (s *blocks) child(n uint32, rec []byte, want uint64) (uint32, bool) {
+	count := le.Uint32(rec[nChildCount:])
+	if count == 0 {
+		return 0, false
+	}
+	first := le.Uint32(rec[nFirstChild:])
+	if count > 8 {
+		heads := s.heads[s.headAt[n]:][:(count-1)/8]
+		skip := 8 * countAtMost(heads, want)
+		first, count = first+skip, min(8, count-skip)
+	}
+	block := s.labels[first:][:count]
+	i := countAtMost(block, want)
+	if i == 0 {
+		return 0, false
+	}
+	return first + i - 1, block[i-1] == want
+}
+
+// countAtMost is the number of sorted labels <= want, branch-free.
+func countAtMost(sorted []uint64, want uint64) uint32 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	base, n := uint32(0), uint32(len(sorted))
+	for n > 1 {
+		half := n / 2
+		base += half & atMost(sorted[base+half], want)
+		n -= half
+	}
+	return base + 1&atMost(sorted[base], want)
 }

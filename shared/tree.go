@@ -19,6 +19,15 @@ type Tree struct {
 	sibs     [2]siblings // child-search indexes of nodes and aux
 }
 
+// section is the node section of set (setEligible: the nodes; the degraded
+// and unhealthy sets: the aux nodes) and its child-search index.
+func (t *Tree) section(set int) ([]byte, *siblings) {
+	if set == setEligible {
+		return t.nodes, &t.sibs[0]
+	}
+	return t.aux, &t.sibs[1]
+}
+
 // indexSiblings builds the child-search indexes once the node sections are final.
 func (t *Tree) indexSiblings() {
 	t.sibs = [2]siblings{newSiblings(t.nodes), newSiblings(t.aux)}
