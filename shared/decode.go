@@ -28,7 +28,6 @@ func Decode(b []byte) (*Tree, error) {
 	c := headerSections(b)
 	_, epsOff, polsOff, auxOff, strOff, _ := c.offsets()
 	t.eps, t.pols, t.aux = b[epsOff:polsOff], b[polsOff:auxOff], b[auxOff:strOff]
-	t.indexSiblings() // reads only labels; searches run on records checked first
 	strs := b[strOff:]
 	var nodeNext, epNext, auxNext uint32
 	for i := range t.services {
@@ -141,6 +140,7 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := t.checkAuxTrees(s); err != nil {
 		return err
 	}
+	s.kids = [2]children{newChildren(t.nodes, s.Root, s.NodeCount), newChildren(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
 	s.precomputeDistribute()
 	return nil
 }

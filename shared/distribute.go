@@ -337,13 +337,12 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 			if set != setEligible && s.auxEmpty(set-1) {
 				continue // an empty set: nothing to walk
 			}
-			nodes, sib := s.tree.section(set)
-			n, ok := findNode(nodes, sib, roots[set], &t.prefix)
+			n, ok := s.findNode(set, roots[set], &t.prefix)
 			if set == setEligible {
 				st.node = n
 			}
 			if ok {
-				rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+				rec := s.nodesOf(set)[int(n)*NodeRecordSize:][:NodeRecordSize]
 				st.span[set] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
 			}
 		}
@@ -374,10 +373,10 @@ func effectiveWeight(of, weight, eligible, hosts uint32) uint64 {
 
 // findNode walks a tree from root along a prefix; ok is false when a
 // segment has no child (no endpoint of the set matches the prefix).
-func findNode(nodes []byte, sib *siblings, root uint32, p *prefix) (uint32, bool) {
+func (s *Service) findNode(set int, root uint32, p *prefix) (uint32, bool) {
 	n := root
 	for i := range p.n {
-		c, ok := sib.child(nodes[int(n)*NodeRecordSize:][:NodeRecordSize], p.labels[i])
+		c, ok := s.child(set, n, p.labels[i])
 		if !ok {
 			return root, false
 		}

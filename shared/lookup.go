@@ -29,21 +29,21 @@ var emptyLabel = Label("")
 // LookupLabels is Lookup with the source's scope values already hashed:
 // labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
 func (s *Service) LookupLabels(labels []uint64) Range {
-	nodes, sib := s.tree.nodes, &s.tree.sibs[0]
-	n := s.Root
-	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	n := uint32(0) // relative to s.Root
 	depth := 0
 	for ; depth < len(s.Scopes); depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		c, ok := sib.child(rec, want)
+		c, ok := s.kids[0].child(n, want)
 		if !ok {
 			break
 		}
-		n, rec = c, nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
+		n = c
 	}
+	n += s.Root
+	rec := s.tree.nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
 	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
 	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		r.Hi = r.Lo

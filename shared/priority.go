@@ -102,7 +102,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	l.priorities = priorities{tree: s.tree}
 	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
 	levels := len(s.Scopes)
-	l.walk(setEligible, s.tree, s.Root, labels, levels)
+	l.walk(s, setEligible, s.Root, labels, levels)
 	if s.OverprovisioningFactor == 0 {
 		l.single(s)
 		return
@@ -115,7 +115,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 			l.reach[set] = -1 // not walked: no node to search
 			continue
 		}
-		l.walk(set, s.tree, s.AuxRoot[k], labels, levels)
+		l.walk(s, set, s.AuxRoot[k], labels, levels)
 	}
 	split := l.failover(s, labels)
 	for r := levels; r >= s.MinRank; r-- { // bounded failover: lower ranks are no priority
@@ -180,15 +180,13 @@ func (l *Loads) failover(s *Service, labels []uint64) int {
 		return -1
 	}
 	for set := range numSets {
-		nodes, sib := s.tree.section(set)
 		a := l.path[set][s.regionAt]
 		l.to[set] = Span{a.Lo, a.Lo}
 		if l.reach[set] < s.regionAt {
 			continue
 		}
-		rec := nodes[int(l.node[set][s.regionAt])*NodeRecordSize:][:NodeRecordSize]
-		if c, ok := sib.child(rec, s.failTo[k][1]); ok {
-			cr := nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
+		if c, ok := s.child(set, l.node[set][s.regionAt], s.failTo[k][1]); ok {
+			cr := s.nodesOf(set)[int(c)*NodeRecordSize:][:NodeRecordSize]
 			l.to[set] = Span{le.Uint32(cr[nLo:]), le.Uint32(cr[nHi:])}
 		}
 	}
@@ -221,8 +219,8 @@ func (l *Loads) single(s *Service) {
 // walk follows the source's labels down one tree and records its range at
 // every depth; below the deepest match the range is empty (at the deepest
 // node's lo), so the ranges nest.
-func (l *Loads) walk(set int, t *Tree, root uint32, labels []uint64, levels int) {
-	nodes, sib := t.section(set)
+func (l *Loads) walk(s *Service, set int, root uint32, labels []uint64, levels int) {
+	nodes := s.nodesOf(set)
 	rec := nodes[int(root)*NodeRecordSize:][:NodeRecordSize]
 	n, depth := root, 0
 	l.path[set][0] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
@@ -231,7 +229,7 @@ func (l *Loads) walk(set int, t *Tree, root uint32, labels []uint64, levels int)
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		c, ok := sib.child(rec, want)
+		c, ok := s.child(set, n, want)
 		if !ok {
 			break
 		}

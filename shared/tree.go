@@ -12,25 +12,10 @@ type Tree struct {
 	blob     []byte
 	services []Service
 	byName   map[string]int
-	nodes    []byte      // the node section
-	eps      []byte      // the endpoint section
-	pols     []byte      // the policy section
-	aux      []byte      // the aux node section (degraded and unhealthy trees)
-	sibs     [2]siblings // child-search indexes of nodes and aux
-}
-
-// section is the node section of set (setEligible: the nodes; the degraded
-// and unhealthy sets: the aux nodes) and its child-search index.
-func (t *Tree) section(set int) ([]byte, *siblings) {
-	if set == setEligible {
-		return t.nodes, &t.sibs[0]
-	}
-	return t.aux, &t.sibs[1]
-}
-
-// indexSiblings builds the child-search indexes once the node sections are final.
-func (t *Tree) indexSiblings() {
-	t.sibs = [2]siblings{newSiblings(t.nodes), newSiblings(t.aux)}
+	nodes    []byte // the node section
+	eps      []byte // the endpoint section
+	pols     []byte // the policy section
+	aux      []byte // the aux node section (degraded and unhealthy trees)
 }
 
 // Service is one service of a tree: its metadata and where its nodes and
@@ -79,6 +64,26 @@ type Service struct {
 	dist      []distRule  // the distribute rules, hashed
 	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
 	values    []string    // node values, node Root+1 first
+	kids      [2]children // child indexes: the eligible tree, the aux trees
+}
+
+// child is the child labelled want of node n (an absolute index) in the
+// trees of set: the eligible tree, or the degraded or unhealthy aux tree.
+func (s *Service) child(set int, n uint32, want uint64) (uint32, bool) {
+	k, base := &s.kids[0], s.Root
+	if set != setEligible {
+		k, base = &s.kids[1], s.AuxRoot[0]
+	}
+	c, ok := k.child(n-base, want)
+	return c + base, ok
+}
+
+// nodesOf is the node section that holds the trees of set.
+func (s *Service) nodesOf(set int) []byte {
+	if set == setEligible {
+		return s.tree.nodes
+	}
+	return s.tree.aux
 }
 
 // Endpoint is a decoded endpoint record.
