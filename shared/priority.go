@@ -28,7 +28,7 @@ const (
 // the scope prefix they share with the source) is Rank[p], deepest first,
 // and receives Healthy[p] percent of the traffic on its healthy endpoints
 // and Degraded[p] percent on its degraded ones; a priority in panic uses all
-// its endpoints. A Loads is computed in O(levels × log branching) from the
+// its endpoints. A Loads is computed in O(levels) child lookups from the
 // trees, without allocating, and is read by Picker.PickLoads.
 type Loads struct {
 	priorities
