@@ -2,6 +2,7 @@ package shared
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -179,7 +180,10 @@ func BenchmarkRankLoop(b *testing.B) {
 // In N=… every size has the same 72 subzones, so the search among them
 // costs the same at every N; in leaves=N÷10/N=… the subzones grow with N
 // (about 10 endpoints each, as real meshes spread), so the walk's binary
-// searches grow with log N.
+// searches grow with log N. In nodes=N÷10/N=… the mesh has a fourth scope,
+// the node (Istio's failoverPriority kubernetes.io/hostname), and grows in
+// every level below the regions: 3 to 6 zones per region, then subzones and
+// nodes about equally, about 10 endpoints per node.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range benchSizes {
 		benchPick(b, fmt.Sprintf("N=%d", n), n, 4)
@@ -187,23 +191,72 @@ func BenchmarkPick(b *testing.B) {
 	for _, n := range benchSizes {
 		benchPick(b, fmt.Sprintf("leaves=N÷10/N=%d", n), n, max(4, n/180))
 	}
+	for _, n := range benchSizes {
+		top, leaves := meshTopologyNodes(n)
+		benchPickTree(b, fmt.Sprintf("nodes=N÷10/N=%d", n), top, leaves)
+	}
 }
 
 func benchPick(b *testing.B, name string, n, subzones int) {
-	{
-		tree, svc, _, srcs := benchTreeSubzones(b, n, subzones)
-		p := NewPicker(tree, PickerOptions{})
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
+	top, leaves := meshTopologySubzones(n, subzones)
+	benchPickTree(b, name, top, leaves)
+}
+
+func benchPickTree(b *testing.B, name string, top *Topology, leaves []Locality) {
+	tree, err := Build(top, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
 	}
+	svc, srcs := &tree.Services()[0], benchSources(leaves)
+	prepared := make([]*Source, len(srcs))
+	for i, l := range srcs {
+		prepared[i] = NewSource(l)
+	}
+	p := NewPicker(tree, PickerOptions{})
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok := p.Pick(svc, svc.LookupSource(prepared[i%len(prepared)]), 0); !ok {
+				b.Fatal("no pick")
+			}
+			i++
+		}
+	})
+}
+
+// meshTopologyNodes spreads n endpoints over 6 regions and, below them,
+// zones, subzones and nodes that all grow with n: about n/10 nodes.
+func meshTopologyNodes(n int) (*Topology, []Locality) {
+	leaves := max(1, n/10)
+	zones := min(6, max(3, leaves/1000))
+	perZone := max(1, leaves/(6*zones))
+	subzones := max(1, int(math.Sqrt(float64(perZone))))
+	nodes := max(1, perZone/subzones)
+	var locs []Locality
+	for r := range 6 {
+		for z := range zones {
+			for s := range subzones {
+				for k := range nodes {
+					locs = append(locs, Locality{
+						"region":  fmt.Sprintf("region-%d", r),
+						"zone":    fmt.Sprintf("region-%d-zone-%c", r, 'a'+z),
+						"subzone": fmt.Sprintf("rack-%d", s),
+						"node":    fmt.Sprintf("node-%d-%d-%d-%d", r, z, s, k),
+					})
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), 2))
+	spec := ServiceSpec{Name: "reviews.default.svc.cluster.local", Scopes: []string{"region", "zone", "subzone", "node"}, Endpoints: make([]EndpointSpec, n)}
+	for i := range n {
+		spec.Endpoints[i] = EndpointSpec{
+			Address:  fmt.Sprintf("127.%d.%d.%d:9080", 1+i>>16, (i>>8)&255, i&255),
+			Locality: locs[rng.IntN(len(locs))],
+		}
+	}
+	return &Topology{Services: []ServiceSpec{spec}}, locs
 }
 
 // spillTree is benchTree's mesh with spillover on and a mix of health: every
@@ -212,8 +265,9 @@ func spillTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
 	return spillTreeHealth(b, n, true)
 }
 
-// spillTreeHealth is spillTree, with the health mix or all healthy.
-func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Source) {
+// spillMesh is meshTopology with spillover on, and the health mix of
+// spillTree when mixed.
+func spillMesh(n int, mixed bool) (*Topology, []Locality) {
 	top, leaves := meshTopology(n)
 	spec := &top.Services[0]
 	spec.Spillover = &SpilloverSpec{}
@@ -229,6 +283,12 @@ func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Sourc
 			spec.Endpoints[i].Degraded = true
 		}
 	}
+	return top, leaves
+}
+
+// spillTreeHealth is spillTree, with the health mix or all healthy.
+func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Source) {
+	top, leaves := spillMesh(n, mixed)
 	tree, err := Build(top, BuildOptions{})
 	if err != nil {
 		b.Fatal(err)

@@ -1,8 +1,11 @@
 package shared
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -121,5 +124,54 @@ func TestLookupZeroAllocs(t *testing.T) {
 	}
 	if r.Len() != 1 || r.Depth != 3 {
 		t.Fatalf("range %+v", r)
+	}
+}
+
+// TestSortKeysMatchesSort: the counting sort by head gives the order of a
+// plain sort by sortKey.compare, for keys arriving in order, in reverse and
+// shuffled within a head.
+func TestSortKeysMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, paths := range []int{1, 2, 7, 300} {
+		keys := make([]sortKey, 2000)
+		for i := range keys {
+			keys[i] = sortKey{head: rng.Uint64N(3)<<62 | rng.Uint64N(uint64(paths)), hi: rng.Uint64N(3), lo: rng.Uint64N(1 << 40), tail: uint64(i)}
+		}
+		for _, order := range []string{"shuffled", "sorted", "reversed"} {
+			in := slices.Clone(keys)
+			switch order {
+			case "sorted":
+				slices.SortFunc(in, func(a, b sortKey) int { return cmp.Compare(a.lo, b.lo) })
+			case "reversed":
+				slices.SortFunc(in, func(a, b sortKey) int { return cmp.Compare(b.lo, a.lo) })
+			}
+			want := slices.Clone(in)
+			slices.SortFunc(want, sortKey.compare)
+			if got := sortKeys(in, paths); !slices.Equal(got, want) {
+				t.Fatalf("paths=%d, %s: counting sort differs from the plain sort", paths, order)
+			}
+		}
+	}
+}
+
+// TestBuildFindsDuplicatesAmongMany: the address set tells apart addresses
+// that differ only in port, in family or in one byte, and finds the one
+// repeated address among thousands.
+func TestBuildFindsDuplicatesAmongMany(t *testing.T) {
+	var eps []EndpointSpec
+	for i := range 3000 {
+		eps = append(eps,
+			EndpointSpec{Address: fmt.Sprintf("127.0.%d.%d:%d", i>>8, i&255, 80)},
+			EndpointSpec{Address: fmt.Sprintf("127.0.%d.%d:%d", i>>8, i&255, 81)},
+			EndpointSpec{Address: fmt.Sprintf("[::7f00:%x]:80", i)})
+	}
+	top := &Topology{Services: []ServiceSpec{{Name: "svc", Endpoints: eps}}}
+	if _, err := Build(top, BuildOptions{}); err != nil {
+		t.Fatalf("distinct addresses: %v", err)
+	}
+	top.Services[0].Endpoints = append(eps, EndpointSpec{Address: "[::7f00:abc]:80"})
+	_, err := Build(top, BuildOptions{})
+	if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "duplicate endpoint [::7f00:abc]:80") {
+		t.Fatalf("repeated address: got %v, want a duplicate endpoint error naming it", err)
 	}
 }

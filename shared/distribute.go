@@ -328,7 +328,6 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 	if k < len(s.dist) {
 		rule, l.Rule = &s.dist[k], k+1
 	}
-	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
 	roots := [numSets]uint32{s.Root, s.AuxRoot[0], s.AuxRoot[1]}
 	var sum PriorityCounts
 	for i := range rule.targets {
@@ -338,12 +337,12 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 			if set != setEligible && s.auxEmpty(set-1) {
 				continue // an empty set: nothing to walk
 			}
-			n, ok := findNode(trees[set], roots[set], &t.prefix)
+			n, ok := s.findNode(set, roots[set], &t.prefix)
 			if set == setEligible {
 				st.node = n
 			}
 			if ok {
-				rec := trees[set][int(n)*NodeRecordSize:][:NodeRecordSize]
+				rec := s.nodesOf(set)[int(n)*NodeRecordSize:][:NodeRecordSize]
 				st.span[set] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
 			}
 		}
@@ -374,10 +373,10 @@ func effectiveWeight(of, weight, eligible, hosts uint32) uint64 {
 
 // findNode walks a tree from root along a prefix; ok is false when a
 // segment has no child (no endpoint of the set matches the prefix).
-func findNode(nodes []byte, root uint32, p *prefix) (uint32, bool) {
+func (s *Service) findNode(set int, root uint32, p *prefix) (uint32, bool) {
 	n := root
 	for i := range p.n {
-		c, ok := findChild(nodes, nodes[int(n)*NodeRecordSize:][:NodeRecordSize], p.labels[i])
+		c, ok := s.child(set, n, p.labels[i])
 		if !ok {
 			return root, false
 		}

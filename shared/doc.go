@@ -10,5 +10,5 @@
 // endpoints that share the longest prefix of the service's routing scopes with
 // the source (failover), or only those that match every scope (strict). The
 // answer is a contiguous range of the service's sorted endpoints, found in
-// O(levels × log branching) without allocating.
+// O(levels) hash probes (one per scope) without allocating.
 package shared

@@ -29,36 +29,21 @@ var emptyLabel = Label("")
 // LookupLabels is Lookup with the source's scope values already hashed:
 // labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
 func (s *Service) LookupLabels(labels []uint64) Range {
-	nodes := s.tree.nodes
-	n := s.Root
-	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	n := uint32(0) // relative to s.Root
 	depth := 0
 	for ; depth < len(s.Scopes); depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		count := le.Uint32(rec[nChildCount:])
-		if count == 0 {
+		c, ok := s.kids[0].child(n, want)
+		if !ok {
 			break
 		}
-		// Branch-free binary search: base ends on the last child whose
-		// label is <= want (sources are unpredictable, branches are not).
-		base := le.Uint32(rec[nFirstChild:])
-		for count > 1 {
-			half := count / 2
-			if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
-				base += half
-			}
-			count -= half
-		}
-		rec = nodes[int(base)*NodeRecordSize:][:NodeRecordSize]
-		if le.Uint64(rec[nLabel:]) != want {
-			rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
-			break
-		}
-		n = base
+		n = c
 	}
+	n += s.Root
+	rec := s.tree.nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
 	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
 	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		r.Hi = r.Lo

@@ -28,7 +28,7 @@ const (
 // the scope prefix they share with the source) is Rank[p], deepest first,
 // and receives Healthy[p] percent of the traffic on its healthy endpoints
 // and Degraded[p] percent on its degraded ones; a priority in panic uses all
-// its endpoints. A Loads is computed in O(levels × log branching) from the
+// its endpoints. A Loads is computed in O(levels) child lookups from the
 // trees, without allocating, and is read by Picker.PickLoads.
 type Loads struct {
 	priorities
@@ -102,7 +102,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	l.priorities = priorities{tree: s.tree}
 	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
 	levels := len(s.Scopes)
-	l.walk(setEligible, s.tree.nodes, s.Root, labels, levels)
+	l.walk(s, setEligible, s.Root, labels, levels)
 	if s.OverprovisioningFactor == 0 {
 		l.single(s)
 		return
@@ -115,7 +115,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 			l.reach[set] = -1 // not walked: no node to search
 			continue
 		}
-		l.walk(set, s.tree.aux, s.AuxRoot[k], labels, levels)
+		l.walk(s, set, s.AuxRoot[k], labels, levels)
 	}
 	split := l.failover(s, labels)
 	for r := levels; r >= s.MinRank; r-- { // bounded failover: lower ranks are no priority
@@ -179,16 +179,14 @@ func (l *Loads) failover(s *Service, labels []uint64) int {
 	if k == len(s.failTo) {
 		return -1
 	}
-	trees := [numSets][]byte{s.tree.nodes, s.tree.aux, s.tree.aux}
 	for set := range numSets {
 		a := l.path[set][s.regionAt]
 		l.to[set] = Span{a.Lo, a.Lo}
 		if l.reach[set] < s.regionAt {
 			continue
 		}
-		rec := trees[set][int(l.node[set][s.regionAt])*NodeRecordSize:][:NodeRecordSize]
-		if c, ok := findChild(trees[set], rec, s.failTo[k][1]); ok {
-			cr := trees[set][int(c)*NodeRecordSize:][:NodeRecordSize]
+		if c, ok := s.child(set, l.node[set][s.regionAt], s.failTo[k][1]); ok {
+			cr := s.nodesOf(set)[int(c)*NodeRecordSize:][:NodeRecordSize]
 			l.to[set] = Span{le.Uint32(cr[nLo:]), le.Uint32(cr[nHi:])}
 		}
 	}
@@ -221,7 +219,8 @@ func (l *Loads) single(s *Service) {
 // walk follows the source's labels down one tree and records its range at
 // every depth; below the deepest match the range is empty (at the deepest
 // node's lo), so the ranges nest.
-func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels int) {
+func (l *Loads) walk(s *Service, set int, root uint32, labels []uint64, levels int) {
+	nodes := s.nodesOf(set)
 	rec := nodes[int(root)*NodeRecordSize:][:NodeRecordSize]
 	n, depth := root, 0
 	l.path[set][0] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
@@ -230,7 +229,7 @@ func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		c, ok := findChild(nodes, rec, want)
+		c, ok := s.child(set, n, want)
 		if !ok {
 			break
 		}
@@ -243,24 +242,6 @@ func (l *Loads) walk(set int, nodes []byte, root uint32, labels []uint64, levels
 	for j := depth + 1; j <= levels+1; j++ {
 		l.path[set][j], l.node[set][j] = Span{lo, lo}, n
 	}
-}
-
-// findChild is the binary search of LookupLabels: the child of the node rec
-// whose label is want.
-func findChild(nodes, rec []byte, want uint64) (uint32, bool) {
-	count := le.Uint32(rec[nChildCount:])
-	if count == 0 {
-		return 0, false
-	}
-	base := le.Uint32(rec[nFirstChild:])
-	for count > 1 {
-		half := count / 2
-		if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
-			base += half
-		}
-		count -= half
-	}
-	return base, le.Uint64(nodes[int(base)*NodeRecordSize:]) == want
 }
 
 // count is the number of endpoints of a set whose rank is exactly r.

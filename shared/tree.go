@@ -64,6 +64,26 @@ type Service struct {
 	dist      []distRule  // the distribute rules, hashed
 	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
 	values    []string    // node values, node Root+1 first
+	kids      [2]children // child indexes: the eligible tree, the aux trees
+}
+
+// child is the child labelled want of node n (an absolute index) in the
+// trees of set: the eligible tree, or the degraded or unhealthy aux tree.
+func (s *Service) child(set int, n uint32, want uint64) (uint32, bool) {
+	k, base := &s.kids[0], s.Root
+	if set != setEligible {
+		k, base = &s.kids[1], s.AuxRoot[0]
+	}
+	c, ok := k.child(n-base, want)
+	return c + base, ok
+}
+
+// nodesOf is the node section that holds the trees of set.
+func (s *Service) nodesOf(set int) []byte {
+	if set == setEligible {
+		return s.tree.nodes
+	}
+	return s.tree.aux
 }
 
 // Endpoint is a decoded endpoint record.
