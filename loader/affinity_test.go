@@ -303,12 +303,15 @@ func TestAffinityTimeout(t *testing.T) {
 		t.Fatalf("kernel picked %s, the model %s", first, want)
 	}
 	// Add endpoints until the hash picks another backend for this client.
+	// They sort before the others, so every one shifts the backends under
+	// the jump hash's buckets: appended ones would leave a client in its
+	// bucket with probability 4/68 after 64 of them, as jump hash does.
 	gen := uint64(1)
 	for i := 0; modelPick(tree, c.cookie) == first; i++ {
 		if i == 64 {
 			t.Fatal("64 more endpoints and the hash still picks the same backend")
 		}
-		pool[fmt.Sprintf("127.0.12.%d:9400", 100+i)] = "z1"
+		pool[fmt.Sprintf("127.0.11.%d:9400", 200-i)] = "z1"
 		gen++
 		tree = apply(t, in, affTopology(1, pool), gen)
 	}
