@@ -79,6 +79,12 @@ const (
 	MapPrioScratch = loctreeMapLtPrioScratch
 )
 
+// MapSet is the maps of o, for loading the maps and the programs in parts.
+func (o *Objects) MapSet() *Maps { return &o.loctreeMaps }
+
+// ProgramSet is the programs of o.
+func (o *Objects) ProgramSet() *Programs { return &o.loctreePrograms }
+
 // Spec returns the collection spec of the socket programs and their maps.
 func Spec() (*ebpf.CollectionSpec, error) {
 	spec, err := loadLoctree()

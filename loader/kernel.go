@@ -66,7 +66,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		}
 		opts.Maps.PinPath = pinDir
 	}
-	if err := spec.LoadAndAssign(&k.objs, &opts); err != nil {
+	if err := loadObjects(spec, &k.objs, opts); err != nil {
 		k.lock.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags (run `loctree agent uninstall` first, or use the earlier flags): %w", ErrPinned, pinDir, err)
