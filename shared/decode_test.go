@@ -257,7 +257,7 @@ func TestDecodeRejectsBadPolicy(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved+3] = 1 }},
+		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved] = 1 }},
 		{"panic", "panic threshold 101", func(b []byte) { b[pols+pPanic] = 101 }},
 		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pDegradedRoot:], 1) }},
 		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pEpDegraded:], 1000) }},

@@ -7,6 +7,11 @@ type Range struct {
 	Lo, Hi uint32
 	Depth  int
 	Node   uint32
+	// CrossNetwork is set when the service's network rule answered: the
+	// source's network has no eligible endpoint, the candidates are on
+	// other networks, and Depth counts the scopes after network they share
+	// with the source.
+	CrossNetwork bool
 }
 
 // Len is the number of candidates.
@@ -29,11 +34,23 @@ var emptyLabel = Label("")
 // LookupLabels is Lookup with the source's scope values already hashed:
 // labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
 func (s *Service) LookupLabels(labels []uint64) Range {
-	nodes := s.tree.nodes
-	n := s.Root
+	r := walk(s.tree.nodes, s.Root, labels, len(s.Scopes))
+	if r.Depth == 0 && s.NetworkRule {
+		return s.lookupNetwork(labels)
+	}
+	if (s.Mode == ModeStrict && r.Depth < len(s.Scopes)) || r.Depth < s.MinRank {
+		r.Hi = r.Lo
+	}
+	return r
+}
+
+// walk goes down the tree of levels levels from root, one label a level,
+// until a label is missing, and returns the deepest node's range.
+func walk(nodes []byte, root uint32, labels []uint64, levels int) Range {
+	n := root
 	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
 	depth := 0
-	for ; depth < len(s.Scopes); depth++ {
+	for ; depth < levels; depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
 			want = labels[depth]
@@ -59,11 +76,7 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 		}
 		n = base
 	}
-	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
-	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
-		r.Hi = r.Lo
-	}
-	return r
+	return Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
 }
 
 // Source is a source locality prepared for many lookups: every value is hashed

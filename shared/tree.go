@@ -15,7 +15,7 @@ type Tree struct {
 	nodes    []byte // the node section
 	eps      []byte // the endpoint section
 	pols     []byte // the policy section
-	aux      []byte // the aux node section (degraded and unhealthy trees)
+	aux      []byte // the aux node section (degraded, unhealthy and network trees)
 }
 
 // Service is one service of a tree: its metadata and where its nodes and
@@ -57,6 +57,13 @@ type Service struct {
 	// share at least the first MinRank scopes with the source; 0 is
 	// unbounded.
 	MinRank int
+	// NetworkRule is set when the service applies the network rule (format
+	// version 4): a source whose network has no eligible endpoint gets the
+	// deepest match over the scopes after network, across all networks,
+	// from the network tree (aux nodes [NetRoot, +NetCount)) over copies of
+	// the eligible endpoints, [EpFirst+EpTotal, +EpEligible).
+	NetworkRule       bool
+	NetRoot, NetCount uint32
 
 	tree      *Tree
 	regionAt  int         // index of the "region" scope, or -1
