@@ -1,11 +1,11 @@
 package shared
 
 import (
-	"fmt"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
