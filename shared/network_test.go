@@ -185,3 +185,35 @@ func TestExactBytesNetworkRule(t *testing.T) {
 		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
 	}
 }
+
+// TestDecodeRejectsBadNetworkRule: a corrupt network rule, tree or copy is
+// an error naming it, never a panic.
+func TestDecodeRejectsBadNetworkRule(t *testing.T) {
+	tree, err := Build(networkTopology(""), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := tree.Bytes()
+	pol := int(le.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(le.Uint32(orig[hEndpointCnt:]))
+	aux := pol + PolicyRecordSize
+	copy0 := int(le.Uint32(orig[hEndpointsOff:])) + 4*EndpointRecordSize
+	for _, c := range []struct {
+		name, want string
+		mut        func(b []byte)
+	}{
+		{"rule 2", "network rule 2", func(b []byte) { b[pol+pNetworkRule] = 2 }},
+		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+pNetworkRule] = 0 }},
+		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+pNetworkCount:], 100) }},
+		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*NodeRecordSize+nHi:], 3) }},
+		{"copy address", "copies are not the eligible endpoints", func(b []byte) { b[copy0+3] = 9 }},
+		{"copy weight", "cumulative weight", func(b []byte) { b[copy0+eWeight] = 2 }},
+		{"copy health", "health does not match", func(b []byte) { b[copy0+eFlags] = 0 }},
+	} {
+		b := bytes.Clone(orig)
+		c.mut(b)
+		le.PutUint32(b[hChecksum:], checksum(b))
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
+		}
+	}
+}
