@@ -164,7 +164,8 @@ type loctreeLtService struct {
 	Rules           uint32
 	RuleCount       uint8
 	Panic           uint8
-	Pad2            [2]uint8
+	NetRule         uint8
+	Pad2            uint8
 }
 
 type loctreeLtSock struct {

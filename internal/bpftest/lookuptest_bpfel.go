@@ -157,7 +157,8 @@ type lookuptestLtService struct {
 	Rules           uint32
 	RuleCount       uint8
 	Panic           uint8
-	Pad2            [2]uint8
+	NetRule         uint8
+	Pad2            uint8
 }
 
 type lookuptestLtStat uint32
