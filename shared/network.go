@@ -141,3 +141,15 @@ func recordHash(b []byte) uint64 {
 	w := uint64(le.Uint32(b[eWeight:])) | uint64(b[eFlags])<<32
 	return mix64(addrRecordHash(b) ^ mix64(w))
 }
+
+// originalOf is the eligible endpoint a network rule's copy i copies (the
+// one with its address), or i. It is for tools: O(endpoints).
+func (s *Service) originalOf(i uint32) uint32 {
+	want := s.tree.Endpoint(i).Addr
+	for k := s.EpFirst; k < s.EpFirst+s.EpEligible; k++ {
+		if s.tree.Endpoint(k).Addr == want {
+			return k
+		}
+	}
+	return i
+}

@@ -176,9 +176,13 @@ func (s *Service) String() string {
 }
 
 // EndpointValues returns the scope values of eligible endpoint i (an absolute
-// index in [EpFirst, EpFirst+EpEligible)) by walking down the tree: nil for an
-// ineligible endpoint. It is for tools; it allocates.
+// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one) by
+// walking down the tree: nil for an ineligible endpoint. It is for tools; it
+// allocates.
 func (s *Service) EndpointValues(i uint32) []string {
+	if c := s.EpFirst + s.EpTotal; s.NetworkRule && i >= c && i < c+s.EpEligible {
+		i = s.originalOf(i)
+	}
 	if i < s.EpFirst || i >= s.EpFirst+s.EpEligible {
 		return nil
 	}
