@@ -217,3 +217,24 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkRuleAllocatesNothing: the lookups that take the network tree
+// and the pick in the copies allocate nothing.
+func TestNetworkRuleAllocatesNothing(t *testing.T) {
+	tree, err := Build(networkTopology(""), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &tree.Services()[0]
+	loc := Locality{"network": "net-a", "region": "us-east"}
+	src := NewSource(loc)
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	var ok bool
+	allocs := testing.AllocsPerRun(1000, func() {
+		_, ok = p.Pick(svc, svc.LookupSource(src), 0)
+		_ = svc.Lookup(loc)
+	})
+	if allocs != 0 || !ok || !svc.LookupSource(src).CrossNetwork {
+		t.Fatalf("%v allocations a lookup and pick (picked %v)", allocs, ok)
+	}
+}
