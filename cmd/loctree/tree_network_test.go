@@ -50,3 +50,21 @@ func TestPickNetworkRule(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectNetworkRule: tree build counts a service's endpoints, not the
+// network rule's copies, and tree inspect names the rule.
+func TestInspectNetworkRule(t *testing.T) {
+	dir := t.TempDir()
+	file, out := filepath.Join(dir, "net.yaml"), filepath.Join(dir, "net.bin")
+	if err := os.WriteFile(file, []byte(networkTopologyYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := runCLI(t, "tree", "build", "-f", file, "--out", out)
+	if code != 0 || !strings.Contains(stdout, " 3 endpoints,") {
+		t.Fatalf("exit %d: %s%s, want 3 endpoints", code, stdout, errs)
+	}
+	code, stdout, errs = runCLI(t, "tree", "inspect", out, "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"network_rule": "ztunnel"`) {
+		t.Fatalf("exit %d: %s%s, want network_rule ztunnel", code, stdout, errs)
+	}
+}
