@@ -17,7 +17,9 @@ import (
 // turn (round robin). On net-c the node gets net-c's endpoint alone.
 func TestConnectNetworkRule(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	loc := func(network, region string) shared.Locality { return shared.Locality{"network": network, "region": region} }
+	loc := func(network, region string) shared.Locality {
+		return shared.Locality{"network": network, "region": region}
+	}
 	top := &shared.Topology{Services: []shared.ServiceSpec{{Name: "net", VIP: "127.77.10.1:80", Scopes: []string{"network", "region"},
 		Policy: "round_robin", Endpoints: []shared.EndpointSpec{
 			{Address: "127.0.50.1:9050", Locality: loc("net-b", "us-east")},
