@@ -133,6 +133,7 @@ func randomSource(rng *rand.Rand, scopes []string) Locality {
 func TestLookupMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const topologies, sources = 10000, 4
+	cross, differ := 0, 0 // pairs the network rule answered; those where it matched a scope after network
 	for it := range topologies {
 		top := randomTopology(rng)
 		tree, err := Build(top, BuildOptions{Generation: uint64(it)})
@@ -159,6 +160,16 @@ func TestLookupMatchesOracle(t *testing.T) {
 			if ls := svc.LookupSource(NewSource(src)); ls != r {
 				t.Fatalf("topology %d, source %v: LookupSource %+v, Lookup %+v", it, src, ls, r)
 			}
+			if wantCross && len(want) > 0 {
+				cross++
+				if wantDepth > 0 {
+					differ++ // the plain rule would give every eligible endpoint
+				}
+			}
 		}
 	}
+	if cross < 2000 || differ < 1000 {
+		t.Fatalf("only %d of %d pairs took the network rule, %d matched after network", cross, topologies*sources, differ)
+	}
+	t.Logf("%d pairs, %d answered by the network rule, %d of them matching scopes after network", topologies*sources, cross, differ)
 }
