@@ -135,7 +135,7 @@ func TestParityNetworkRule(t *testing.T) {
 		seen[got]++
 	}
 	svc := &tree.Services()[0]
-	if r := svc.Lookup(src); !r.CrossNetwork || r.Len() != 2 {
+	if r := svc.Lookup(src); !svc.CrossNetwork(r) || r.Len() != 2 {
 		t.Fatalf("shared: %+v, want the two us-east endpoints of other networks", r)
 	}
 	if len(seen) != 2 || seen["127.0.20.1:8080"] != 50 || seen["127.0.20.4:8080"] != 50 {

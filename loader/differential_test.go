@@ -116,7 +116,7 @@ func TestKernelNetworkRuleMatchesGo(t *testing.T) {
 			s := &tree.Services()[i]
 			for range 3 {
 				src := treetest.Source(rng, s.Scopes, 5)
-				if s.Lookup(src).CrossNetwork {
+				if s.CrossNetwork(s.Lookup(src)) {
 					cross++
 				}
 				compare(t, kl, in, s, src)
@@ -160,11 +160,10 @@ func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, 
 		}
 		return
 	}
-	if want.CrossNetwork { // the network tree follows the service's own in its node region
+	if s.CrossNetwork(want) { // the network tree follows the service's own in its node region
 		want.Node = s.Root + s.NodeCount + want.Node - uint32(s.Tree().NumNodes()) - s.NetRoot
 	}
-	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta,
-		CrossNetwork: want.CrossNetwork}
+	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta}
 	if got.Status != bpf.StatRedirect || r != want {
 		t.Fatalf("%s %v (%s): kernel status %d range %+v, Go %+v", s.Name, src, s.Mode, got.Status, r, want)
 	}

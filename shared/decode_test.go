@@ -135,10 +135,10 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 // rule's copies of them when the network tree answered.
 func withinCandidates(s *Service, r Range) bool {
 	lo, hi := s.EpFirst, s.EpFirst+s.EpEligible
-	if r.CrossNetwork {
+	if s.CrossNetwork(r) {
 		lo, hi = s.EpFirst+s.EpTotal, s.EpFirst+s.EpTotal+s.EpEligible
 	}
-	return r.Lo <= r.Hi && r.Lo >= lo && r.Hi <= hi && (!r.CrossNetwork || s.NetworkRule)
+	return r.Lo <= r.Hi && r.Lo >= lo && r.Hi <= hi && (!s.CrossNetwork(r) || s.NetworkRule)
 }
 
 // checkLoads checks that a decoded tree's priority loads stay inside the

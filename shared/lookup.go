@@ -7,11 +7,6 @@ type Range struct {
 	Lo, Hi uint32
 	Depth  int
 	Node   uint32
-	// CrossNetwork is set when the service's network rule answered: the
-	// source's network has no eligible endpoint, the candidates are on
-	// other networks, and Depth counts the scopes after network they share
-	// with the source.
-	CrossNetwork bool
 }
 
 // Len is the number of candidates.
@@ -25,7 +20,10 @@ func (s *Service) Lookup(src Locality) Range {
 	for i, sc := range s.Scopes {
 		labels[i] = Label(src[sc])
 	}
-	return s.LookupLabels(labels[:len(s.Scopes)])
+	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+		return r
+	}
+	return s.lookupNetwork(labels[:len(s.Scopes)])
 }
 
 // emptyLabel is Label("").
@@ -34,11 +32,52 @@ var emptyLabel = Label("")
 // LookupLabels is Lookup with the source's scope values already hashed:
 // labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
 func (s *Service) LookupLabels(labels []uint64) Range {
-	r := walk(s.tree.nodes, s.Root, labels, len(s.Scopes))
-	if r.Depth == 0 && s.NetworkRule {
-		return s.lookupNetwork(labels)
+	if r := s.lookupTree(labels); !s.networkMiss(r) {
+		return r
 	}
-	if (s.Mode == ModeStrict && r.Depth < len(s.Scopes)) || r.Depth < s.MinRank {
+	return s.lookupNetwork(labels)
+}
+
+// networkMiss reports whether the walk r of the service's tree found no
+// eligible endpoint on the source's network where the network rule applies
+// (the root has children, none for the source's network).
+func (s *Service) networkMiss(r Range) bool { return r.Depth == 0 && s.NetworkRule && r.Lo < r.Hi }
+
+// lookupTree walks the service's tree. A function of its own, without
+// calls, so that the compiler keeps the walk in registers.
+func (s *Service) lookupTree(labels []uint64) Range {
+	nodes := s.tree.nodes
+	n := s.Root
+	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	depth := 0
+	for ; depth < len(s.Scopes); depth++ {
+		want := emptyLabel
+		if depth < len(labels) {
+			want = labels[depth]
+		}
+		count := le.Uint32(rec[nChildCount:])
+		if count == 0 {
+			break
+		}
+		// Branch-free binary search: base ends on the last child whose
+		// label is <= want (sources are unpredictable, branches are not).
+		base := le.Uint32(rec[nFirstChild:])
+		for count > 1 {
+			half := count / 2
+			if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+				base += half
+			}
+			count -= half
+		}
+		rec = nodes[int(base)*NodeRecordSize:][:NodeRecordSize]
+		if le.Uint64(rec[nLabel:]) != want {
+			rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+			break
+		}
+		n = base
+	}
+	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
+	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
 		r.Hi = r.Lo
 	}
 	return r
@@ -113,5 +152,8 @@ func (s *Service) LookupSource(src *Source) Range {
 	for i, sc := range s.Scopes {
 		labels[i] = src.label(sc)
 	}
-	return s.LookupLabels(labels[:len(s.Scopes)])
+	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+		return r
+	}
+	return s.lookupNetwork(labels[:len(s.Scopes)])
 }

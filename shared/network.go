@@ -80,8 +80,16 @@ func (s *Service) lookupNetwork(labels []uint64) Range {
 	}
 	r := walk(s.tree.aux, s.NetRoot, labels, len(s.Scopes)-1)
 	r.Node += uint32(s.tree.NumNodes())
-	r.CrossNetwork = true
 	return r
+}
+
+// CrossNetwork reports whether r, a lookup's answer for s, comes from the
+// network rule: the source's network has no eligible endpoint, the
+// candidates are copies of other networks' endpoints, and r.Depth counts
+// the scopes after network they share with the source. (Range.Node is then
+// past the tree's nodes: the network tree's aux node, offset by NumNodes.)
+func (s *Service) CrossNetwork(r Range) bool {
+	return s.NetworkRule && r.Node >= uint32(s.tree.NumNodes())
 }
 
 // netCopies is the number of endpoint records the network rule adds after

@@ -42,9 +42,10 @@ func TestNetworkRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := tree.Services()[0].Lookup(Locality{"network": c.network, "region": "us-east"})
-		if got := rangeAddrs(tree, r); !slices.Equal(got, c.want) || r.Depth != c.depth || r.CrossNetwork != c.cross {
-			t.Errorf("rule %q, source on %s: %v (depth %d, cross-network %v), want %v (%d, %v)", c.rule, c.network, got, r.Depth, r.CrossNetwork, c.want, c.depth, c.cross)
+		svc := &tree.Services()[0]
+		r := svc.Lookup(Locality{"network": c.network, "region": "us-east"})
+		if got := rangeAddrs(tree, r); !slices.Equal(got, c.want) || r.Depth != c.depth || svc.CrossNetwork(r) != c.cross {
+			t.Errorf("rule %q, source on %s: %v (depth %d, cross-network %v), want %v (%d, %v)", c.rule, c.network, got, r.Depth, svc.CrossNetwork(r), c.want, c.depth, c.cross)
 		}
 	}
 }
@@ -234,7 +235,7 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 		_, ok = p.Pick(svc, svc.LookupSource(src), 0)
 		_ = svc.Lookup(loc)
 	})
-	if allocs != 0 || !ok || !svc.LookupSource(src).CrossNetwork {
+	if allocs != 0 || !ok || !svc.CrossNetwork(svc.LookupSource(src)) {
 		t.Fatalf("%v allocations a lookup and pick (picked %v)", allocs, ok)
 	}
 }

@@ -154,8 +154,8 @@ func TestLookupMatchesOracle(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("topology %d (%s), source %v: tree gives %v (depth %d), oracle %v (depth %d)\n%+v", it, spec.Mode, src, got, r.Depth, want, wantDepth, spec)
 			}
-			if len(want) > 0 && (r.Depth != wantDepth || r.CrossNetwork != wantCross) {
-				t.Fatalf("topology %d, source %v: depth %d (cross-network %v), oracle %d (%v)", it, src, r.Depth, r.CrossNetwork, wantDepth, wantCross)
+			if len(want) > 0 && (r.Depth != wantDepth || svc.CrossNetwork(r) != wantCross) {
+				t.Fatalf("topology %d, source %v: depth %d (cross-network %v), oracle %d (%v)", it, src, r.Depth, svc.CrossNetwork(r), wantDepth, wantCross)
 			}
 			if ls := svc.LookupSource(NewSource(src)); ls != r {
 				t.Fatalf("topology %d, source %v: LookupSource %+v, Lookup %+v", it, src, ls, r)

@@ -19,7 +19,7 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 	if len(src) == 0 {
 		notes = append(notes, "no --from or --node: the source locality is empty, so it matches only endpoints whose "+svc.Scopes[0]+" is empty too")
 	}
-	if r.CrossNetwork {
+	if svc.CrossNetwork(r) {
 		return append(notes, networkRuleNote(svc, src, r)), ""
 	}
 	if r.Depth >= len(svc.Scopes) {

@@ -238,7 +238,7 @@ func sourceLocality(in *treeInput, svc *shared.Service, o *treePickOptions) (sha
 // pick picks --count times in the candidate range r of svc.
 func pick(t *shared.Tree, svc *shared.Service, r shared.Range, o *treePickOptions) *pickResult {
 	res := &pickResult{
-		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth, CrossNetwork: r.CrossNetwork,
+		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth, CrossNetwork: svc.CrossNetwork(r),
 		Candidates: endpointAddrs(t, r.Lo, r.Hi), Picks: map[string]int{},
 	}
 	if r.Len() == 0 {
