@@ -211,7 +211,7 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 {
 	struct lt_service *found, svc;
 	struct lt_addr fe, b;
-	__u64 labels[LT_MAX_LEVELS], cookie;
+	__u64 cookie;
 	struct lt_endpoint *ep;
 	struct lt_sock *old;
 	struct lt_range r;
@@ -224,8 +224,13 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 		return SK_PASS;
 	/* One copy of the published value: the walk never mixes two of them. */
 	__builtin_memcpy(&svc, found, sizeof(svc));
-	lt_source_labels(&svc, labels);
-	ret = lt_lookup(&svc, labels, &r);
+	{
+		/* In a block: its slots are free again for the pick. */
+		__u64 labels[LT_MAX_LEVELS];
+
+		lt_source_labels(&svc, labels);
+		ret = lt_lookup(&svc, labels, &r);
+	}
 	if (ret != LT_OK)
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);

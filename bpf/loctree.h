@@ -130,12 +130,18 @@ struct lt_service {
 	 * in this service's node region after its own tree, so they are
 	 * published and reused with it. */
 	__u32 aux_delta;          /* map index = aux record index + aux_delta */
-	__u32 aux_root[2];        /* map indices of the degraded and the unhealthy tree's roots */
+	__u32 aux_root[2];        /* map indices of the degraded and the unhealthy tree's roots;
+				   * with net_rule, aux_root[0] is the network tree's */
 	__u32 rules;              /* map index of the first failover rule */
 	__u8 rule_count;          /* failover rules, sorted by from-region label */
 	__u8 panic;               /* panic threshold, percent; 0 disables panic */
 	__u8 dist_count;          /* distribute rules (distribute.h); their blocks sit where the failover rules would */
-	__u8 pad2;
+	/* ztunnel's network rule (docs/FORMAT.md "Network rule"), never with a
+	 * priority load: the network tree sits in this service's node region
+	 * after its own tree, its root at aux_root[0] and its child indices
+	 * rebased by the loader to node_delta, over copies of the eligible
+	 * endpoints that follow the service's endpoints in its region. */
+	__u8 net_rule;
 };
 
 /*
@@ -299,10 +305,13 @@ lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want,
 
 /*
  * lt_lookup walks svc's tree with the source labels (one per scope) and
- * stores the deepest node's endpoint range in r. It returns LT_OK when r
- * holds at least one candidate, LT_STAT_NO_CANDIDATE when there is none (an
- * empty service, or a strict service whose walk did not reach full depth)
- * and LT_STAT_BAD_INDEX when an index leaves svc's regions.
+ * stores the deepest node's endpoint range in r. A service with the
+ * network rule whose root has no child for the source's network goes on in
+ * the network tree with the scopes after network (r->depth counts those).
+ * It returns LT_OK when r holds at least one candidate,
+ * LT_STAT_NO_CANDIDATE when there is none (an empty service, or a strict
+ * service whose walk did not reach full depth) and LT_STAT_BAD_INDEX when
+ * an index leaves svc's regions.
  */
 static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *labels,
 				     struct lt_range *r)
@@ -323,11 +332,18 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 		c = lt_find_child(svc, n, labels[d], &at, &bad);
 		if (bad)
 			return LT_STAT_BAD_INDEX;
+		if (!c && d == 0 && svc->net_rule) { /* no endpoint on the source's network */
+			idx = svc->aux_root[0];
+			n = lt_node_of(svc, idx);
+			if (!n)
+				return LT_STAT_BAD_INDEX;
+			continue;
+		}
 		if (!c)
 			break;
 		n = c;
 		idx = at;
-		r->depth = d + 1;
+		r->depth++;
 	}
 	r->node = idx;
 	r->lo = n->lo + svc->ep_delta;

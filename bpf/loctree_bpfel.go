@@ -173,7 +173,7 @@ type loctreeLtService struct {
 	RuleCount       uint8
 	Panic           uint8
 	DistCount       uint8
-	Pad2            uint8
+	NetRule         uint8
 }
 
 type loctreeLtSock struct {

@@ -100,3 +100,45 @@ func checkPick(t *testing.T, vm *host.VM, tree *shared.Tree, svc *shared.Service
 	}
 	t.Fatalf("%s from %v: picked %q outside the candidate set [%d,%d)", svc.Name, src, got, r.Lo, r.Hi)
 }
+
+// TestParityNetworkRule drives the real .wasm with a source on a network
+// that has no endpoint: ztunnel's rule (src/state.rs load_balance at
+// 62d82653, lines 463-489) keeps the other networks' endpoints in the
+// source's region, on two networks; the plain rule would give all four.
+func TestParityNetworkRule(t *testing.T) {
+	top := &shared.Topology{Services: []shared.ServiceSpec{{Name: "net.default.svc.cluster.local", Hosts: []string{"net"},
+		Scopes: []string{"network", "region"}, Policy: "round_robin", Endpoints: []shared.EndpointSpec{
+			{Address: "127.0.20.1:8080", Locality: shared.Locality{"network": "net-b", "region": "us-east"}},
+			{Address: "127.0.20.2:8080", Locality: shared.Locality{"network": "net-c", "region": "us-west"}},
+			{Address: "127.0.20.3:8080", Locality: shared.Locality{"network": "net-d", "region": "eu"}},
+			{Address: "127.0.20.4:8080", Locality: shared.Locality{"network": "net-d", "region": "us-east"}},
+		}}}}
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topJSON, _ := json.Marshal(top)
+	src := shared.Locality{"network": "net-a", "region": "us-east"}
+	h := newHost(t, fmt.Sprintf(`{"topology":%s,"locality":{"network":"net-a","region":"us-east"}}`, topJSON), host.Options{})
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	seen := map[string]int{}
+	for range 100 {
+		res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(req("net"))}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := res.Request.Headers.Get(defaultHeader)
+		seen[got]++
+	}
+	svc := &tree.Services()[0]
+	if r := svc.Lookup(src); !svc.CrossNetwork(r) || r.Len() != 2 {
+		t.Fatalf("shared: %+v, want the two us-east endpoints of other networks", r)
+	}
+	if len(seen) != 2 || seen["127.0.20.1:8080"] != 50 || seen["127.0.20.4:8080"] != 50 {
+		t.Fatalf("the filter picked %v, want 127.0.20.1 and 127.0.20.4 in turn (round robin)", seen)
+	}
+}

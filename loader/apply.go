@@ -284,7 +284,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
 	}
 	nodes, eps := records(t, s)
-	nodes = slices.Concat(nodes, auxRecords(t, s), ruleRecords(s))
+	nodes = slices.Concat(nodes, auxRecords(t, s), ruleRecords(s), netRecords(t, s))
 	if _, err := in.k.nodes.WriteAt(nodes, int64(nb)*shared.NodeRecordSize); err != nil {
 		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
 	}
@@ -298,10 +298,11 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
 		AffinityTimeout: s.AffinityTimeout,
 	}
-	if err := in.writeAffinityEps(p, eps, eb); err != nil {
+	if err := in.writeAffinityEps(p, eps[:affinityLen(s)*shared.EndpointRecordSize], eb); err != nil {
 		return err
 	}
 	setLoads(&v, s, nb)
+	setNetworkRule(&v, s, nb)
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot

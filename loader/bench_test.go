@@ -181,11 +181,12 @@ func BenchmarkConnect(b *testing.B) {
 	vip := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 1}, Port: 80}
 	spill := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 80}
 	dist := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 3}, Port: 80}
+	netVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 4}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
 			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
-				distributeBenchService("dist", "127.77.3.3:80", n, port))
+				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -194,6 +195,7 @@ func BenchmarkConnect(b *testing.B) {
 		if n < 100000 {
 			b.Run(fmt.Sprintf("spillover/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, spill, direct) })
 			b.Run(fmt.Sprintf("distribute/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, dist, direct) })
+			b.Run(fmt.Sprintf("network_rule/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netVIP, direct) })
 		}
 	}
 }
@@ -227,6 +229,19 @@ func BenchmarkConnectConsistentHash(b *testing.B) {
 // degraded outside the source's subzone, so all three trees have nodes
 // on the walk; the two local endpoints are healthy, so priority 0 keeps
 // all the load and every connect reaches a listener.
+// networkService is bigService with network as its first scope and its
+// endpoints on three networks, none of them the source's (benchLocality
+// has none): every connect takes ztunnel's network rule, a miss at the
+// root and a walk of the network tree to the two listeners.
+func networkService(name, vip string, n, port int) shared.ServiceSpec {
+	s := bigService(name, vip, n, port)
+	s.Scopes = append([]string{"network"}, s.Scopes...)
+	for i := range s.Endpoints {
+		s.Endpoints[i].Locality["network"] = fmt.Sprintf("net-%d", i%3+1)
+	}
+	return s
+}
+
 func spilloverService(name, vip string, n, port int) shared.ServiceSpec {
 	s := bigService(name, vip, n, port)
 	of, threshold := uint32(140), uint32(50)

@@ -85,6 +85,53 @@ func TestKernelLookupMatchesGo(t *testing.T) {
 	t.Logf("%d (tree, source) pairs agree", pairs)
 }
 
+// TestKernelNetworkRuleMatchesGo is the differential test of ztunnel's
+// network rule (docs/FORMAT.md "Network rule"): for services whose first
+// scope is network and sources on networks with and without eligible
+// endpoints (network-4 is on no endpoint), the kernel's lookup gives
+// shared's range, depth and node, from the network tree when the source's
+// network has none. Fails if the loader does not mark the rule or
+// misplaces the network tree.
+func TestKernelNetworkRuleMatchesGo(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	kl := newKernelLookup(t, in)
+	rng := rand.New(rand.NewPCG(8, 11))
+	policies := []string{"random", "weighted", "round_robin", "least_connections", "least_request"}
+	pairs, cross := 0, 0
+	for it := range 150 {
+		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies, NetworkFirst: true})
+		tree, err := shared.Build(top, shared.BuildOptions{Generation: uint64(it + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.Apply(tree); err != nil {
+			t.Fatalf("tree %d: %v", it, err)
+		}
+		for i := range tree.Services() {
+			s := &tree.Services()[i]
+			for range 3 {
+				src := treetest.Source(rng, s.Scopes, 5)
+				if s.CrossNetwork(s.Lookup(src)) {
+					cross++
+				}
+				compare(t, kl, in, s, src)
+				pairs++
+			}
+			compareCgroup(t, kl, in, s, treetest.Source(rng, treetest.Scopes, 5))
+			pairs++
+		}
+	}
+	if pairs < 1000 || cross < 200 {
+		t.Fatalf("only %d pairs, %d answered by the network rule", pairs, cross)
+	}
+	t.Logf("%d (tree, source) pairs agree, %d answered by the network rule", pairs, cross)
+}
+
 func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
 	t.Helper()
 	fe := frontendOf(s.VIP)
@@ -112,6 +159,9 @@ func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, 
 			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name, src, s.Mode, got.Status, got.R)
 		}
 		return
+	}
+	if s.CrossNetwork(want) { // the network tree follows the service's own in its node region
+		want.Node = s.Root + s.NodeCount + want.Node - uint32(s.Tree().NumNodes()) - s.NetRoot
 	}
 	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta}
 	if got.Status != bpf.StatRedirect || r != want {

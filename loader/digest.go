@@ -85,6 +85,7 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 	_, eps := records(t, s)
 	h.Write(eps) // endpoint records hold no indices
 	digestLoads(h, t, s)
+	digestNetwork(h, t, s)
 	return binary.LittleEndian.Uint64(h.Sum(b[:0]))
 }
 

@@ -21,7 +21,7 @@ func hasLoads(s *shared.Service) bool { return s.OverprovisioningFactor != 0 }
 // priority load its two aux trees and one entry per failover rule.
 func nodeLen(s *shared.Service) uint32 {
 	if !hasLoads(s) {
-		return s.NodeCount
+		return s.NodeCount + netCount(s)
 	}
 	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s)
 }
@@ -40,12 +40,16 @@ func distLen(s *shared.Service) uint32 {
 }
 
 // epLen is the number of endpoint map entries s takes: the eligible
-// endpoints, or with a priority load all of them.
+// endpoints, or with a priority load all of them, or with the network rule
+// all of them and the copies of the eligible ones that follow them.
 func epLen(s *shared.Service) uint32 {
-	if !hasLoads(s) {
-		return s.EpEligible
+	switch {
+	case hasLoads(s):
+		return s.EpTotal
+	case s.NetworkRule:
+		return s.EpTotal + s.EpEligible
 	}
-	return s.EpTotal
+	return s.EpEligible
 }
 
 // auxRecords are the records of s's degraded and unhealthy trees,

@@ -438,3 +438,49 @@ func BenchmarkPickDistribute(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPickNetworkRule is BenchmarkPick on the mesh with network as the
+// first scope, its endpoints on three networks: a source on one of them
+// (network=net-1: the rule does not fire) and a source on a fourth network
+// (network=net-9: every lookup misses at the root and walks the network
+// tree).
+func BenchmarkPickNetworkRule(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := meshTopology(n)
+		spec := &top.Services[0]
+		spec.Scopes = []string{"network", "region", "zone", "subzone"}
+		for i := range spec.Endpoints {
+			loc := Locality{"network": fmt.Sprintf("net-%d", i%3+1)}
+			for k, v := range spec.Endpoints[i].Locality {
+				loc[k] = v
+			}
+			spec.Endpoints[i].Locality = loc
+		}
+		tree, err := Build(top, BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		p := NewPicker(tree, PickerOptions{})
+		for _, network := range []string{"net-1", "net-9"} {
+			var srcs []*Source
+			for _, l := range benchSources(leaves) {
+				loc := Locality{"network": network}
+				for k, v := range l {
+					loc[k] = v
+				}
+				srcs = append(srcs, NewSource(loc))
+			}
+			b.Run(fmt.Sprintf("network=%s/N=%d", network, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
+						b.Fatal("no pick")
+					}
+					i++
+				}
+			})
+		}
+	}
+}

@@ -42,10 +42,12 @@ type builtService struct {
 	eps        []builtEndpoint // in spec order
 	labels     []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
 	order      []int32         // eps indices, sorted: eligible first, each part by labels and address
+	netOrder   []int32         // with the network rule: the eligible eps indices sorted by the scopes after network
 	nElig      int
 	nDeg       int            // degraded endpoints; they follow the eligible ones
 	nodes      []builtNode    // breadth-first, root first; indices relative to the service
-	aux        [2][]builtNode // the trees over the degraded and the unhealthy endpoints, laid out as nodes
+	aux        [3][]builtNode // the trees over the degraded and the unhealthy endpoints, and the network tree
+	netRule    bool           // the network rule is in force (docs/FORMAT.md, "Network rule")
 	spill      bool           // priority load (Spillover) is on
 	of         uint32         // overprovisioning factor, percent
 	panic      uint32         // panic threshold, percent
@@ -115,7 +117,8 @@ func prepareServices(top *Topology) ([]*builtService, error) {
 			names[n] = s.name
 		}
 		nEps += len(s.eps)
-		nNodes += len(s.nodes) + len(s.aux[0]) + len(s.aux[1])
+		nEps += len(s.netOrder)
+		nNodes += len(s.nodes) + len(s.aux[0]) + len(s.aux[1]) + len(s.aux[2])
 		svcs = append(svcs, s)
 	}
 	if nEps > MaxEndpoints || nNodes > MaxNodes {
@@ -178,7 +181,10 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseDistribute(spec.Distribute, len(spec.Failover)); err != nil {
 		return nil, err
 	}
-	return s, s.parseFailoverLimit(spec)
+	if err := s.parseFailoverLimit(spec); err != nil {
+		return nil, err
+	}
+	return s, s.parseNetworkRule(spec)
 }
 
 // parseFailoverLimit validates failover_limit: one of the scopes, in mode
@@ -408,6 +414,7 @@ func (s *builtService) prepareEndpoints(specs []EndpointSpec) error {
 		return invalid("service %q: every endpoint has weight 0", s.name)
 	}
 	s.sortEndpoints()
+	s.sortNetwork()
 	return nil
 }
 
@@ -576,18 +583,30 @@ func (s *builtService) layoutNodes(specs []EndpointSpec, labels map[uint64]strin
 	if s.aux[0], err = s.layoutTree(elig, deg, specs, labels); err != nil {
 		return err
 	}
-	s.aux[1], err = s.layoutTree(deg, uint32(len(s.eps)), specs, labels)
+	if s.aux[1], err = s.layoutTree(deg, uint32(len(s.eps)), specs, labels); err != nil {
+		return err
+	}
+	if s.netRule {
+		end := uint32(len(s.eps) + len(s.netOrder))
+		s.aux[2], err = s.layoutTreeFrom(1, uint32(len(s.eps)), end, specs, labels)
+	}
 	return err
 }
 
 // layoutTree lays out the tree over the sorted endpoints [lo, hi).
 func (s *builtService) layoutTree(lo, hi uint32, specs []EndpointSpec, labels map[uint64]string) ([]builtNode, error) {
+	return s.layoutTreeFrom(0, lo, hi, specs, labels)
+}
+
+// layoutTreeFrom lays out the tree over the sorted endpoints [lo, hi) by
+// the scopes from index first on (1: the network tree, without network).
+func (s *builtService) layoutTreeFrom(first int, lo, hi uint32, specs []EndpointSpec, labels map[uint64]string) ([]builtNode, error) {
 	nodes := []builtNode{{lo: lo, hi: hi}}
 	if lo == hi {
 		return nodes, nil
 	}
 	levelStart, levelEnd := 0, 1
-	for depth := 0; depth < len(s.scopes); depth++ {
+	for depth := first; depth < len(s.scopes); depth++ {
 		for n := levelStart; n < levelEnd; n++ {
 			if err := s.split(&nodes, n, depth, specs, labels); err != nil {
 				return nil, err
@@ -608,7 +627,7 @@ func (s *builtService) split(nodes *[]builtNode, n, depth int, specs []EndpointS
 		for j < hi && s.label(j, depth) == label {
 			j++
 		}
-		value := scopeValue(s.scopes[depth], specs[s.order[i]].Locality)
+		value := scopeValue(s.scopes[depth], specs[s.at(i)].Locality)
 		if err := checkText(value); err != nil {
 			return invalid("service %q: %s value %v", s.name, s.scopes[depth], err)
 		}
@@ -626,7 +645,16 @@ func (s *builtService) split(nodes *[]builtNode, n, depth int, specs []EndpointS
 
 // label is the label at depth of the k-th endpoint in sorted order.
 func (s *builtService) label(k uint32, depth int) uint64 {
-	return s.labels[int(s.order[k])*len(s.scopes)+depth]
+	return s.labels[int(s.at(k))*len(s.scopes)+depth]
+}
+
+// at is the spec index of the k-th endpoint record of the service: the
+// sorted endpoints, then the network rule's copies of the eligible ones.
+func (s *builtService) at(k uint32) int32 {
+	if int(k) < len(s.order) {
+		return s.order[k]
+	}
+	return s.netOrder[int(k)-len(s.order)]
 }
 
 // metaSize is the byte length of the service's metadata in the strings section.

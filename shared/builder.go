@@ -348,12 +348,13 @@ func (b *Builder) assemble(generation uint64) (*Tree, error) {
 		s.Index, s.Root, s.EpFirst, s.tree = i, uint32(nodeBase), uint32(epBase), t
 		s.AuxRoot[0] += uint32(auxBase)
 		s.AuxRoot[1] += uint32(auxBase)
+		s.NetRoot += uint32(auxBase)
 		s.precomputeDistribute() // its ranges are absolute
 		for _, n := range append([]string{s.Name}, s.Hosts...) {
 			t.byName[n] = i
 		}
 		nodeBase += int(s.NodeCount)
-		epBase += int(s.EpTotal)
+		epBase += c.tree.NumEndpoints()
 		auxBase += len(c.tree.aux) / NodeRecordSize
 	}
 	le.PutUint32(blob[hChecksum:], checksum(blob))

@@ -41,6 +41,9 @@ func randomService(rng *rand.Rand, name string, vip int) ServiceSpec {
 	if s.Mode != "strict" && len(s.Distribute) == 0 && rng.IntN(3) == 0 { // format 3: policy byte 24
 		s.FailoverLimit, _ = limitOf(rng, &s)
 	}
+	if rng.IntN(6) == 0 { // format 4: the network rule (on by default with network first) turned off
+		s.NetworkRule = NetworkRulePlain
+	}
 	return s
 }
 
@@ -127,7 +130,7 @@ func checkSameTree(t *testing.T, got, want *Tree) {
 			!slices.Equal(g.Hosts, w.Hosts) || !slices.Equal(g.Scopes, w.Scopes) || !slices.Equal(g.values, w.values) || g.Tree() != got ||
 			g.AuxRoot != w.AuxRoot || g.AuxCount != w.AuxCount || g.EpDegraded != w.EpDegraded ||
 			g.OverprovisioningFactor != w.OverprovisioningFactor || g.PanicThreshold != w.PanicThreshold ||
-			g.AffinityTimeout != w.AffinityTimeout {
+			g.AffinityTimeout != w.AffinityTimeout || g.NetworkRule != w.NetworkRule || g.NetRoot != w.NetRoot || g.NetCount != w.NetCount {
 			t.Fatalf("service %d: %+v, want %+v", i, g, w)
 		}
 		for _, n := range append([]string{w.Name}, w.Hosts...) {

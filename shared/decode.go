@@ -42,8 +42,8 @@ func Decode(b []byte) (*Tree, error) {
 			return nil, err
 		}
 		nodeNext += s.NodeCount
-		epNext += s.EpTotal
-		auxNext += s.AuxCount[0] + s.AuxCount[1]
+		epNext += s.EpTotal + s.netCopies()
+		auxNext += s.AuxCount[0] + s.AuxCount[1] + s.NetCount
 	}
 	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/NodeRecordSize {
 		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/NodeRecordSize)
@@ -131,6 +131,9 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := s.indexDistribute(); err != nil {
 		return err
 	}
+	if err := s.checkNetworkRule(); err != nil {
+		return err
+	}
 	if err := t.checkEndpoints(s); err != nil {
 		return err
 	}
@@ -156,9 +159,12 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.Failover = make([]FailoverSpec, p[pFailoverCount])
 	s.Distribute = make([]DistributeSpec, p[pDistributeCount])
 	s.MinRank = int(p[pMinRank])
+	if err := s.decodeNetworkRule(p, uint64(len(t.aux)/NodeRecordSize)); err != nil {
+		return err
+	}
 	nAux := uint64(len(t.aux) / NodeRecordSize)
 	switch {
-	case !allZero(p[pReserved:]):
+	case p[pReserved] != 0:
 		return corrupt("reserved policy bytes are not zero")
 	case s.AuxRoot[0] != auxFirst || s.AuxCount[0] == 0 || s.AuxRoot[1] != s.AuxRoot[0]+s.AuxCount[0] || s.AuxCount[1] == 0 ||
 		uint64(s.AuxRoot[1])+uint64(s.AuxCount[1]) > nAux:
@@ -186,6 +192,14 @@ func (t *Tree) checkAuxTrees(s *Service) error {
 		if err := v.check(); err != nil {
 			return fmt.Errorf("%s tree: %w", [2]string{"degraded", "unhealthy"}[k], err)
 		}
+	}
+	if !s.NetworkRule {
+		return nil
+	}
+	lo = s.EpFirst + s.EpTotal
+	v := treeView{nodes: t.aux, root: s.NetRoot, count: s.NetCount, lo: lo, hi: lo + s.EpEligible, levels: len(s.Scopes) - 1}
+	if err := v.check(); err != nil {
+		return fmt.Errorf("network tree: %w", err)
 	}
 	return nil
 }
@@ -328,8 +342,11 @@ func (t *Tree) index(s *Service) error {
 }
 
 func (t *Tree) checkEndpoints(s *Service) error {
+	if uint64(s.EpFirst)+uint64(s.EpTotal)+uint64(s.netCopies()) > uint64(t.NumEndpoints()) {
+		return corrupt("the network rule's %d endpoint copies run past the %d endpoints", s.netCopies(), t.NumEndpoints())
+	}
 	var cum uint64
-	for k := uint32(0); k < s.EpTotal; k++ {
+	for k := uint32(0); k < s.EpTotal+s.netCopies(); k++ {
 		b := t.eps[int(s.EpFirst+k)*EndpointRecordSize:][:EndpointRecordSize]
 		fam, flags := b[eFamily], b[eFlags]
 		switch {
@@ -339,7 +356,7 @@ func (t *Tree) checkEndpoints(s *Service) error {
 			return corrupt("endpoint %d: port 0", s.EpFirst+k)
 		case flags&^flagHealthy != 0:
 			return corrupt("endpoint %d: unknown flags %#x", s.EpFirst+k, flags)
-		case (k < s.EpEligible) != (flags&flagHealthy != 0 || s.Health == HealthAllowAll):
+		case (k < s.EpEligible || k >= s.EpTotal) != (flags&flagHealthy != 0 || s.Health == HealthAllowAll):
 			return corrupt("endpoint %d: health does not match its place", s.EpFirst+k)
 		}
 		cum += uint64(le.Uint32(b[eWeight:]))
@@ -347,7 +364,7 @@ func (t *Tree) checkEndpoints(s *Service) error {
 			return corrupt("endpoint %d: cumulative weight %d, want %d", s.EpFirst+k, le.Uint64(b[eCumWeight:]), cum)
 		}
 	}
-	return nil
+	return t.checkNetworkCopies(s)
 }
 
 // checkNodes checks that the service's nodes form a breadth-first tree whose

@@ -120,7 +120,7 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 		s := &tree.Services()[i]
 		for _, src := range []Locality{{}, {"region": "us-east", "zone": "us-east-1a", "subzone": "rack-1"}, {"region": "eu-central", "zone": "eu-central-1a"}} {
 			r := s.Lookup(src)
-			if r.Lo > r.Hi || r.Hi > uint32(tree.NumEndpoints()) || r.Lo < s.EpFirst || r.Hi > s.EpFirst+s.EpEligible {
+			if r.Hi > uint32(tree.NumEndpoints()) || !withinCandidates(s, r) {
 				t.Fatalf("%s: range [%d, %d) outside the service's eligible endpoints", s.Name, r.Lo, r.Hi)
 			}
 			for k := r.Lo; k < r.Hi; k++ {
@@ -129,6 +129,16 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 			checkLoads(t, s, s.Loads(src))
 		}
 	}
+}
+
+// withinCandidates: r lies in s's eligible endpoints, or in the network
+// rule's copies of them when the network tree answered.
+func withinCandidates(s *Service, r Range) bool {
+	lo, hi := s.EpFirst, s.EpFirst+s.EpEligible
+	if s.CrossNetwork(r) {
+		lo, hi = s.EpFirst+s.EpTotal, s.EpFirst+s.EpTotal+s.EpEligible
+	}
+	return r.Lo <= r.Hi && r.Lo >= lo && r.Hi <= hi && (!s.CrossNetwork(r) || s.NetworkRule)
 }
 
 // checkLoads checks that a decoded tree's priority loads stay inside the
@@ -203,6 +213,9 @@ func FuzzDecode(f *testing.F) {
 	if tree, err := Build(distributeService(func(*ServiceSpec) {}), BuildOptions{}); err == nil {
 		f.Add(tree.Bytes())
 	}
+	if tree, err := Build(networkTopology(""), BuildOptions{}); err == nil {
+		f.Add(tree.Bytes()) // the network rule: copies and a network tree
+	}
 	f.Add([]byte("LTRE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tree, err := Decode(b)
@@ -222,6 +235,9 @@ func FuzzLookup(f *testing.F) {
 	f.Add(goldenTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	f.Add(goldenTree(f).Bytes(), "", "", "")
 	f.Add(spilloverTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
+	if tree, err := Build(networkTopology(""), BuildOptions{}); err == nil {
+		f.Add(tree.Bytes(), "us-east", "", "") // no network: the network tree answers
+	}
 	f.Fuzz(func(t *testing.T, in []byte, region, zone, subzone string) {
 		b := slices.Clone(in) // testing.F: the fuzzer's input must not be modified
 		if len(b) >= HeaderSize {
@@ -235,7 +251,7 @@ func FuzzLookup(f *testing.F) {
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
 			r := s.Lookup(src)
-			if r.Lo > r.Hi || r.Lo < s.EpFirst || r.Hi > s.EpFirst+s.EpEligible || r.Depth > len(s.Scopes) {
+			if !withinCandidates(s, r) || r.Depth > len(s.Scopes) {
 				t.Fatalf("%s: range [%d, %d) depth %d out of bounds", s.Name, r.Lo, r.Hi, r.Depth)
 			}
 			if r.Len() > 0 && s.Mode == ModeStrict && r.Depth != len(s.Scopes) {
@@ -257,7 +273,7 @@ func TestDecodeRejectsBadPolicy(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved+3] = 1 }},
+		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved] = 1 }},
 		{"panic", "panic threshold 101", func(b []byte) { b[pols+pPanic] = 101 }},
 		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pDegradedRoot:], 1) }},
 		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pEpDegraded:], 1000) }},

@@ -120,7 +120,7 @@ func TestDecodeRejectsBadDistribute(t *testing.T) {
 		mut        func(b []byte)
 	}{
 		{"weights", "to weights sum to 99", func(b []byte) { b[weight80] = 79 }},
-		{"reserved byte 26", "reserved policy bytes", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+26] = 1 }},
+		{"reserved byte 27", "reserved policy bytes", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+27] = 1 }},
 		{"min_rank with distribute", "min_rank 1", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+24] = 1 }},
 		{"count", "metadata", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+25] = 2 }},
 	} {

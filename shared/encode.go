@@ -24,8 +24,8 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 	c := sections{svcs: len(svcs)}
 	for _, s := range svcs {
 		c.nodes += len(s.nodes)
-		c.eps += len(s.eps)
-		c.aux += len(s.aux[0]) + len(s.aux[1])
+		c.eps += len(s.eps) + len(s.netOrder)
+		c.aux += len(s.aux[0]) + len(s.aux[1]) + len(s.aux[2])
 		c.strs += s.metaSize()
 	}
 	nodesOff, epsOff, polsOff, auxOff, strOff, total := c.offsets()
@@ -43,8 +43,8 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 			putNode(b[nodesOff+(nodeBase+k)*NodeRecordSize:], &s.nodes[k], nodeBase, epBase)
 		}
 		var cum uint64
-		for k, i := range s.order {
-			e := &s.eps[i]
+		for k := range len(s.order) + len(s.netOrder) {
+			e := &s.eps[s.at(uint32(k))]
 			cum += uint64(e.weight)
 			putEndpoint(b[epsOff+(epBase+k)*EndpointRecordSize:], e, cum)
 		}
@@ -56,7 +56,7 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 			auxBase += len(tree)
 		}
 		nodeBase += len(s.nodes)
-		epBase += len(s.eps)
+		epBase += len(s.eps) + len(s.netOrder)
 	}
 	le.PutUint32(b[hChecksum:], checksum(b))
 	return b, nil
@@ -95,6 +95,10 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 	b[pFailoverCount] = byte(len(s.failover))
 	b[pDistributeCount] = byte(len(s.distribute))
 	b[pMinRank] = byte(s.minRank)
+	if s.netRule {
+		b[pNetworkRule] = 1
+		le.PutUint32(b[pNetworkCount:], uint32(len(s.aux[2])))
+	}
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {

@@ -10,10 +10,11 @@ import (
 
 // boundedOracle is oracle (the ztunnel rule) with bounded failover: an
 // endpoint whose rank (matching scope prefix) is below limit is no
-// candidate, so a source whose best rank is below it has none.
+// candidate, so a source whose best rank is below it has none; an endpoint
+// on another network shares no scope prefix with the source.
 func boundedOracle(spec *ServiceSpec, src Locality, limit int) []string {
-	cands, depth := oracle(spec, src)
-	if depth < limit {
+	cands, depth, crossNetwork := oracle(spec, src)
+	if depth < limit || (crossNetwork && limit > 0) {
 		return nil
 	}
 	return cands
@@ -162,8 +163,8 @@ func TestFailoverLimitEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob := slices.Clone(tree.Bytes())
-	if v := le.Uint16(blob[hVersion:]); v != 3 {
-		t.Fatalf("format version %d, want 3", v)
+	if v := le.Uint16(blob[hVersion:]); v != 4 {
+		t.Fatalf("format version %d, want 4", v)
 	}
 	pol := blob[int(le.Uint32(blob[hEndpointsOff:]))+EndpointRecordSize*int(le.Uint32(blob[hEndpointCnt:])):]
 	if pol[24] != 2 {

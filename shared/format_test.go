@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,7 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(3)
+	u16(4)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -194,22 +195,29 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsV2Bytes holds format version 3 to its promise: a tree
-// without distribute rules is byte for byte its format-2 encoding
-// (testdata/mesh.v2.golden.bin, written by the format-2 encoder) but for the
-// version field (the checksum starts at byte 12, after it).
-func TestGoldenKeepsV2Bytes(t *testing.T) {
-	v2, err := os.ReadFile(filepath.Join("testdata", "mesh.v2.golden.bin"))
-	if err != nil {
-		t.Fatal(err)
+// TestGoldenKeepsOlderBytes holds formats 3 and 4 to their promise: a tree
+// without distribute rules (format 3) and without the network rule (format
+// 4) is byte for byte its older encoding (testdata/mesh.v2.golden.bin and
+// mesh.v3.golden.bin, written by the format-2 and format-3 encoders) but for
+// the version field (the checksum starts at byte 12, after it).
+func TestGoldenKeepsOlderBytes(t *testing.T) {
+	now := goldenTree(t).Bytes()
+	if now[hVersion] != 4 {
+		t.Fatalf("version %d, want 4", now[hVersion])
 	}
-	v3 := slices.Clone(goldenTree(t).Bytes())
-	if v2[hVersion] != 2 || v3[hVersion] != 3 {
-		t.Fatalf("versions %d and %d, want 2 and 3", v2[hVersion], v3[hVersion])
-	}
-	v3[hVersion] = 2
-	if !bytes.Equal(v2, v3) {
-		t.Fatal("the format-3 golden tree differs from the format-2 one beyond the version")
+	for _, v := range []byte{2, 3} {
+		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old[hVersion] != v {
+			t.Fatalf("mesh.v%d.golden.bin has version %d", v, old[hVersion])
+		}
+		b := slices.Clone(now)
+		b[hVersion] = v
+		if !bytes.Equal(old, b) {
+			t.Fatalf("the format-4 golden tree differs from the format-%d one beyond the version", v)
+		}
 	}
 }
 
@@ -240,7 +248,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(3)
+	u16(4)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

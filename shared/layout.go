@@ -7,7 +7,7 @@ import (
 
 // Record sizes and format constants (docs/FORMAT.md).
 const (
-	FormatVersion      = 3
+	FormatVersion      = 4
 	HeaderSize         = 64
 	ServiceRecordSize  = 64
 	NodeRecordSize     = 24
@@ -54,7 +54,8 @@ const (
 	hAuxNodeCount = 60
 )
 
-// Policy record field offsets (format version 2; min_rank and distribute_count 3).
+// Policy record field offsets (format version 2; min_rank and distribute_count 3;
+// network_rule and network_node_count 4).
 const (
 	pDegradedRoot    = 0
 	pDegradedCount   = 4
@@ -66,7 +67,9 @@ const (
 	pFailoverCount   = 23
 	pMinRank         = 24 // format version 3
 	pDistributeCount = 25 // format version 3
-	pReserved        = 26 // bytes 26..31
+	pNetworkRule     = 26 // format version 4
+	pReserved        = 27 // byte 27
+	pNetworkCount    = 28 // format version 4
 )
 
 // Service record field offsets.

@@ -20,7 +20,10 @@ func (s *Service) Lookup(src Locality) Range {
 	for i, sc := range s.Scopes {
 		labels[i] = Label(src[sc])
 	}
-	return s.LookupLabels(labels[:len(s.Scopes)])
+	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+		return r
+	}
+	return s.lookupNetwork(labels[:len(s.Scopes)])
 }
 
 // emptyLabel is Label("").
@@ -29,6 +32,20 @@ var emptyLabel = Label("")
 // LookupLabels is Lookup with the source's scope values already hashed:
 // labels[i] = Label(value of Scopes[i]). Missing trailing labels are "".
 func (s *Service) LookupLabels(labels []uint64) Range {
+	if r := s.lookupTree(labels); !s.networkMiss(r) {
+		return r
+	}
+	return s.lookupNetwork(labels)
+}
+
+// networkMiss reports whether the walk r of the service's tree found no
+// eligible endpoint on the source's network where the network rule applies
+// (the root has children, none for the source's network).
+func (s *Service) networkMiss(r Range) bool { return r.Depth == 0 && s.NetworkRule && r.Lo < r.Hi }
+
+// lookupTree walks the service's tree, a level a probe of its child table.
+// A function of its own, so that the compiler keeps the walk in registers.
+func (s *Service) lookupTree(labels []uint64) Range {
 	n := uint32(0) // relative to s.Root
 	depth := 0
 	for ; depth < len(s.Scopes); depth++ {
@@ -49,6 +66,41 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 		r.Hi = r.Lo
 	}
 	return r
+}
+
+// walk goes down the tree of levels levels from root, one label a level,
+// until a label is missing, and returns the deepest node's range.
+func walk(nodes []byte, root uint32, labels []uint64, levels int) Range {
+	n := root
+	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	depth := 0
+	for ; depth < levels; depth++ {
+		want := emptyLabel
+		if depth < len(labels) {
+			want = labels[depth]
+		}
+		count := le.Uint32(rec[nChildCount:])
+		if count == 0 {
+			break
+		}
+		// Branch-free binary search: base ends on the last child whose
+		// label is <= want (sources are unpredictable, branches are not).
+		base := le.Uint32(rec[nFirstChild:])
+		for count > 1 {
+			half := count / 2
+			if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+				base += half
+			}
+			count -= half
+		}
+		rec = nodes[int(base)*NodeRecordSize:][:NodeRecordSize]
+		if le.Uint64(rec[nLabel:]) != want {
+			rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+			break
+		}
+		n = base
+	}
+	return Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
 }
 
 // Source is a source locality prepared for many lookups: every value is hashed
@@ -85,5 +137,8 @@ func (s *Service) LookupSource(src *Source) Range {
 	for i, sc := range s.Scopes {
 		labels[i] = src.label(sc)
 	}
-	return s.LookupLabels(labels[:len(s.Scopes)])
+	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+		return r
+	}
+	return s.lookupNetwork(labels[:len(s.Scopes)])
 }

@@ -50,6 +50,15 @@ type ServiceSpec struct {
 	// strict mode: the connect is refused, the filter answers 503. Empty:
 	// unbounded.
 	FailoverLimit string `json:"failover_limit,omitempty" yaml:"failover_limit,omitempty"`
+	// NetworkRule is how a service whose first scope is "network" treats a
+	// source whose network has no eligible endpoint (docs/FORMAT.md,
+	// "Network rule"): "ztunnel" ranks the other networks' endpoints by the
+	// remaining scopes (ztunnel's load_balance since 2d8e90ee); "plain"
+	// ends the match at the network, so every eligible endpoint is a
+	// candidate. Empty is "ztunnel" for a service that can use it (first
+	// scope network, more scopes, mode failover, no failover_limit, no
+	// spillover) and "plain" otherwise.
+	NetworkRule string `json:"network_rule,omitempty" yaml:"network_rule,omitempty"`
 	// SessionAffinity keeps a client on the endpoint it was given for a
 	// while, as Kubernetes' sessionAffinity: ClientIP does. It needs policy
 	// consistent_hash; the kernel keys it by the client's network namespace.

@@ -1,30 +1,241 @@
 package shared
 
-import "testing"
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
 
-// TestNetworkScopeEndsTheMatch pins the rule docs/FORMAT.md and RATIONALE.md
-// ("Why does network as the first scope rank like every other scope") state:
-// a source whose network has no eligible endpoint matches no scope, so every
-// eligible endpoint is a candidate. ztunnel since 2d8e90ee (src/state.rs
-// load_balance, lines 438-489 at 62d82653) would rank the other networks'
-// endpoints by region and keep only 127.0.0.1; with an endpoint in the
-// source's network both pick it alone.
-func TestNetworkScopeEndsTheMatch(t *testing.T) {
-	top := &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"network", "region"}, Endpoints: []EndpointSpec{
+// networkTopology has no endpoint on net-a; the other networks' endpoints
+// are in three regions.
+func networkTopology(rule string) *Topology {
+	return &Topology{Services: []ServiceSpec{{Name: "s", Scopes: []string{"network", "region"}, NetworkRule: rule, Endpoints: []EndpointSpec{
 		{Address: "127.0.0.1:80", Locality: Locality{"network": "net-b", "region": "us-east"}},
 		{Address: "127.0.0.2:80", Locality: Locality{"network": "net-c", "region": "us-west"}},
 		{Address: "127.0.0.3:80", Locality: Locality{"network": "net-d", "region": "eu"}},
+		{Address: "127.0.0.4:80", Locality: Locality{"network": "net-d", "region": "us-east"}},
 	}}}}
+}
+
+// TestNetworkRule follows istio/ztunnel src/state.rs load_balance at
+// 62d82653 (lines 438-439, 463-489): with network first, a source on a
+// network without endpoints gets the other networks' endpoints of the
+// deepest match over the remaining scopes (127.0.0.1 and 127.0.0.4, both
+// us-east, on two networks); a source with endpoints on its network gets
+// only those. network_rule: plain keeps the older rule (every endpoint).
+func TestNetworkRule(t *testing.T) {
+	for _, c := range []struct {
+		rule, network string
+		want          []string
+		depth         int
+		cross         bool
+	}{
+		{"", "net-a", []string{"127.0.0.1:80", "127.0.0.4:80"}, 1, true},
+		{"ztunnel", "net-a", []string{"127.0.0.1:80", "127.0.0.4:80"}, 1, true},
+		{"", "net-c", []string{"127.0.0.2:80"}, 1, false},
+		{"plain", "net-a", []string{"127.0.0.1:80", "127.0.0.2:80", "127.0.0.3:80", "127.0.0.4:80"}, 0, false},
+	} {
+		tree, err := Build(networkTopology(c.rule), BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &tree.Services()[0]
+		r := svc.Lookup(Locality{"network": c.network, "region": "us-east"})
+		if got := rangeAddrs(tree, r); !slices.Equal(got, c.want) || r.Depth != c.depth || svc.CrossNetwork(r) != c.cross {
+			t.Errorf("rule %q, source on %s: %v (depth %d, cross-network %v), want %v (%d, %v)", c.rule, c.network, got, r.Depth, svc.CrossNetwork(r), c.want, c.depth, c.cross)
+		}
+	}
+}
+
+// TestNetworkRuleRefused: an explicit network_rule that cannot apply, or
+// a typo, is an error naming it; spillover with network first builds with
+// the plain rule (Envoy's priorities), and refuses an explicit ztunnel.
+func TestNetworkRuleRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		mut        func(s *ServiceSpec)
+	}{
+		{"typo", `network_rule "ztunel"`, func(s *ServiceSpec) { s.NetworkRule = "ztunel" }},
+		{"not first", "needs network as the first scope", func(s *ServiceSpec) {
+			s.NetworkRule, s.Scopes = "ztunnel", []string{"region", "network"}
+		}},
+		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
+		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
+		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
+		{"spillover", "does not combine with spillover", func(s *ServiceSpec) { s.NetworkRule, s.Spillover = "ztunnel", &SpilloverSpec{} }},
+	} {
+		top := networkTopology("")
+		c.mut(&top.Services[0])
+		if _, err := Build(top, BuildOptions{}); !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrInvalidTopology mentioning %q", c.name, err, c.want)
+		}
+	}
+	top := networkTopology("")
+	top.Services[0].Spillover = &SpilloverSpec{}
 	tree, err := Build(top, BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
-	if r := svc.Lookup(Locality{"network": "net-a", "region": "us-east"}); r.Depth != 0 || r.Len() != 3 {
-		t.Fatalf("source on a network without endpoints: depth %d, %d candidates; want depth 0 and all 3", r.Depth, r.Len())
+	if tree.Services()[0].NetworkRule {
+		t.Fatal("spillover with network first: the network rule is on, want Envoy's plain ranking")
 	}
-	r := svc.Lookup(Locality{"network": "net-c", "region": "us-east"})
-	if r.Depth != 1 || r.Len() != 1 || tree.Endpoint(r.Lo).Addr.String() != "127.0.0.2:80" {
-		t.Fatalf("source on net-c: depth %d, %d candidates; want net-c's one endpoint", r.Depth, r.Len())
+}
+
+// TestExactBytesNetworkRule writes a format-4 tree with the network rule by
+// hand from docs/FORMAT.md: the copies of the eligible endpoints follow
+// them, sorted by zone; the network tree follows the unhealthy tree in the
+// aux section and policy bytes 26 and 28..31 say so.
+func TestExactBytesNetworkRule(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"network", "zone"}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{"network": "x", "zone": "b"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{"network": "y", "zone": "a"}},
+	}}}}
+	tree, err := Build(top, BuildOptions{Generation: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Endpoint 1 is on x in zone b, endpoint 2 on y in zone a.
+	net := [2]string{"x", "y"}
+	zoneOf := map[string]string{"x": "b", "y": "a"}
+	addrOf := map[string]byte{"x": 1, "y": 2}
+	if Label("y") < Label("x") {
+		net = [2]string{"y", "x"}
+	}
+	zones := [2]string{"a", "b"}
+	netOfZone := map[string]string{"a": "y", "b": "x"}
+	if Label("b") < Label("a") {
+		zones = [2]string{"b", "a"}
+	}
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
+	var meta []byte
+	for _, s := range []string{"n", "", "network", "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
+		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
+		meta = append(meta, s...)
+	}
+	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
+	meta = slices.Insert(meta, 3, 0)
+	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(4)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(9)
+	strOff := 64 + 64 + 5*24 + 4*32 + 32 + 5*24
+	u32(uint32(strOff + len(meta)))
+	u32(1)
+	u32(5)
+	u32(4)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(128)
+	u32(128 + 120)
+	u32(uint32(strOff))
+	u32(5)
+	// service: root 0, 5 nodes, endpoints from 0, 2 eligible of 2, 2 levels
+	u32(0)
+	u32(5)
+	u32(0)
+	u32(2)
+	u32(2)
+	b = append(b, 2, 0, 0, 0)
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, make([]byte, 32)...)
+	// nodes: root, the two networks, their zones
+	node(0, 0, 2, 1, 2)
+	node(Label(net[0]), 0, 1, 3, 1)
+	node(Label(net[1]), 1, 2, 4, 1)
+	node(Label(zoneOf[net[0]]), 0, 1, 0, 0)
+	node(Label(zoneOf[net[1]]), 1, 2, 0, 0)
+	// endpoints by network, then the copies by zone; cum_weight runs on
+	ep := func(last byte, cum uint64) {
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+		u32(1)
+		u64(cum)
+	}
+	ep(addrOf[net[0]], 1)
+	ep(addrOf[net[1]], 2)
+	ep(addrOf[netOfZone[zones[0]]], 3)
+	ep(addrOf[netOfZone[zones[1]]], 4)
+	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
+	// network_rule 1, network tree of 3 nodes (at aux 2)
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	b = append(b, 0, 0, 0, 0, 0, 0, 1, 0)
+	u32(3)
+	// aux: the two empty roots, then the network tree over the copies [2, 4)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 4, 3, 2)
+	node(Label(zones[0]), 2, 3, 0, 0)
+	node(Label(zones[1]), 3, 4, 0, 0)
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+}
+
+// TestDecodeRejectsBadNetworkRule: a corrupt network rule, tree or copy is
+// an error naming it, never a panic.
+func TestDecodeRejectsBadNetworkRule(t *testing.T) {
+	tree, err := Build(networkTopology(""), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := tree.Bytes()
+	pol := int(le.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(le.Uint32(orig[hEndpointCnt:]))
+	aux := pol + PolicyRecordSize
+	copy0 := int(le.Uint32(orig[hEndpointsOff:])) + 4*EndpointRecordSize
+	for _, c := range []struct {
+		name, want string
+		mut        func(b []byte)
+	}{
+		{"rule 2", "network rule 2", func(b []byte) { b[pol+pNetworkRule] = 2 }},
+		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+pNetworkRule] = 0 }},
+		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+pNetworkCount:], 100) }},
+		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*NodeRecordSize+nHi:], 3) }},
+		{"copy address", "copies are not the eligible endpoints", func(b []byte) { b[copy0+3] = 9 }},
+		{"copy weight", "cumulative weight", func(b []byte) { b[copy0+eWeight] = 2 }},
+		{"copy health", "health does not match", func(b []byte) { b[copy0+eFlags] = 0 }},
+	} {
+		b := bytes.Clone(orig)
+		c.mut(b)
+		le.PutUint32(b[hChecksum:], checksum(b))
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestNetworkRuleAllocatesNothing: the lookups that take the network tree
+// and the pick in the copies allocate nothing.
+func TestNetworkRuleAllocatesNothing(t *testing.T) {
+	tree, err := Build(networkTopology(""), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &tree.Services()[0]
+	loc := Locality{"network": "net-a", "region": "us-east"}
+	src := NewSource(loc)
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	var ok bool
+	allocs := testing.AllocsPerRun(1000, func() {
+		_, ok = p.Pick(svc, svc.LookupSource(src), 0)
+		_ = svc.Lookup(loc)
+	})
+	if allocs != 0 || !ok || !svc.CrossNetwork(svc.LookupSource(src)) {
+		t.Fatalf("%v allocations a lookup and pick (picked %v)", allocs, ok)
 	}
 }

@@ -9,43 +9,61 @@ import (
 	"testing"
 )
 
-// oracle is the ztunnel rule, written independently of the tree: rank every
-// eligible endpoint by the length of the matching scope prefix, keep the
-// maximal rank (failover) or only full matches (strict).
-func oracle(spec *ServiceSpec, src Locality) (cands []string, depth int) {
+// oracle is ztunnel's rule, written independently of the tree from
+// istio/ztunnel src/state.rs ProxyState::load_balance at 62d82653: with
+// network as the first routing preference (lines 438-439), a network mismatch
+// does not stop the rank, the rank goes on over the other scopes (lines
+// 463-471, "try the other scopes"), and a same-network endpoint gets
+// len(scopes)-1 added after the strict check (lines 483-489); the candidates
+// are the endpoints of the maximal rank (lines 493-498). plain turns the
+// network preference off (ztunnel before 2d8e90ee, loctree's network_rule:
+// plain). It returns the candidates' addresses and the number of scopes
+// they share with the source (after network when crossNetwork).
+func oracle(spec *ServiceSpec, src Locality) (cands []string, depth int, crossNetwork bool) {
 	scopes := spec.Scopes
 	if len(scopes) == 0 {
 		scopes = DefaultScopes
 	}
-	best := -1
+	networkPreferred := scopes[0] == "network" && spec.NetworkRule != "plain"
+	best, bestMatched, bestCross := -1, 0, false
 	for _, e := range spec.Endpoints {
 		if e.Healthy != nil && !*e.Healthy && spec.Health != "allow_all" {
 			continue
 		}
-		rank := 0
+		rank, adjust, cross := 0, 0, false
 		for _, sc := range scopes {
-			if e.Locality[sc] != src[sc] {
+			m := e.Locality[sc] == src[sc]
+			if sc == "network" && networkPreferred {
+				if !m {
+					cross = true
+					continue
+				}
+				adjust = len(scopes) - 1
+			}
+			if !m {
 				break
 			}
 			rank++
 		}
+		if spec.Mode == "strict" && rank != len(scopes) {
+			continue
+		}
+		matched := rank
+		rank += adjust
 		addr := netip.MustParseAddrPort(e.Address)
 		a := netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String()
 		switch {
 		case rank > best:
-			best, cands = rank, []string{a}
+			best, bestMatched, bestCross, cands = rank, matched, cross, []string{a}
 		case rank == best:
 			cands = append(cands, a)
 		}
 	}
 	if best < 0 {
-		return nil, 0
-	}
-	if spec.Mode == "strict" && best < len(scopes) {
-		return nil, best
+		return nil, 0, false
 	}
 	slices.Sort(cands)
-	return cands, best
+	return cands, bestMatched, bestCross
 }
 
 func rangeAddrs(t *Tree, r Range) []string {
@@ -71,6 +89,9 @@ func randomTopology(rng *rand.Rand) *Topology {
 	}
 	if rng.IntN(5) == 0 {
 		spec.Health = "allow_all"
+	}
+	if rng.IntN(6) == 0 {
+		spec.NetworkRule = "plain"
 	}
 	n := rng.IntN(40)
 	for i := range n {
@@ -112,6 +133,7 @@ func randomSource(rng *rand.Rand, scopes []string) Locality {
 func TestLookupMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const topologies, sources = 10000, 4
+	cross, differ := 0, 0 // pairs the network rule answered; those where it matched a scope after network
 	for it := range topologies {
 		top := randomTopology(rng)
 		tree, err := Build(top, BuildOptions{Generation: uint64(it)})
@@ -125,15 +147,29 @@ func TestLookupMatchesOracle(t *testing.T) {
 		}
 		for range sources {
 			src := randomSource(rng, spec.Scopes)
-			want, wantDepth := oracle(spec, src)
+			want, wantDepth, wantCross := oracle(spec, src)
+			wantCross = wantCross && len(spec.Scopes) > 1 // with network alone every endpoint is a candidate either way
 			r := svc.Lookup(src)
 			got := rangeAddrs(tree, r)
 			if !slices.Equal(got, want) {
-				t.Fatalf("topology %d (%s), source %v: tree gives %v (depth %d), oracle %v (rank %d)\n%+v", it, spec.Mode, src, got, r.Depth, want, wantDepth, spec)
+				t.Fatalf("topology %d (%s), source %v: tree gives %v (depth %d), oracle %v (depth %d)\n%+v", it, spec.Mode, src, got, r.Depth, want, wantDepth, spec)
 			}
-			if len(want) > 0 && r.Depth != wantDepth {
-				t.Fatalf("topology %d, source %v: depth %d, oracle rank %d", it, src, r.Depth, wantDepth)
+			if len(want) > 0 && (r.Depth != wantDepth || svc.CrossNetwork(r) != wantCross) {
+				t.Fatalf("topology %d, source %v: depth %d (cross-network %v), oracle %d (%v)", it, src, r.Depth, svc.CrossNetwork(r), wantDepth, wantCross)
+			}
+			if ls := svc.LookupSource(NewSource(src)); ls != r {
+				t.Fatalf("topology %d, source %v: LookupSource %+v, Lookup %+v", it, src, ls, r)
+			}
+			if wantCross && len(want) > 0 {
+				cross++
+				if wantDepth > 0 {
+					differ++ // the plain rule would give every eligible endpoint
+				}
 			}
 		}
 	}
+	if cross < 2000 || differ < 1000 {
+		t.Fatalf("only %d of %d pairs took the network rule, %d matched after network", cross, topologies*sources, differ)
+	}
+	t.Logf("%d pairs, %d answered by the network rule, %d of them matching scopes after network", topologies*sources, cross, differ)
 }

@@ -23,7 +23,7 @@ type PickerOptions struct {
 type Picker struct {
 	tree *Tree
 	src  *source
-	rr   []atomic.Uint64 // by absolute node index
+	rr   []atomic.Uint64 // by absolute node index, then aux node index (Range.Node)
 	pool pool            // by absolute endpoint index
 }
 
@@ -33,7 +33,7 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 	p := &Picker{
 		tree: t,
 		src:  newSource(opts.Seed),
-		rr:   make([]atomic.Uint64, t.NumNodes()),
+		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/NodeRecordSize),
 		pool: pool{
 			recs:   t.eps,
 			hashes: make([]uint64, n),
@@ -46,6 +46,7 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 	}
 	for _, s := range t.services {
 		p.pool.indexWeights(s.EpFirst, s.EpFirst+s.EpTotal)
+		p.pool.indexWeights(s.EpFirst+s.EpTotal, s.EpFirst+s.EpTotal+s.netCopies())
 	}
 	return p
 }

@@ -30,6 +30,7 @@ func TestOverrideLookupMatchesIstio(t *testing.T) {
 		top := randomTopology(rng)
 		spec := &top.Services[0]
 		withOverride(rng, spec)
+		spec.NetworkRule = NetworkRulePlain // Istio's failoverPriority ranks network like any label
 		tree, err := Build(top, BuildOptions{})
 		if err != nil {
 			t.Fatalf("topology %d: %v", it, err)

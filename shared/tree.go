@@ -15,7 +15,7 @@ type Tree struct {
 	nodes    []byte // the node section
 	eps      []byte // the endpoint section
 	pols     []byte // the policy section
-	aux      []byte // the aux node section (degraded and unhealthy trees)
+	aux      []byte // the aux node section (degraded, unhealthy and network trees)
 }
 
 // Service is one service of a tree: its metadata and where its nodes and
@@ -57,6 +57,13 @@ type Service struct {
 	// share at least the first MinRank scopes with the source; 0 is
 	// unbounded.
 	MinRank int
+	// NetworkRule is set when the service applies the network rule (format
+	// version 4): a source whose network has no eligible endpoint gets the
+	// deepest match over the scopes after network, across all networks,
+	// from the network tree (aux nodes [NetRoot, +NetCount)) over copies of
+	// the eligible endpoints, [EpFirst+EpTotal, +EpEligible).
+	NetworkRule       bool
+	NetRoot, NetCount uint32
 
 	tree      *Tree
 	regionAt  int         // index of the "region" scope, or -1
@@ -189,9 +196,13 @@ func (s *Service) String() string {
 }
 
 // EndpointValues returns the scope values of eligible endpoint i (an absolute
-// index in [EpFirst, EpFirst+EpEligible)) by walking down the tree: nil for an
-// ineligible endpoint. It is for tools; it allocates.
+// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one) by
+// walking down the tree: nil for an ineligible endpoint. It is for tools; it
+// allocates.
 func (s *Service) EndpointValues(i uint32) []string {
+	if c := s.EpFirst + s.EpTotal; s.NetworkRule && i >= c && i < c+s.EpEligible {
+		i = s.originalOf(i)
+	}
 	if i < s.EpFirst || i >= s.EpFirst+s.EpEligible {
 		return nil
 	}

@@ -71,7 +71,7 @@ func runTreeBuild(cmd *cobra.Command, o *treeBuildOptions) error {
 		return fmt.Errorf("write tree: %w", err)
 	}
 	sum := buildSummary{Out: o.out, Generation: t.Generation(), Services: len(t.Services()),
-		Endpoints: int(t.NumEndpoints()), Nodes: int(t.NumNodes()), Bytes: len(t.Bytes())}
+		Endpoints: endpointCount(t), Nodes: int(t.NumNodes()), Bytes: len(t.Bytes())}
 	if o.format == "json" {
 		return writeJSON(cmd.OutOrStdout(), sum)
 	}

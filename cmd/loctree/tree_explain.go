@@ -19,6 +19,9 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 	if len(src) == 0 {
 		notes = append(notes, "no --from or --node: the source locality is empty, so it matches only endpoints whose "+svc.Scopes[0]+" is empty too")
 	}
+	if svc.CrossNetwork(r) {
+		return append(notes, networkRuleNote(svc, src, r)), ""
+	}
 	if r.Depth >= len(svc.Scopes) {
 		return notes, ""
 	}
@@ -51,6 +54,16 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 		notes = append(notes, fmt.Sprintf("failover: the candidates are the eligible endpoints %s", describeMatched(prefix)))
 	}
 	return notes, typo
+}
+
+// networkRuleNote explains a candidate set of ztunnel's network rule.
+func networkRuleNote(svc *shared.Service, src shared.Locality, r shared.Range) string {
+	var prefix []string
+	for _, sc := range svc.Scopes[1 : 1+r.Depth] {
+		prefix = append(prefix, sc+"="+src[sc])
+	}
+	return fmt.Sprintf("no eligible endpoint is on network %q: by ztunnel's network rule the candidates are the other networks' eligible endpoints %s",
+		src["network"], describeMatched(prefix))
 }
 
 // matchedPrefix is the source's values of the first depth scopes.

@@ -82,6 +82,9 @@ type jsonService struct {
 	// Distribute are the service's distribute rules (Istio's
 	// localityLbSetting.distribute).
 	Distribute []shared.DistributeSpec `json:"distribute,omitempty"`
+	// NetworkRule is "ztunnel" for a service that applies ztunnel's network
+	// rule (docs/FORMAT.md "Network rule").
+	NetworkRule string `json:"network_rule,omitempty"`
 }
 
 type jsonNode struct {
@@ -100,6 +103,9 @@ func inspectJSON(t *shared.Tree) jsonTree {
 			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
 			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
 			Tree: nodeJSON(s, s.Root), AffinityTimeout: s.AffinityTimeout, Distribute: s.Distribute,
+		}
+		if s.NetworkRule {
+			js.NetworkRule = shared.NetworkRuleZtunnel
 		}
 		if s.VIP.IsValid() {
 			js.VIP = s.VIP.String()
@@ -137,7 +143,7 @@ func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
 
 func drawTree(w io.Writer, name string, t *shared.Tree) {
 	fmt.Fprintf(w, "%s: generation %d, %d services, %d endpoints, %d nodes, %d bytes\n",
-		safe(name), t.Generation(), len(t.Services()), t.NumEndpoints(), t.NumNodes(), len(t.Bytes()))
+		safe(name), t.Generation(), len(t.Services()), endpointCount(t), t.NumNodes(), len(t.Bytes()))
 	for i := range t.Services() {
 		s := &t.Services()[i]
 		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name), s.Mode, s.Policy, joinSafe(s.Scopes, "/"))
@@ -149,6 +155,9 @@ func drawTree(w io.Writer, name string, t *shared.Tree) {
 		}
 		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts), s.EpTotal, s.EpEligible, s.Health)
 		drawDistributeRules(w, s.Distribute)
+		if s.NetworkRule {
+			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes[1:], "/"))
+		}
 		root := t.Node(s.Root)
 		drawChildren(w, s, root, "  ")
 		if s.EpTotal > s.EpEligible {
@@ -243,4 +252,14 @@ func drawDistributeRules(w io.Writer, rules []shared.DistributeSpec) {
 		}
 		fmt.Fprintf(w, "  distribute from %s: %s\n", safe(r.From), strings.Join(to, ", "))
 	}
+}
+
+// endpointCount is the number of endpoints of all services: the endpoint
+// records but the network rule's copies.
+func endpointCount(t *shared.Tree) int {
+	n := 0
+	for _, s := range t.Services() {
+		n += int(s.EpTotal)
+	}
+	return n
 }

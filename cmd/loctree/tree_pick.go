@@ -77,16 +77,20 @@ Examples:
 
 // pickResult is the -o json shape of pick.
 type pickResult struct {
-	Service    string          `json:"service"`
-	Mode       string          `json:"mode"`
-	Scopes     []string        `json:"scopes"`
-	Matched    int             `json:"matched"`
-	Candidates []string        `json:"candidates"`
-	Picks      map[string]int  `json:"picks"`
-	Notes      []string        `json:"notes,omitempty"` // why fewer scopes matched
-	Loads      []priorityLoad  `json:"loads,omitempty"`
-	Distribute *distributeLoad `json:"distribute,omitempty"`
-	Error      string          `json:"error,omitempty"`
+	Service string   `json:"service"`
+	Mode    string   `json:"mode"`
+	Scopes  []string `json:"scopes"`
+	Matched int      `json:"matched"`
+	// CrossNetwork: the source's network has no eligible endpoint and
+	// ztunnel's network rule ranked the other networks' endpoints; Matched
+	// counts the scopes after network.
+	CrossNetwork bool            `json:"cross_network,omitempty"`
+	Candidates   []string        `json:"candidates"`
+	Picks        map[string]int  `json:"picks"`
+	Notes        []string        `json:"notes,omitempty"` // why fewer scopes matched
+	Loads        []priorityLoad  `json:"loads,omitempty"`
+	Distribute   *distributeLoad `json:"distribute,omitempty"`
+	Error        string          `json:"error,omitempty"`
 }
 
 // priorityLoad is one priority of a spillover service (shared.Loads).
@@ -234,7 +238,7 @@ func sourceLocality(in *treeInput, svc *shared.Service, o *treePickOptions) (sha
 // pick picks --count times in the candidate range r of svc.
 func pick(t *shared.Tree, svc *shared.Service, r shared.Range, o *treePickOptions) *pickResult {
 	res := &pickResult{
-		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth,
+		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth, CrossNetwork: svc.CrossNetwork(r),
 		Candidates: endpointAddrs(t, r.Lo, r.Hi), Picks: map[string]int{},
 	}
 	if r.Len() == 0 {
@@ -272,7 +276,11 @@ func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Ra
 		drawLoads(w, svc, res)
 		return
 	}
-	fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
+	if res.CrossNetwork {
+		fmt.Fprintf(w, "matched %d of the %s after network: %s\n", res.Matched, plural(len(svc.Scopes)-1, "scope"), plural(len(res.Candidates), "candidate"))
+	} else {
+		fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
+	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "  why: %s\n", n)
 	}

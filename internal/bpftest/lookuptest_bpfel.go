@@ -166,7 +166,7 @@ type lookuptestLtService struct {
 	RuleCount       uint8
 	Panic           uint8
 	DistCount       uint8
-	Pad2            uint8
+	NetRule         uint8
 }
 
 type lookuptestLtStat uint32

@@ -19,7 +19,13 @@ type Options struct {
 	MaxEndpoints int  // endpoints per service are drawn from [0, MaxEndpoints) (default 40)
 	IPv6         bool // some endpoints (and VIPs) are IPv6
 	Policies     []string
+	// NetworkFirst puts the scope network first (ztunnel's network rule,
+	// which Build applies by default), the others after it in order.
+	NetworkFirst bool
 }
+
+// networkFirst are Scopes with network first.
+var networkFirst = []string{"network", "region", "zone", "subzone", "node", "cluster", "rack", "topology.istio.io/cluster"}
 
 // Topology returns a random topology. Service i is "svc-i" with VIP
 // 127.77.(i/250).(i%250+1):80 (or [fd77::i]:80 for some when IPv6).
@@ -43,7 +49,11 @@ func service(rng *rand.Rand, o Options, i int) shared.ServiceSpec {
 		levels = shared.MaxLevels
 	}
 	v6 := o.IPv6 && rng.IntN(3) == 0
-	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: Scopes[:levels], VIP: VIP(i, v6)}
+	scopes := Scopes
+	if o.NetworkFirst {
+		scopes = networkFirst
+	}
+	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: scopes[:levels], VIP: VIP(i, v6)}
 	if rng.IntN(3) == 0 {
 		spec.Mode = "strict"
 	}
