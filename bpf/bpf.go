@@ -74,6 +74,8 @@ const (
 	MapCgroupLevels = loctreeMapLtCgroupLevels
 	MapAffinity     = loctreeMapLtAffinity
 	MapAffinityEps  = loctreeMapLtAffEps
+	// MapPrioPicks counts new picks by priority and availability.
+	MapPrioPicks = loctreeMapLtPrioPicks
 	// MapPrioScratch holds per-connect state of the priority load: not
 	// pinned, nothing in it outlives a connect.
 	MapPrioScratch = loctreeMapLtPrioScratch

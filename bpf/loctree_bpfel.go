@@ -209,6 +209,7 @@ const (
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
 	loctreeMapLtNodes         = "lt_nodes"
+	loctreeMapLtPrioPicks     = "lt_prio_picks"
 	loctreeMapLtPrioScratch   = "lt_prio_scratch"
 	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
@@ -290,6 +291,7 @@ type loctreeMapSpecs struct {
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtPrioPicks    *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
@@ -331,6 +333,7 @@ type loctreeMaps struct {
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
+	LtPrioPicks    *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
@@ -348,6 +351,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtPrioPicks,
 		m.LtPrioScratch,
 		m.LtRev,
 		m.LtRr,

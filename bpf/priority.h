@@ -104,6 +104,28 @@ struct {
 	__type(value, struct lt_loads);
 } lt_prio_scratch SEC(".maps");
 
+/*
+ * Picks by priority (per CPU): entry 2·p + 0 counts the connects and
+ * datagrams given a new backend from priority p's healthy (or, in panic,
+ * all) endpoints, 2·p + 1 from its degraded ones. A socket that keeps its
+ * backend is not a new pick.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * LT_MAX_PRIO);
+	__type(key, __u32);
+	__type(value, __u64);
+} lt_prio_picks SEC(".maps");
+
+static __always_inline void lt_count_prio(__u32 p, __u32 degraded)
+{
+	__u32 k = 2 * p + (degraded ? 1 : 0);
+	__u64 *v = bpf_map_lookup_elem(&lt_prio_picks, &k);
+
+	if (v)
+		*v += 1;
+}
+
 /* lt_loads_try takes scratch slot i of this CPU if it is free. */
 static __always_inline struct lt_loads *lt_loads_try(__u32 i)
 {

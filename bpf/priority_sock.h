@@ -25,7 +25,7 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 	struct lt_sock *old;
 	struct lt_range r = {};
 	__u64 cookie;
-	__u32 idx = 0;
+	__u32 idx = 0, prio, deg;
 	__u8 policy;
 	int ret;
 
@@ -44,6 +44,8 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 	}
 	ret = lt_select_in(l, lt_source(&l->svc, l->labels), &r, &idx);
 	policy = l->svc.policy;
+	prio = l->chosen;
+	deg = l->chosen_deg;
 	lt_loads_give(l);
 	if (ret == LT_NO_LOADS)
 		return -1; /* replaced meanwhile by a plain service: lt_redirect serves it */
@@ -67,6 +69,7 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, &fe);
 	lt_count(LT_STAT_REDIRECT);
+	lt_count_prio(prio, deg);
 	return SK_PASS;
 }
 

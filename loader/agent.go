@@ -85,6 +85,7 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 	}
 	a.in = in
 	a.metrics.kernel = in.k.stats
+	a.metrics.picks = in.k.priorityPicks
 	if err := a.startAndServe(ctx); err != nil {
 		in.Close()
 		if fresh { // leave the node as it was: no pins from a failed first start

@@ -123,6 +123,22 @@ func (k *kernel) stats() ([bpf.StatCount]uint64, error) {
 	return out, nil
 }
 
+// priorityPicks sums the kernel's per-CPU picks by priority: entry 2·p
+// counts priority p's healthy (or panic) picks, 2·p + 1 its degraded ones.
+func (k *kernel) priorityPicks() ([]uint64, error) {
+	out := make([]uint64, k.objs.LtPrioPicks.MaxEntries())
+	for i := range out {
+		var per []uint64
+		if err := k.objs.LtPrioPicks.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read priority picks: %w", err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
 func (k *kernel) close() error {
 	if k.gen != nil {
 		k.gen.Close()

@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -187,4 +188,52 @@ func checkShares(t *testing.T, c loadsCase, seen map[string]int) {
 		t.Fatalf("%s: chi-square %.1f > %.1f (df %d): counts %v", c.spec.Name, chi2, chi2Crit[df], df, seen)
 	}
 	t.Logf("%s: chi-square %.2f (df %d, critical %.1f): %v", c.spec.Name, chi2, df, chi2Crit[df], seen)
+}
+
+// TestKernelCountsPicksPerPriority: the kernel counts every new pick of a
+// spillover service under the priority and availability it drew, so
+// lt_prio_picks (loctree_kernel_priority_picks_total) shows the per-priority
+// spread. From r1/z1: P0 (z1) has 1 healthy, 1 degraded and 2 unhealthy
+// endpoints, P1 (z2) 2 healthy, P2 (r2) 1 healthy; loads 35 / 65 / 0 healthy,
+// 0 degraded (Envoy's priority load, factor 140, worked by hand). Every
+// connect lands on an endpoint of the priority counted for it, so the
+// counts equal the connects per priority exactly.
+func TestKernelCountsPicksPerPriority(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	c := spillService("counted", "127.77.1.9:80", nil, []loadsEndpoint{
+		{"127.0.19.1:9109", "r1", "z1", "", 0}, {"127.0.19.2:9109", "r1", "z1", "degraded", 0},
+		{"127.0.19.3:9109", "r1", "z1", "unhealthy", 0}, {"127.0.19.4:9109", "r1", "z1", "unhealthy", 0},
+		{"127.0.19.5:9109", "r1", "z2", "", 0}, {"127.0.19.6:9109", "r1", "z2", "", 0},
+		{"127.0.19.7:9109", "r2", "z1", "", 0}})
+	top := &shared.Topology{Services: []shared.ServiceSpec{c.spec}}
+	kerneltest.Backends(t, backendsOf(top))
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
+	prio := map[string]int{"127.0.19.1:9109": 0, "127.0.19.5:9109": 1, "127.0.19.6:9109": 1, "127.0.19.7:9109": 2}
+	want := make([]uint64, 2*3)
+	const connects = 1000
+	for range connects {
+		got, err := kerneltest.Ask(c.spec.VIP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := prio[got]
+		if !ok {
+			t.Fatalf("connect landed on %s, no healthy endpoint", got)
+		}
+		want[2*p]++
+	}
+	picks, err := in.k.priorityPicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(picks[:len(want)], want) || slices.ContainsFunc(picks[len(want):], func(v uint64) bool { return v != 0 }) {
+		t.Fatalf("kernel counts %v, want %v (healthy, degraded per priority) and zero after", picks, want)
+	}
+	if p0 := float64(want[0]) / connects; p0 < 0.30 || p0 > 0.40 || want[4] != 0 {
+		t.Fatalf("picks per priority %v: want about 35 %% at P0, 65 %% at P1, none at P2", want)
+	}
 }

@@ -34,7 +34,8 @@ type Metrics struct {
 	gen       uint64
 	pinsLost  bool
 	kernel    func() ([bpf.StatCount]uint64, error)
-	fetches   treeFetches // the filters' /v1/tree polls (treefetches.go)
+	picks     func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
+	fetches   treeFetches              // the filters' /v1/tree polls (treefetches.go)
 }
 
 func newMetrics() *Metrics {
@@ -111,6 +112,11 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			pw.metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
 		}
 	}
+	if m.picks != nil {
+		if picks, err := m.picks(); err == nil {
+			pw.priorityPicks(picks)
+		}
+	}
 	return pw.n, pw.err
 }
 
@@ -152,6 +158,16 @@ func (p *promWriter) labeled(name, typ, help, key string, vs []labeledValue) {
 	p.printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 	for _, v := range vs {
 		p.printf("%s{%s=%q} %s\n", name, key, v.label, strconv.FormatFloat(v.v, 'f', -1, 64))
+	}
+}
+
+// priorityPicks writes the kernel's picks by priority: picks[2·p] from
+// priority p's healthy endpoints, picks[2·p+1] from its degraded ones.
+func (p *promWriter) priorityPicks(picks []uint64) {
+	const name = "loctree_kernel_priority_picks_total"
+	p.printf("# HELP %s %s\n# TYPE %s counter\n", name, "New backends the kernel chose by Envoy's priority load (services with spillover or distribute), by priority (0: the source's deepest match) and availability: healthy (in panic: any) or degraded endpoints. A socket that keeps its backend is not counted again.", name)
+	for i, v := range picks {
+		p.printf("%s{priority=\"%d\",availability=%q} %d\n", name, i/2, [2]string{"healthy", "degraded"}[i%2], v)
 	}
 }
 

@@ -21,6 +21,7 @@ func TestMetricsGolden(t *testing.T) {
 	m.failed()
 	m.setPins(false)
 	m.kernel = func() ([bpf.StatCount]uint64, error) { return [bpf.StatCount]uint64{120, 3, 2, 1, 4}, nil }
+	m.picks = func() ([]uint64, error) { return []uint64{35, 0, 60, 5}, nil }
 	var buf bytes.Buffer
 	if _, err := m.WriteTo(&buf); err != nil {
 		t.Fatal(err)

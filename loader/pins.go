@@ -29,7 +29,7 @@ func (in *Installer) pinMaps() {
 		bpf.MapFrontends: o.LtFrontends, bpf.MapNodes: o.LtNodes, bpf.MapEndpoints: o.LtEndpoints,
 		bpf.MapConns: o.LtConns, bpf.MapRR: o.LtRr, bpf.MapSocks: o.LtSocks, bpf.MapRev: o.LtRev,
 		bpf.MapStats: o.LtStats, bpf.MapCgroupSrc: o.LtCgroupSrc, bpf.MapCgroupLevels: o.LtCgroupLevels,
-		bpf.MapAffinity: o.LtAffinity, bpf.MapAffinityEps: o.LtAffEps,
+		bpf.MapAffinity: o.LtAffinity, bpf.MapAffinityEps: o.LtAffEps, bpf.MapPrioPicks: o.LtPrioPicks,
 		mapGeneration: in.k.gen,
 	} {
 		in.pins[filepath.Join(in.k.pinned, name)] = m

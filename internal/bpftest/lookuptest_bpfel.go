@@ -276,6 +276,7 @@ const (
 	lookuptestMapLtEndpoints     = "lt_endpoints"
 	lookuptestMapLtFrontends     = "lt_frontends"
 	lookuptestMapLtNodes         = "lt_nodes"
+	lookuptestMapLtPrioPicks     = "lt_prio_picks"
 	lookuptestMapLtPrioScratch   = "lt_prio_scratch"
 	lookuptestMapLtRr            = "lt_rr"
 	lookuptestMapLtStats         = "lt_stats"
@@ -353,6 +354,7 @@ type lookuptestMapSpecs struct {
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
+	LtPrioPicks     *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
@@ -398,6 +400,7 @@ type lookuptestMaps struct {
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
+	LtPrioPicks     *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
@@ -419,6 +422,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtEndpoints,
 		m.LtFrontends,
 		m.LtNodes,
+		m.LtPrioPicks,
 		m.LtPrioScratch,
 		m.LtRr,
 		m.LtStats,
