@@ -216,19 +216,9 @@ func run(t *testing.T, cli string, args ...string) {
 func makeCgroups(t *testing.T, cg string) {
 	t.Helper()
 	for _, s := range sources {
-		if s.cgroup == "" {
-			continue
+		if s.cgroup != "" {
+			childCgroup(t, cg, s.cgroup)
 		}
-		dir := filepath.Join(cg, s.cgroup)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			kerneltest.MoveTo(t, cg)
-			if err := os.Remove(dir); err != nil {
-				t.Errorf("remove cgroup: %v", err)
-			}
-		})
 	}
 }
 
