@@ -272,18 +272,24 @@ static __always_inline struct lt_node *lt_node_of(const struct lt_service *svc, 
 	return bpf_map_lookup_elem(&lt_nodes, &idx);
 }
 
+/* Binary search steps over a node's children: a service has at most 2^24
+ * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
+#define LT_CHILD_SEARCH 25
+
 /*
- * lt_find_child returns the child of n whose label is want, or NULL (*bad
+ * lt_child_in returns the child of n whose label is want, or NULL (*bad
  * set when an index left svc's node region). Children are sorted by label:
- * one binary search, at most LT_MAX_SEARCH steps.
+ * one binary search. delta turns the tree's record indices into map
+ * indices (svc->node_delta for the service's own tree and its network
+ * tree, aux_delta for the aux trees the priority load walks).
  */
-static __always_inline struct lt_node *
-lt_find_child(const struct lt_service *svc, const struct lt_node *n, __u64 want, __u32 *at, int *bad)
+static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc, const struct lt_node *n, __u32 delta,
+						    __u64 want, __u32 *at, int *bad)
 {
-	__u32 base = n->first_child + svc->node_delta;
+	__u32 base = n->first_child + delta;
 	__u32 a = 0, b = n->child_count;
 
-	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
+	for (int s = 0; s < LT_CHILD_SEARCH && a < b; s++) {
 		__u32 mid = a + (b - a) / 2;
 		struct lt_node *c = lt_node_of(svc, base + mid);
 
@@ -329,7 +335,7 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 
 		if (d >= svc->levels || n->child_count == 0)
 			break;
-		c = lt_find_child(svc, n, labels[d], &at, &bad);
+		c = lt_child_in(svc, n, svc->node_delta, labels[d], &at, &bad);
 		if (bad)
 			return LT_STAT_BAD_INDEX;
 		if (!c && d == 0 && svc->net_rule) { /* no endpoint on the source's network */

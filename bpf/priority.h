@@ -34,9 +34,6 @@
 #define LT_DIST_TARGETS 8 /* targets of a distribute rule (shared.MaxDistributeTargets) */
 #define LT_PICK_SPANS (LT_SETS * LT_DIST_TARGETS) /* >= LT_SETS * LT_SPANS */
 #define LT_SCRATCH_SLOTS 4
-/* Binary search steps over a node's children: a service has at most 2^24
- * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
-#define LT_CHILD_SEARCH 25
 
 /* lt_bounded makes the compiler use the register a bounds check just
  * checked (the verifier tracks bounds per register). */
@@ -155,34 +152,6 @@ _Static_assert(LT_SCRATCH_SLOTS == 4, "lt_loads_take tries every slot");
 static __always_inline void lt_loads_give(struct lt_loads *l)
 {
 	__sync_lock_test_and_set(&l->busy, 0);
-}
-
-/* lt_child_in is lt_find_child for a tree whose records' indices are
- * turned into map indices by delta. */
-static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc, const struct lt_node *n, __u32 delta,
-						    __u64 want, __u32 *at, int *bad)
-{
-	__u32 base = n->first_child + delta;
-	__u32 a = 0, b = n->child_count;
-
-	for (int s = 0; s < LT_CHILD_SEARCH && a < b; s++) {
-		__u32 mid = a + (b - a) / 2;
-		struct lt_node *c = lt_node_of(svc, base + mid);
-
-		if (!c) {
-			*bad = 1;
-			return NULL;
-		}
-		if (c->label == want) {
-			*at = base + mid;
-			return c;
-		}
-		if (c->label < want)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	return NULL;
 }
 
 /* lt_span_of is a node's endpoint range as map indices; *bad is set when it
