@@ -203,21 +203,18 @@ func benchPick(b *testing.B, name string, n, subzones int) {
 }
 
 func benchPickTree(b *testing.B, name string, top *Topology, leaves []Locality) {
-	tree, err := Build(top, BuildOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc, srcs := &tree.Services()[0], benchSources(leaves)
-	prepared := make([]*Source, len(srcs))
-	for i, l := range srcs {
-		prepared[i] = NewSource(l)
-	}
-	p := NewPicker(tree, PickerOptions{})
+	_, svc, srcs := buildPrepared(b, top, leaves)
+	benchLookupPick(b, name, svc, srcs)
+}
+
+// benchLookupPick looks up and picks for the prepared sources in turn.
+func benchLookupPick(b *testing.B, name string, svc *Service, srcs []*Source) {
+	p := NewPicker(svc.Tree(), PickerOptions{})
 	b.Run(name, func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, ok := p.Pick(svc, svc.LookupSource(prepared[i%len(prepared)]), 0); !ok {
+			if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
 				b.Fatal("no pick")
 			}
 			i++
@@ -289,6 +286,11 @@ func spillMesh(n int, mixed bool) (*Topology, []Locality) {
 // spillTreeHealth is spillTree, with the health mix or all healthy.
 func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Source) {
 	top, leaves := spillMesh(n, mixed)
+	return buildPrepared(b, top, leaves)
+}
+
+// buildPrepared builds top and prepares the benchmark sources of its leaves.
+func buildPrepared(b testing.TB, top *Topology, leaves []Locality) (*Tree, *Service, []*Source) {
 	tree, err := Build(top, BuildOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -300,6 +302,42 @@ func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Sourc
 	return tree, &tree.Services()[0], srcs
 }
 
+// benchCachedLoads picks by loads computed once per source.
+func benchCachedLoads(b *testing.B, name string, svc *Service, srcs []*Source) {
+	p := NewPicker(svc.Tree(), PickerOptions{})
+	cached := make([]Loads, len(srcs))
+	for i, src := range srcs {
+		svc.LoadsSource(src, &cached[i])
+	}
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
+				b.Fatal("no pick")
+			}
+			i++
+		}
+	})
+}
+
+// benchFreshLoads computes a source's loads on every pick.
+func benchFreshLoads(b *testing.B, name string, svc *Service, srcs []*Source) {
+	p := NewPicker(svc.Tree(), PickerOptions{})
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		var l Loads
+		i := 0
+		for b.Loop() {
+			svc.LoadsSource(srcs[i%len(srcs)], &l)
+			if _, ok := p.PickLoads(svc, &l, 0); !ok {
+				b.Fatal("no pick")
+			}
+			i++
+		}
+	})
+}
+
 // BenchmarkPickLoads is BenchmarkPick with spillover: compute the priority
 // loads of a prepared source (three tree walks) and pick by them (loads=fresh),
 // or pick by loads computed once per source (loads=cached: what a data plane
@@ -307,48 +345,11 @@ func spillTreeHealth(b testing.TB, n int, mixed bool) (*Tree, *Service, []*Sourc
 // hosts change).
 func BenchmarkPickLoads(b *testing.B) {
 	for _, n := range benchSizes {
-		tree, svc, srcs := spillTree(b, n)
-		p := NewPicker(tree, PickerOptions{})
-		cached := make([]Loads, len(srcs))
-		for i, src := range srcs {
-			svc.LoadsSource(src, &cached[i])
-		}
-		b.Run(fmt.Sprintf("loads=cached/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
+		_, svc, srcs := spillTree(b, n)
+		benchCachedLoads(b, fmt.Sprintf("loads=cached/N=%d", n), svc, srcs)
 		_, healthySvc, _ := spillTreeHealth(b, n, false)
-		hp := NewPicker(healthySvc.Tree(), PickerOptions{})
-		b.Run(fmt.Sprintf("loads=fresh-all-healthy/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			var l Loads
-			i := 0
-			for b.Loop() {
-				healthySvc.LoadsSource(srcs[i%len(srcs)], &l)
-				if _, ok := hp.PickLoads(healthySvc, &l, 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
-		b.Run(fmt.Sprintf("loads=fresh/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			var l Loads
-			i := 0
-			for b.Loop() {
-				svc.LoadsSource(srcs[i%len(srcs)], &l)
-				if _, ok := p.PickLoads(svc, &l, 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
+		benchFreshLoads(b, fmt.Sprintf("loads=fresh-all-healthy/N=%d", n), healthySvc, srcs)
+		benchFreshLoads(b, fmt.Sprintf("loads=fresh/N=%d", n), svc, srcs)
 	}
 }
 
@@ -374,33 +375,15 @@ func TestPickLoadsDoesNotAllocate(t *testing.T) {
 // distribute rule per region but the last: 60 % to the source's zone a,
 // 30 % to the next region, 10 % to its zone b's rack-0.
 func distributeTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
-	top, leaves := meshTopology(n)
+	top, leaves := spillMesh(n, true)
 	spec := &top.Services[0]
-	spec.Spillover = &SpilloverSpec{}
-	f := false
-	for i := range spec.Endpoints {
-		switch {
-		case i%5 == 0:
-			spec.Endpoints[i].Healthy = &f
-		case i%7 == 0:
-			spec.Endpoints[i].Degraded = true
-		}
-	}
 	for r := range 5 {
 		spec.Distribute = append(spec.Distribute, DistributeSpec{From: fmt.Sprintf("region-%d", r), To: map[string]uint32{
 			fmt.Sprintf("region-%d/region-%d-zone-a", r, r): 60, fmt.Sprintf("region-%d", (r+1)%6): 30,
 			fmt.Sprintf("region-%d/region-%d-zone-b/rack-0", r, r): 10,
 		}})
 	}
-	tree, err := Build(top, BuildOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var srcs []*Source
-	for _, l := range benchSources(leaves) {
-		srcs = append(srcs, NewSource(l))
-	}
-	return tree, &tree.Services()[0], srcs
+	return buildPrepared(b, top, leaves)
 }
 
 // BenchmarkPickDistribute is BenchmarkPickLoads for a service with
@@ -408,34 +391,9 @@ func distributeTree(b testing.TB, n int) (*Tree, *Service, []*Source) {
 // computed per pick.
 func BenchmarkPickDistribute(b *testing.B) {
 	for _, n := range benchSizes {
-		tree, svc, srcs := distributeTree(b, n)
-		p := NewPicker(tree, PickerOptions{})
-		cached := make([]Loads, len(srcs))
-		for i, src := range srcs {
-			svc.LoadsSource(src, &cached[i])
-		}
-		b.Run(fmt.Sprintf("loads=cached/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if _, ok := p.PickLoads(svc, &cached[i%len(cached)], 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
-		b.Run(fmt.Sprintf("loads=fresh/N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			var l Loads
-			i := 0
-			for b.Loop() {
-				svc.LoadsSource(srcs[i%len(srcs)], &l)
-				if _, ok := p.PickLoads(svc, &l, 0); !ok {
-					b.Fatal("no pick")
-				}
-				i++
-			}
-		})
+		_, svc, srcs := distributeTree(b, n)
+		benchCachedLoads(b, fmt.Sprintf("loads=cached/N=%d", n), svc, srcs)
+		benchFreshLoads(b, fmt.Sprintf("loads=fresh/N=%d", n), svc, srcs)
 	}
 }
 
@@ -461,7 +419,6 @@ func BenchmarkPickNetworkRule(b *testing.B) {
 			b.Fatal(err)
 		}
 		svc := &tree.Services()[0]
-		p := NewPicker(tree, PickerOptions{})
 		for _, network := range []string{"net-1", "net-9"} {
 			var srcs []*Source
 			for _, l := range benchSources(leaves) {
@@ -471,16 +428,7 @@ func BenchmarkPickNetworkRule(b *testing.B) {
 				}
 				srcs = append(srcs, NewSource(loc))
 			}
-			b.Run(fmt.Sprintf("network=%s/N=%d", network, n), func(b *testing.B) {
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if _, ok := p.Pick(svc, svc.LookupSource(srcs[i%len(srcs)]), 0); !ok {
-						b.Fatal("no pick")
-					}
-					i++
-				}
-			})
+			benchLookupPick(b, fmt.Sprintf("network=%s/N=%d", network, n), svc, srcs)
 		}
 	}
 }
