@@ -51,7 +51,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		if n, ok := sizes[name]; ok {
 			m.MaxEntries = n
 		}
-		if pinDir != "" && name != bpf.MapPrioScratch {
+		if pinDir != "" && pinnedMap(name) {
 			m.Pinning = ebpf.PinByName
 		}
 	}

@@ -24,17 +24,17 @@ func (in *Installer) pinMaps() {
 	if in.k.pinned == "" {
 		return
 	}
-	o := &in.k.objs
-	for name, m := range map[string]pinnedObject{
-		bpf.MapFrontends: o.LtFrontends, bpf.MapNodes: o.LtNodes, bpf.MapEndpoints: o.LtEndpoints,
-		bpf.MapConns: o.LtConns, bpf.MapRR: o.LtRr, bpf.MapSocks: o.LtSocks, bpf.MapRev: o.LtRev,
-		bpf.MapStats: o.LtStats, bpf.MapCgroupSrc: o.LtCgroupSrc, bpf.MapCgroupLevels: o.LtCgroupLevels,
-		bpf.MapAffinity: o.LtAffinity, bpf.MapAffinityEps: o.LtAffEps, bpf.MapPrioPicks: o.LtPrioPicks,
-		mapGeneration: in.k.gen,
-	} {
-		in.pins[filepath.Join(in.k.pinned, name)] = m
+	for name, m := range mapsByName(in.k.objs.MapSet()) {
+		if pinnedMap(name) {
+			in.pins[filepath.Join(in.k.pinned, name)] = m
+		}
 	}
+	in.pins[filepath.Join(in.k.pinned, mapGeneration)] = in.k.gen
 }
+
+// pinnedMap says whether the programs' map name is pinned: every map but
+// the priority load's per-connect scratch, which nothing outlives.
+func pinnedMap(name string) bool { return name != bpf.MapPrioScratch }
 
 // CheckPins makes sure every map and link the agent pinned is still in its
 // bpffs directory. The agent holds every object open, so the kernel path
