@@ -104,39 +104,99 @@ func walk(nodes []byte, root uint32, labels []uint64, levels int) Range {
 }
 
 // Source is a source locality prepared for many lookups: every value is hashed
-// once, so a lookup only matches scope keys and walks the tree. Data planes
-// keep one Source per client locality (a proxy's own, a node's).
+// once, so a lookup only reads labels and walks the tree. Data planes keep one
+// Source per client locality (a proxy's own, a node's).
+//
+// The labels of the well-known scope keys sit at fixed positions in the one
+// cache line of the Source, so a lookup neither compares key strings nor
+// follows pointers for them; only other keys (any label key a service may
+// route on) are matched by name.
 type Source struct {
+	known [len(wellKnownScopes)]uint64 // Label of each well-known key's value ("" if missing)
+	other *sourceKeys                  // the other keys; nil when there are none
+}
+
+type sourceKeys struct {
 	keys   []string
 	labels []uint64
 }
 
+// wellKnownScopes are the scope keys a Source keeps by position.
+var wellKnownScopes = [...]string{"network", "cluster", "region", "zone", "subzone", "node"}
+
+// wellKnownScope is the position of key in wellKnownScopes, or -1.
+func wellKnownScope(key string) int {
+	for i, k := range wellKnownScopes {
+		if k == key {
+			return i
+		}
+	}
+	return -1
+}
+
 // NewSource prepares a locality for LookupSource.
 func NewSource(loc Locality) *Source {
-	s := &Source{keys: make([]string, 0, len(loc)), labels: make([]uint64, 0, len(loc))}
+	s := &Source{}
+	for i := range s.known {
+		s.known[i] = emptyLabel
+	}
 	for k, v := range loc {
-		s.keys = append(s.keys, k)
-		s.labels = append(s.labels, Label(v))
+		if i := wellKnownScope(k); i >= 0 {
+			s.known[i] = Label(v)
+			continue
+		}
+		if s.other == nil {
+			s.other = &sourceKeys{}
+		}
+		s.other.keys = append(s.other.keys, k)
+		s.other.labels = append(s.other.labels, Label(v))
 	}
 	return s
 }
 
 // label returns the label of the source's value of scope key ("" if missing).
 func (src *Source) label(key string) uint64 {
-	for i, k := range src.keys {
-		if k == key {
-			return src.labels[i]
+	if i := wellKnownScope(key); i >= 0 {
+		return src.known[i]
+	}
+	if src.other != nil {
+		for i, k := range src.other.keys {
+			if k == key {
+				return src.other.labels[i]
+			}
 		}
 	}
 	return emptyLabel
 }
 
+// scopeSlots are, per scope of a service, 1 + the position of its key in
+// wellKnownScopes, or 0 for another key.
+type scopeSlots [MaxLevels]uint8
+
+func newScopeSlots(scopes []string) scopeSlots {
+	var ss scopeSlots
+	for i, sc := range scopes {
+		ss[i] = uint8(wellKnownScope(sc) + 1)
+	}
+	return ss
+}
+
+// sourceLabels fills labels[:len(s.Scopes)] with the source's labels of the
+// service's scopes.
+func (s *Service) sourceLabels(src *Source, labels *[MaxLevels]uint64) {
+	for i, sc := range s.Scopes {
+		if k := s.slots[i]; k != 0 {
+			labels[i] = src.known[k-1]
+		} else {
+			labels[i] = src.label(sc)
+		}
+	}
+}
+
 // LookupSource is Lookup with a prepared source. It does not allocate.
 func (s *Service) LookupSource(src *Source) Range {
 	var labels [MaxLevels]uint64
-	for i, sc := range s.Scopes {
-		labels[i] = src.label(sc)
-	}
+	s.sourceLabels(src, &labels)
 	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
 		return r
 	}

@@ -84,9 +84,7 @@ func (s *Service) Loads(src Locality) Loads {
 // LoadsSource is Loads with a prepared source. It does not allocate.
 func (s *Service) LoadsSource(src *Source, l *Loads) {
 	var labels [MaxLevels]uint64
-	for i, sc := range s.Scopes {
-		labels[i] = src.label(sc)
-	}
+	s.sourceLabels(src, &labels)
 	s.LoadsLabels(labels[:len(s.Scopes)], l)
 }
 

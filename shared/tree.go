@@ -72,6 +72,7 @@ type Service struct {
 	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
 	values    []string    // node values, node Root+1 first
 	kids      [2]children // child indexes: the eligible tree, the aux trees
+	slots     scopeSlots  // where a Source keeps each scope's label
 }
 
 // child is the child labelled want of node n (an absolute index) in the
