@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -26,6 +27,27 @@ func benchTopology(n int) *shared.Topology {
 }
 
 var benchSource = shared.Locality{"region": "r1", "zone": "z4", "subzone": "s2"}
+
+// benchGrownTopology is one service of n endpoints routed on [region, zone,
+// subzone, node] whose levels grow with n as real meshes do: 3 regions, then
+// zones, subzones and nodes about equally, about 10 endpoints per node. Its
+// source, grownSource, sits on one of the nodes.
+func benchGrownTopology(n int) *shared.Topology {
+	per := max(2, int(math.Cbrt(float64(n/10/3)))) // zones per region, subzones per zone, nodes per subzone
+	svc := shared.ServiceSpec{Name: "reviews.default.svc.cluster.local", Hosts: []string{"reviews"},
+		Scopes: []string{"region", "zone", "subzone", "node"}}
+	for i := range n {
+		leaf := i % (3 * per * per * per)
+		svc.Endpoints = append(svc.Endpoints, shared.EndpointSpec{
+			Address: fmt.Sprintf("127.%d.%d.%d:9080", 1+i/65536, i/256%256, i%256),
+			Locality: shared.Locality{"region": fmt.Sprintf("r%d", leaf%3), "zone": fmt.Sprintf("z%d", leaf/3%per),
+				"subzone": fmt.Sprintf("s%d", leaf/3/per%per), "node": fmt.Sprintf("n%d", leaf/3/per/per)},
+		})
+	}
+	return &shared.Topology{Services: []shared.ServiceSpec{svc}}
+}
+
+var grownSource = shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1", "node": "n1"}
 
 // benchDistributeTopology is benchTopology with spillover, every 7th
 // endpoint unhealthy, and a distribute rule for benchSource's region: 60 %
@@ -53,7 +75,15 @@ func benchConfig(n int) string {
 // BenchmarkFilterRequest is the filter's work per request in the wazero
 // host (compiled engine): stream create, request headers (lookup, pick,
 // header write), on_log, on_done, on_delete.
+//
+// In endpoints=N/grown the service routes on four scopes whose levels grow
+// with N (benchGrownTopology), up to 100,000 endpoints.
 func BenchmarkFilterRequest(b *testing.B) {
+	for _, n := range []int{100, 10000, 100000} {
+		b.Run(fmt.Sprintf("endpoints=%d/grown/notimeout", n), func(b *testing.B) {
+			benchFilterRequest(b, fetchedHostAt(b, benchGrownTopology(n), grownSource, host.Options{}))
+		})
+	}
 	for _, n := range []int{100, 10000} {
 		for _, limit := range []struct {
 			name    string
@@ -62,22 +92,26 @@ func BenchmarkFilterRequest(b *testing.B) {
 		}{{"notimeout", 0, benchTopology}, {"timeout", int64(5 * time.Second), benchTopology},
 			{"spillover+distribute/notimeout", 0, benchDistributeTopology}} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, limit.name), func(b *testing.B) {
-				h := fetchedHost(b, limit.top(n), host.Options{CallTimeout: timeDuration(limit.timeout)})
-				vm, err := h.NewVM(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer vm.Close()
-				req := &host.Request{Headers: host.Headers(req("reviews:9080"))}
-				ctx := context.Background()
-				b.ResetTimer()
-				for b.Loop() {
-					res, err := vm.Do(ctx, req, nil)
-					if err != nil || len(res.Request.Headers) != 5 {
-						b.Fatal(err, res.Request.Headers)
-					}
-				}
+				benchFilterRequest(b, fetchedHost(b, limit.top(n), host.Options{CallTimeout: timeDuration(limit.timeout)}))
 			})
+		}
+	}
+}
+
+// benchFilterRequest drives requests for reviews through one VM of h.
+func benchFilterRequest(b *testing.B, h *host.Host) {
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vm.Close()
+	req := &host.Request{Headers: host.Headers(req("reviews:9080"))}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := vm.Do(ctx, req, nil)
+		if err != nil || len(res.Request.Headers) != 5 {
+			b.Fatal(err, res.Request.Headers)
 		}
 	}
 }
@@ -85,11 +119,16 @@ func BenchmarkFilterRequest(b *testing.B) {
 // fetchedHost is a host whose VMs start from an n-endpoint tree that
 // another VM published in shared data (the agent-fed production setup).
 func fetchedHost(b *testing.B, top *shared.Topology, opts host.Options) *host.Host {
+	return fetchedHostAt(b, top, benchSource, opts)
+}
+
+// fetchedHostAt is fetchedHost for a proxy at locality src.
+func fetchedHostAt(b *testing.B, top *shared.Topology, src shared.Locality, opts host.Options) *host.Host {
 	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	loc, _ := json.Marshal(benchSource)
+	loc, _ := json.Marshal(src)
 	opts.ManualTicks = true
 	h := newHost(b, fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc), opts)
 	publishShared(h, tree)
@@ -134,22 +173,26 @@ func TestPickLoadsPathAllocs(t *testing.T) {
 
 // BenchmarkNativeLookup is the same lookup and pick in native Go (the
 // denominator of the host/native ratio).
+//
+// In endpoints=N/grown the service routes on four scopes whose levels grow
+// with N (benchGrownTopology), up to 100,000 endpoints.
 func BenchmarkNativeLookup(b *testing.B) {
+	for _, n := range []int{100, 10000, 100000} {
+		b.Run(fmt.Sprintf("endpoints=%d/grown", n), func(b *testing.B) {
+			tree, err := shared.Build(benchGrownTopology(n), shared.BuildOptions{Generation: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchNativePick(b, tree, grownSource)
+		})
+	}
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			tree, err := shared.Build(benchTopology(n), shared.BuildOptions{Generation: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
-			st := newTreeState(tree, newSourceLocality(benchSource))
-			b.ResetTimer()
-			for b.Loop() {
-				svc, _ := tree.Service("reviews")
-				r := svc.LookupLabels(st.labels[svc.Index])
-				if st.addr(st.pick(svc, r, 0, false)) == "" {
-					b.Fatal("no pick")
-				}
-			}
+			benchNativePick(b, tree, benchSource)
 		})
 		b.Run(fmt.Sprintf("endpoints=%d/spillover+distribute", n), func(b *testing.B) {
 			tree, err := shared.Build(benchDistributeTopology(n), shared.BuildOptions{Generation: 1})
@@ -166,6 +209,19 @@ func BenchmarkNativeLookup(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// benchNativePick looks up and picks for src in tree's service "reviews".
+func benchNativePick(b *testing.B, tree *shared.Tree, src shared.Locality) {
+	st := newTreeState(tree, newSourceLocality(src))
+	b.ResetTimer()
+	for b.Loop() {
+		svc, _ := tree.Service("reviews")
+		r := svc.LookupLabels(st.labels[svc.Index])
+		if r.Depth != len(svc.Scopes) || st.addr(st.pick(svc, r, 0, false)) == "" {
+			b.Fatal("no pick at full depth")
+		}
 	}
 }
 
