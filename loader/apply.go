@@ -28,6 +28,8 @@ type plan struct {
 	svc    *shared.Service
 	src    [shared.MaxLevels]uint64
 	digest uint64
+	nodes  []byte // node region of a service to write: its records (nodeRegion)
+	kids   kids   // and its child table, which follows them
 }
 
 func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
@@ -75,6 +77,9 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 		if old, ok := in.installed[p.fe]; !ok || old.Digest != p.digest {
 			write = append(write, p)
 		}
+	}
+	if err := prepare(t, write); err != nil {
+		return Result{}, err
 	}
 	if err := in.makeRoom(len(in.installed)+len(plans)-len(gone), write); err != nil {
 		return Result{}, err
@@ -142,6 +147,9 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 		if old, ok := in.installed[fe]; !ok || old.Digest != p.digest {
 			changed = append(changed, p)
 		}
+	}
+	if err := prepare(t, changed); err != nil {
+		return Result{}, err
 	}
 	if err := in.makeRoom(len(plans), changed); err != nil {
 		return Result{}, err
@@ -221,9 +229,9 @@ func (in *Installer) fits(services int, changed []plan) error {
 	}
 	nodes, eps := in.nodes.clone(), in.eps.clone()
 	for _, p := range changed {
-		if _, ok := nodes.alloc(nodeLen(p.svc)); !ok {
-			return fmt.Errorf("%w: service %s needs %d nodes, %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, nodeLen(p.svc), nodes.available(), nodes.size)
+		if _, ok := nodes.alloc(regionLen(p)); !ok {
+			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots), %d of %d free (--max-nodes; updates need room for old and new copies)",
+				ErrCapacity, p.svc.Name, regionLen(p), nodeLen(p.svc), p.kids.len(), nodes.available(), nodes.size)
 		}
 		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
@@ -275,16 +283,42 @@ func (in *Installer) makeRoom(services int, changed []plan) error {
 	return in.fits(services, changed)
 }
 
+// prepare lays out the node regions of the services to write: their
+// records and their child tables.
+func prepare(t *shared.Tree, changed []plan) error {
+	for i := range changed {
+		p := &changed[i]
+		p.nodes = nodeRegion(t, p.svc)
+		k, err := kidsOf(p.svc, p.nodes)
+		if err != nil {
+			return err
+		}
+		p.kids = k
+	}
+	return nil
+}
+
+// nodeRegion is what s's node region holds before its child table: its
+// tree, and its aux trees and rules or its network tree.
+func nodeRegion(t *shared.Tree, s *shared.Service) []byte {
+	nodes, _ := records(t, s)
+	return slices.Concat(nodes, auxRecords(t, s), ruleRecords(s), netRecords(t, s))
+}
+
+// regionLen is the node map entries p's node region takes: its records
+// and its child table.
+func regionLen(p plan) uint32 { return nodeLen(p.svc) + p.kids.len() }
+
 // write copies a service's records to fresh regions and publishes them.
 func (in *Installer) write(t *shared.Tree, p plan) error {
 	s := p.svc
-	nb, ok1 := in.nodes.alloc(nodeLen(s))
+	nb, ok1 := in.nodes.alloc(regionLen(p))
 	eb, ok2 := in.eps.alloc(epLen(s))
 	if !ok1 || !ok2 {
 		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
 	}
-	nodes, eps := records(t, s)
-	nodes = slices.Concat(nodes, auxRecords(t, s), ruleRecords(s), netRecords(t, s))
+	_, eps := records(t, s)
+	nodes := append(p.nodes, p.kids.records...)
 	if _, err := in.k.nodes.WriteAt(nodes, int64(nb)*shared.NodeRecordSize); err != nil {
 		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
 	}
@@ -294,7 +328,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	v := bpf.Service{
 		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
 		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
-		NodeBase: nb, NodeLen: nodeLen(s), EpBase: eb, EpLen: epLen(s),
+		NodeBase: nb, NodeLen: regionLen(p), EpBase: eb, EpLen: epLen(s),
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
 		AffinityTimeout: s.AffinityTimeout,
 	}
@@ -303,6 +337,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	}
 	setLoads(&v, s, nb)
 	setNetworkRule(&v, s, nb)
+	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids.slots
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot

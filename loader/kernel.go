@@ -69,7 +69,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 	if err := loadObjects(spec, &k.objs, opts); err != nil {
 		k.lock.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags (run `loctree agent uninstall` first, or use the earlier flags): %w", ErrPinned, pinDir, err)
+			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags or from this agent's map layout (run `loctree agent uninstall` first, or use the earlier flags and version): %w", ErrPinned, pinDir, err)
 		}
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}

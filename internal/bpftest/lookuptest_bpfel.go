@@ -167,6 +167,8 @@ type lookuptestLtService struct {
 	Panic           uint8
 	DistCount       uint8
 	NetRule         uint8
+	Kids            uint32
+	KidSlots        uint32
 }
 
 type lookuptestLtStat uint32
