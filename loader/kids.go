@@ -12,8 +12,7 @@ import (
 const (
 	kidProbes = 16                 // LT_KID_PROBES: slots a search reads at most
 	kidEmpty  = ^uint32(0)         // LT_KID_EMPTY: lt_kid.first of a free slot
-	kidMix1   = 0x9e3779b97f4a7c15 // LT_KID_MIX1
-	kidMix2   = 0xff51afd7ed558ccd // LT_KID_MIX2
+	kidMix    = 0xff51afd7ed558ccd // LT_KID_MIX
 )
 
 // kidGrowths is how many sizes kidTable tries for a table whose keys do
@@ -26,16 +25,18 @@ const kidGrowths = 8
 // kidHome is the home slot of (first, label) in a table of slots home
 // slots, as lt_kid_home computes it.
 func kidHome(first uint32, label uint64, slots uint32) uint32 {
-	h := (label ^ uint64(first)*kidMix1) * kidMix2
+	h := (label ^ uint64(first)) * kidMix
 	return uint32((h >> 32) * uint64(slots) >> 32)
 }
 
 // kidKey is one (parent, label) → child of a service's trees: the parent
-// named by its first child. Indices are relative to the service's node
-// region.
+// named by its first child, and the child with its own children (their
+// first, and their number), which the walk goes on with. Indices are
+// relative to the service's node region.
 type kidKey struct {
-	label        uint64
-	first, child uint32
+	label                  uint64
+	first, child           uint32
+	childFirst, childCount uint32
 }
 
 // kidTree is one tree in a service's node region: its records are
@@ -75,11 +76,21 @@ func kidEdges(region []byte, trees []kidTree) ([]kidKey, error) {
 				return nil, fmt.Errorf("child table: children [%d, +%d) of node %d leave their tree [%d, %d)", first, count, p, t.from, t.to)
 			}
 			for k := first; k < first+count; k++ {
-				out = append(out, kidKey{binary.LittleEndian.Uint64(region[int(k)*shared.NodeRecordSize:]), first, k})
+				out = append(out, kidOf(region[int(k)*shared.NodeRecordSize:], t.base, first, k))
 			}
 		}
 	}
 	return out, nil
+}
+
+// kidOf is the key of child k, whose record is rec, of the parent whose
+// first child is first.
+func kidOf(rec []byte, base, first, k uint32) kidKey {
+	key := kidKey{label: binary.LittleEndian.Uint64(rec), first: first, child: k}
+	if key.childCount = binary.LittleEndian.Uint32(rec[20:]); key.childCount > 0 {
+		key.childFirst = binary.LittleEndian.Uint32(rec[16:]) - base
+	}
+	return key
 }
 
 // kids is a service's child table as the kernel reads it, as node
@@ -165,7 +176,8 @@ func encodeKids(table []placedKid) []byte {
 		out = binary.LittleEndian.AppendUint64(out, s.label)
 		out = binary.LittleEndian.AppendUint32(out, first)
 		out = binary.LittleEndian.AppendUint32(out, s.child)
-		out = append(out, make([]byte, 8)...)
+		out = binary.LittleEndian.AppendUint32(out, s.childFirst)
+		out = binary.LittleEndian.AppendUint32(out, s.childCount)
 	}
 	return out
 }

@@ -2,12 +2,16 @@ package loader
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/treetest"
 	"github.com/loctree/loctree/shared"
 )
@@ -20,7 +24,7 @@ func TestKidConstantsMatchHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]uint64{
-		"LT_KID_PROBES": kidProbes, "LT_KID_EMPTY": uint64(kidEmpty), "LT_KID_MIX1": kidMix1, "LT_KID_MIX2": kidMix2,
+		"LT_KID_PROBES": kidProbes, "LT_KID_EMPTY": uint64(kidEmpty), "LT_KID_MIX": kidMix,
 	} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + `\s+(0x[0-9a-f]+|[0-9]+)(U|ULL)?\b`).FindSubmatch(h)
 		if m == nil {
@@ -36,7 +40,7 @@ func TestKidConstantsMatchHeader(t *testing.T) {
 // kidFind searches a child table as lt_kid_in does: from the key's home,
 // at most kidProbes slots, stopping at a free one. It fails the test when a
 // search would read past the table.
-func kidFind(t *testing.T, k kids, first uint32, label uint64) (uint32, bool) {
+func kidFind(t *testing.T, k kids, first uint32, label uint64) (kidKey, bool) {
 	t.Helper()
 	i := kidHome(first, label, k.slots)
 	for p := range uint32(kidProbes) {
@@ -46,13 +50,13 @@ func kidFind(t *testing.T, k kids, first uint32, label uint64) (uint32, bool) {
 		rec := k.records[int(i+p)*shared.NodeRecordSize:]
 		f := binary.LittleEndian.Uint32(rec[8:])
 		if f == kidEmpty {
-			return 0, false
+			return kidKey{}, false
 		}
 		if f == first && binary.LittleEndian.Uint64(rec) == label {
-			return binary.LittleEndian.Uint32(rec[12:]), true
+			return kidKey{label, f, binary.LittleEndian.Uint32(rec[12:]), binary.LittleEndian.Uint32(rec[16:]), binary.LittleEndian.Uint32(rec[20:])}, true
 		}
 	}
-	return 0, false
+	return kidKey{}, false
 }
 
 // regionTree is one tree of a service as shared decodes it, and where the
@@ -143,11 +147,15 @@ func checkKids(t *testing.T, k kids, rt regionTree, rng *rand.Rand) (found, miss
 		first := n.FirstChild - rt.from + rt.at
 		labels := map[uint64]bool{}
 		for c := n.FirstChild; c < n.FirstChild+n.ChildCount; c++ {
-			want := c - rt.from + rt.at
-			labels[rt.node(c).Label] = true
-			got, ok := kidFind(t, k, first, rt.node(c).Label)
+			cn := rt.node(c)
+			want := kidKey{cn.Label, first, c - rt.from + rt.at, 0, cn.ChildCount}
+			if cn.ChildCount > 0 {
+				want.childFirst = cn.FirstChild - rt.from + rt.at
+			}
+			labels[cn.Label] = true
+			got, ok := kidFind(t, k, first, cn.Label)
 			if !ok || got != want {
-				t.Fatalf("child %d of node %d (label %#x): found %d, %v; want %d", c, p, rt.node(c).Label, got, ok, want)
+				t.Fatalf("child %d of node %d: found %+v, %v; want %+v", c, p, got, ok, want)
 			}
 			found++
 		}
@@ -160,7 +168,7 @@ func checkKids(t *testing.T, k kids, rt regionTree, rng *rand.Rand) (found, miss
 				continue
 			}
 			if got, ok := kidFind(t, k, first, l); ok {
-				t.Fatalf("node %d has no child labelled %#x, the table gives %d", p, l, got)
+				t.Fatalf("node %d has no child labelled %#x, the table gives %+v", p, l, got)
 			}
 			missed++
 		}
@@ -177,7 +185,7 @@ func TestKidTableProbes(t *testing.T) {
 	for _, n := range []int{10, 1000, 100_000} {
 		keys := make([]kidKey, n)
 		for i := range keys {
-			keys[i] = kidKey{rng.Uint64(), uint32(rng.IntN(n)), uint32(i)}
+			keys[i] = kidKey{label: rng.Uint64(), first: uint32(rng.IntN(n)), child: uint32(i)}
 		}
 		table, ok := placeKids(keys, uint32(2*n))
 		if !ok {
@@ -189,4 +197,73 @@ func TestKidTableProbes(t *testing.T) {
 		}
 		t.Logf("%d keys: longest probe %d slots (bound %d)", n, longest, kidProbes)
 	}
+}
+
+// TestApplyServicesRewritesOneTable: a per-service apply of one changed
+// service writes that service's records and child table to its new region
+// and nothing else: every other byte of the node map and every other
+// frontend value stay as they were, and the table the kernel reads in the
+// new region is the service's (its keys found at their children).
+func TestApplyServicesRewritesOneTable(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 64, Nodes: 1 << 15, Endpoints: 1 << 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var b shared.Builder
+	var specs []shared.ServiceSpec
+	for i := range 30 {
+		specs = append(specs, bigService(fmt.Sprintf("svc-%02d", i), fmt.Sprintf("127.77.9.%d:80", i+1), 50+10*i, 9500))
+	}
+	tree, err := b.Update(specs, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ApplyServices(tree, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, nodesBefore := frontends(t, in), nodeMap(t, in)
+	changed := bigService("svc-07", "127.77.9.8:80", 333, 9501)
+	next, err := b.Update([]shared.ServiceSpec{changed}, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := in.ApplyServices(next, []string{changed.Name}); err != nil || res.Rewritten != 1 {
+		t.Fatalf("apply: %+v, %v", res, err)
+	}
+	after, nodesAfter := frontends(t, in), nodeMap(t, in)
+	fe := frontendOf(netip.MustParseAddrPort(changed.VIP))
+	v := after[fe]
+	for f, old := range before {
+		if f != fe && after[f] != old {
+			t.Fatalf("frontend %+v changed: %+v, was %+v", f, after[f], old)
+		}
+	}
+	for i := range uint32(len(nodesAfter) / shared.NodeRecordSize) {
+		inRegion := i-v.NodeBase < v.NodeLen
+		rec := func(m []byte) []byte { return m[int(i)*shared.NodeRecordSize:][:shared.NodeRecordSize] }
+		if !inRegion && !slices.Equal(rec(nodesBefore), rec(nodesAfter)) {
+			t.Fatalf("node map entry %d changed outside the rewritten region [%d, +%d)", i, v.NodeBase, v.NodeLen)
+		}
+	}
+	s, _ := next.Service(changed.Name)
+	if v.KidSlots == 0 || v.Kids != v.NodeBase+nodeLen(s) {
+		t.Fatalf("service value: table of %d slots at %d, want one after the records at %d", v.KidSlots, v.Kids, v.NodeBase+nodeLen(s))
+	}
+	table := kids{v.KidSlots, nodesAfter[int(v.Kids)*shared.NodeRecordSize : int(v.NodeBase+v.NodeLen)*shared.NodeRecordSize]}
+	n, _ := checkKids(t, table, regionTrees(next, s)[0], rand.New(rand.NewPCG(1, 1)))
+	if n != int(s.NodeCount)-1 {
+		t.Fatalf("%d keys found in the installed table, the tree has %d", n, s.NodeCount-1)
+	}
+}
+
+// nodeMap reads the whole node map.
+func nodeMap(t *testing.T, in *Installer) []byte {
+	t.Helper()
+	out := make([]byte, int(in.k.capacity().Nodes)*shared.NodeRecordSize)
+	if _, err := in.k.nodes.ReadAt(out, 0); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
