@@ -28,8 +28,8 @@ type plan struct {
 	svc    *shared.Service
 	src    [shared.MaxLevels]uint64
 	digest uint64
-	nodes  []byte // node region of a service to write: its records (nodeRegion)
-	kids   kids   // and its child table, which follows them
+	region []byte // node region of a service to write: its records and child table (regionOf)
+	kids   uint32 // home slots of its child table
 }
 
 func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
@@ -78,7 +78,7 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 			write = append(write, p)
 		}
 	}
-	if err := prepare(t, write); err != nil {
+	if err := in.prepare(t, write); err != nil {
 		return Result{}, err
 	}
 	if err := in.makeRoom(len(in.installed)+len(plans)-len(gone), write); err != nil {
@@ -148,7 +148,7 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 			changed = append(changed, p)
 		}
 	}
-	if err := prepare(t, changed); err != nil {
+	if err := in.prepare(t, changed); err != nil {
 		return Result{}, err
 	}
 	if err := in.makeRoom(len(plans), changed); err != nil {
@@ -231,7 +231,7 @@ func (in *Installer) fits(services int, changed []plan) error {
 	for _, p := range changed {
 		if _, ok := nodes.alloc(regionLen(p)); !ok {
 			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots), %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, regionLen(p), nodeLen(p.svc), p.kids.len(), nodes.available(), nodes.size)
+				ErrCapacity, p.svc.Name, regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc), nodes.available(), nodes.size)
 		}
 		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
@@ -285,29 +285,20 @@ func (in *Installer) makeRoom(services int, changed []plan) error {
 
 // prepare lays out the node regions of the services to write: their
 // records and their child tables.
-func prepare(t *shared.Tree, changed []plan) error {
+func (in *Installer) prepare(t *shared.Tree, changed []plan) error {
 	for i := range changed {
 		p := &changed[i]
-		p.nodes = nodeRegion(t, p.svc)
-		k, err := kidsOf(p.svc, p.nodes)
-		if err != nil {
+		var err error
+		if p.region, p.kids, err = regionOf(t, p.svc, &in.kidScratch); err != nil {
 			return err
 		}
-		p.kids = k
 	}
 	return nil
 }
 
-// nodeRegion is what s's node region holds before its child table: its
-// tree, and its aux trees and rules or its network tree.
-func nodeRegion(t *shared.Tree, s *shared.Service) []byte {
-	nodes, _ := records(t, s)
-	return slices.Concat(nodes, auxRecords(t, s), ruleRecords(s), netRecords(t, s))
-}
-
 // regionLen is the node map entries p's node region takes: its records
 // and its child table.
-func regionLen(p plan) uint32 { return nodeLen(p.svc) + p.kids.len() }
+func regionLen(p plan) uint32 { return uint32(len(p.region) / shared.NodeRecordSize) }
 
 // write copies a service's records to fresh regions and publishes them.
 func (in *Installer) write(t *shared.Tree, p plan) error {
@@ -318,8 +309,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
 	}
 	_, eps := records(t, s)
-	nodes := append(p.nodes, p.kids.records...)
-	if _, err := in.k.nodes.WriteAt(nodes, int64(nb)*shared.NodeRecordSize); err != nil {
+	if _, err := in.k.nodes.WriteAt(p.region, int64(nb)*shared.NodeRecordSize); err != nil {
 		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
 	}
 	if _, err := in.k.eps.WriteAt(eps, int64(eb)*shared.EndpointRecordSize); err != nil {
@@ -337,7 +327,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	}
 	setLoads(&v, s, nb)
 	setNetworkRule(&v, s, nb)
-	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids.slots
+	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot

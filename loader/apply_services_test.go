@@ -154,7 +154,9 @@ func BenchmarkApplyWholeTree(b *testing.B) {
 }
 
 func benchApply(b *testing.B, services int, whole bool) {
-	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 20, Endpoints: 1 << 18}})
+	// Nodes: 10,000 services of 31 nodes and their child tables fill 1<<20
+	// entries to about 90 %, and an apply would wait for grace periods.
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 21, Endpoints: 1 << 18}})
 	if err != nil {
 		b.Fatal(err)
 	}

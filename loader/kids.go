@@ -15,7 +15,7 @@ const (
 	kidMix    = 0xff51afd7ed558ccd // LT_KID_MIX
 )
 
-// kidGrowths is how many sizes kidTable tries for a table whose keys do
+// kidGrowths is how many sizes appendKids tries for a table whose keys do
 // not all fit within kidProbes slots of their home. At 2 slots per key a
 // Robin Hood table's longest probe was 10 slots for 100,000 random keys
 // (TestKidTableProbes), so the first size nearly always holds and a ninth
@@ -59,11 +59,10 @@ func kidTrees(s *shared.Service) []kidTree {
 	return trees
 }
 
-// kidEdges lists every (parent, label) → child of the trees in region,
-// node records as the kernel reads them.
-func kidEdges(region []byte, trees []kidTree) ([]kidKey, error) {
-	n := uint32(len(region) / shared.NodeRecordSize)
-	var out []kidKey
+// kidCount checks the child links of the trees in region and returns the
+// number of (parent, label) keys they make.
+func kidCount(region []byte, trees []kidTree) (uint32, error) {
+	n, keys := uint32(len(region)/shared.NodeRecordSize), uint32(0)
 	for _, t := range trees {
 		for p := t.from; p < t.to; p++ {
 			rec := region[int(p)*shared.NodeRecordSize:]
@@ -73,14 +72,30 @@ func kidEdges(region []byte, trees []kidTree) ([]kidKey, error) {
 			}
 			first := binary.LittleEndian.Uint32(rec[16:]) - t.base
 			if first < t.from || first >= t.to || count > t.to-first || t.to > n {
-				return nil, fmt.Errorf("child table: children [%d, +%d) of node %d leave their tree [%d, %d)", first, count, p, t.from, t.to)
+				return 0, fmt.Errorf("child table: children [%d, +%d) of node %d leave their tree [%d, %d)", first, count, p, t.from, t.to)
 			}
-			for k := first; k < first+count; k++ {
-				out = append(out, kidOf(region[int(k)*shared.NodeRecordSize:], t.base, first, k))
+			keys += count
+		}
+	}
+	return keys, nil
+}
+
+// eachKid calls put with every (parent, label) → child of the trees in
+// region (checked by kidCount) until it returns false.
+func eachKid(region []byte, trees []kidTree, put func(kidKey) bool) bool {
+	for _, t := range trees {
+		for p := t.from; p < t.to; p++ {
+			rec := region[int(p)*shared.NodeRecordSize:]
+			count := binary.LittleEndian.Uint32(rec[20:])
+			first := binary.LittleEndian.Uint32(rec[16:]) - t.base
+			for k := first; count > 0 && k < first+count; k++ {
+				if !put(kidOf(region[int(k)*shared.NodeRecordSize:], t.base, first, k)) {
+					return false
+				}
 			}
 		}
 	}
-	return out, nil
+	return true
 }
 
 // kidOf is the key of child k, whose record is rec, of the parent whose
@@ -93,104 +108,112 @@ func kidOf(rec []byte, base, first, k uint32) kidKey {
 	return key
 }
 
-// kids is a service's child table as the kernel reads it, as node
-// records: slots home slots, then as many as the keys placed past the last
-// home slot need, and one free slot after the last key, so a search for a
-// missing key stops at a free slot inside the table.
-type kids struct {
-	slots   uint32
-	records []byte
+// kidTable is a child table as the kernel reads it, struct lt_kid records:
+// home slots, then as many as the keys placed past the last home slot
+// need, and one free slot after the last key, so a search for a missing
+// key stops at a free slot inside the table.
+type kidTable []byte
+
+func (t kidTable) len() uint32 { return uint32(len(t) / shared.NodeRecordSize) }
+
+func (t kidTable) at(i uint32) kidKey {
+	r := t[int(i)*shared.NodeRecordSize:][:shared.NodeRecordSize]
+	le := binary.LittleEndian
+	return kidKey{le.Uint64(r), le.Uint32(r[8:]), le.Uint32(r[12:]), le.Uint32(r[16:]), le.Uint32(r[20:])}
 }
 
-// len is the node map entries the table takes.
-func (k kids) len() uint32 { return uint32(len(k.records) / shared.NodeRecordSize) }
+// kidSlots are a table's slots while keys are placed in it.
+type kidSlots []kidKey
 
-// kidTable lays out keys for the kernel: open addressing with linear
-// probing, Robin Hood insertion, 2 home slots per key (grown by half up to
-// kidGrowths times until every key sits within kidProbes slots of its
-// home). No keys: no table. The error says no size held them.
-func kidTable(keys []kidKey) (kids, error) {
-	if len(keys) == 0 {
-		return kids{}, nil
+// reset makes *t a table of slots home slots and the kidProbes slots
+// after them, all free, reusing its memory.
+func (t *kidSlots) reset(slots uint32) {
+	*t = append((*t)[:0], make(kidSlots, slots+kidProbes)...)
+	for i := range *t {
+		(*t)[i].first = kidEmpty
 	}
-	slots := uint32(2 * len(keys))
-	for range kidGrowths {
-		if table, ok := placeKids(keys, slots); ok {
-			return kids{slots, encodeKids(trimKids(table, slots))}, nil
+}
+
+// insert places k in a table of slots home slots, Robin Hood: a key moving
+// on takes the place of one nearer its home, so no key sits after a free
+// slot on the way from its home. It fails when a key would sit kidProbes
+// or more slots past its home, or in the table's last slot.
+func (t kidSlots) insert(k kidKey, slots uint32) bool {
+	dist := uint32(0)
+	for i := kidHome(k.first, k.label, slots); ; i++ {
+		if dist >= kidProbes || int(i)+1 >= len(t) {
+			return false
 		}
-		slots += slots / 2
-	}
-	return kids{}, fmt.Errorf("child table: %d keys do not fit within %d probes of their home slots in up to %d slots", len(keys), kidProbes, slots)
-}
-
-// placedKid is a key in a slot and its distance from its home slot.
-type placedKid struct {
-	kidKey
-	used bool
-	dist uint32
-}
-
-// placeKids places keys in slots home slots and up to kidProbes - 1 slots
-// after them, Robin Hood: a key moving on takes the place of one nearer its
-// home, so no key sits after a free slot on the way from its home. It fails
-// when a key would sit kidProbes or more slots past its home.
-func placeKids(keys []kidKey, slots uint32) ([]placedKid, bool) {
-	table := make([]placedKid, slots+kidProbes)
-	for _, key := range keys {
-		cur := placedKid{kidKey: key, used: true}
-		for i := kidHome(key.first, key.label, slots); ; i++ {
-			if cur.dist >= kidProbes || i >= uint32(len(table))-1 {
-				return nil, false
-			}
-			if !table[i].used {
-				table[i] = cur
-				break
-			}
-			if table[i].dist < cur.dist {
-				table[i], cur = cur, table[i]
-			}
-			cur.dist++
+		s := &t[i]
+		if s.first == kidEmpty {
+			*s = k
+			return true
 		}
+		if d := i - kidHome(s.first, s.label, slots); d < dist {
+			*s, k, dist = k, *s, d
+		}
+		dist++
 	}
-	return table, true
 }
 
-// trimKids cuts table after the free slot that follows its last key, and
-// not before its slots home slots.
-func trimKids(table []placedKid, slots uint32) []placedKid {
-	last := len(table) - 1
-	for last >= 0 && !table[last].used {
+// appendTo appends the table's records to out, cut after the free slot
+// that follows its last key and not before its slots home slots.
+func (t kidSlots) appendTo(out []byte, slots uint32) []byte {
+	last := len(t) - 1
+	for last >= 0 && t[last].first == kidEmpty {
 		last--
 	}
-	return table[:max(int(slots), last+2)]
-}
-
-// encodeKids writes the slots as struct lt_kid records.
-func encodeKids(table []placedKid) []byte {
-	out := make([]byte, 0, len(table)*shared.NodeRecordSize)
-	for _, s := range table {
-		first := kidEmpty
-		if s.used {
-			first = s.first
-		}
-		out = binary.LittleEndian.AppendUint64(out, s.label)
-		out = binary.LittleEndian.AppendUint32(out, first)
-		out = binary.LittleEndian.AppendUint32(out, s.child)
-		out = binary.LittleEndian.AppendUint32(out, s.childFirst)
-		out = binary.LittleEndian.AppendUint32(out, s.childCount)
+	le := binary.LittleEndian
+	for _, k := range t[:max(int(slots), last+2)] {
+		out = le.AppendUint64(out, k.label)
+		out = le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(out, k.first), k.child), k.childFirst), k.childCount)
 	}
 	return out
 }
 
-// kidsOf builds the child table of s, whose node region holds region (its
-// records as write lays them out).
-func kidsOf(s *shared.Service, region []byte) (kids, error) {
-	keys, err := kidEdges(region, kidTrees(s))
-	if err == nil {
-		var k kids
-		if k, err = kidTable(keys); err == nil {
-			return k, nil
-		}
+// appendKids appends the child table of the trees in region to it:
+// open addressing with linear probing, Robin Hood insertion, 2 home slots
+// per key, grown by half up to kidGrowths times until every key sits within
+// kidProbes slots of its home, placed in t (scratch space, reused). It
+// returns the region and the table's home slots; no keys, no table.
+func appendKids(region []byte, trees []kidTree, t *kidSlots) ([]byte, uint32, error) {
+	keys, err := kidCount(region, trees)
+	if err != nil || keys == 0 {
+		return region, 0, err
 	}
-	return kids{}, fmt.Errorf("service %s: %w", s.Name, err)
+	slots := 2 * keys
+	for range kidGrowths {
+		t.reset(slots)
+		if eachKid(region, trees, func(k kidKey) bool { return t.insert(k, slots) }) {
+			return t.appendTo(region, slots), slots, nil
+		}
+		slots += slots / 2
+	}
+	return region, 0, fmt.Errorf("child table: %d keys do not fit within %d probes of their home slots in up to %d slots", keys, kidProbes, slots)
+}
+
+// kidLen is an upper bound of the node map entries s's child table takes
+// at its first size: its keys (every node but a tree's root is one) twice,
+// and the slots past the last home slot.
+func kidLen(s *shared.Service) uint32 {
+	nodes, trees := uint32(0), uint32(0)
+	for _, t := range kidTrees(s) {
+		nodes, trees = nodes+t.to-t.from, trees+1
+	}
+	return 2*(nodes-min(nodes, trees)) + kidProbes
+}
+
+// regionOf is what s's node region holds: its records (its tree, and its
+// aux trees and rules or its network tree) and its child table, and the
+// table's home slots. scratch is reused space for placing the table.
+func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
+	nodes, _ := records(t, s)
+	aux, rules, net := auxRecords(t, s), ruleRecords(s), netRecords(t, s)
+	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*shared.NodeRecordSize)
+	region = append(append(append(append(region, nodes...), aux...), rules...), net...)
+	region, slots, err := appendKids(region, kidTrees(s), scratch)
+	if err != nil {
+		return nil, 0, fmt.Errorf("service %s: %w", s.Name, err)
+	}
+	return region, slots, nil
 }

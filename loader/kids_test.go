@@ -37,15 +37,22 @@ func TestKidConstantsMatchHeader(t *testing.T) {
 	}
 }
 
+// installedKids is a child table as the kernel finds it: its home slots
+// and its records.
+type installedKids struct {
+	slots   uint32
+	records []byte
+}
+
 // kidFind searches a child table as lt_kid_in does: from the key's home,
 // at most kidProbes slots, stopping at a free one. It fails the test when a
 // search would read past the table.
-func kidFind(t *testing.T, k kids, first uint32, label uint64) (kidKey, bool) {
+func kidFind(t *testing.T, k installedKids, first uint32, label uint64) (kidKey, bool) {
 	t.Helper()
 	i := kidHome(first, label, k.slots)
 	for p := range uint32(kidProbes) {
-		if i+p >= k.len() {
-			t.Fatalf("search for (%d, %#x) reads slot %d of a %d-slot table", first, label, i+p, k.len())
+		if i+p >= uint32(len(k.records)/shared.NodeRecordSize) {
+			t.Fatalf("search for (%d, %#x) reads slot %d of a %d-byte table", first, label, i+p, len(k.records))
 		}
 		rec := k.records[int(i+p)*shared.NodeRecordSize:]
 		f := binary.LittleEndian.Uint32(rec[8:])
@@ -116,12 +123,13 @@ func TestKidTableFindsEveryChild(t *testing.T) {
 		}
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
-			k, err := kidsOf(s, nodeRegion(tree, s))
+			region, slots, err := regionOf(tree, s, new(kidSlots))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if k.slots > 0 && k.len() < k.slots {
-				t.Fatalf("%s: table of %d slots has %d home slots", s.Name, k.len(), k.slots)
+			k := installedKids{slots, region[nodeLen(s)*shared.NodeRecordSize:]}
+			if n := kidTable(k.records).len(); slots > 0 && (n < slots || kidTable(k.records).at(n-1).first != kidEmpty) {
+				t.Fatalf("%s: table of %d slots, %d home slots, does not end with a free slot", s.Name, n, slots)
 			}
 			for _, rt := range regionTrees(tree, s) {
 				n, m := checkKids(t, k, rt, rng)
@@ -137,7 +145,7 @@ func TestKidTableFindsEveryChild(t *testing.T) {
 
 // checkKids looks up every child of rt's nodes, and labels that are not
 // their children, in k.
-func checkKids(t *testing.T, k kids, rt regionTree, rng *rand.Rand) (found, missed int) {
+func checkKids(t *testing.T, k installedKids, rt regionTree, rng *rand.Rand) (found, missed int) {
 	t.Helper()
 	for p := rt.from; p < rt.to; p++ {
 		n := rt.node(p)
@@ -183,17 +191,19 @@ func checkKids(t *testing.T, k kids, rt regionTree, rng *rand.Rand) (found, miss
 func TestKidTableProbes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{10, 1000, 100_000} {
-		keys := make([]kidKey, n)
-		for i := range keys {
-			keys[i] = kidKey{label: rng.Uint64(), first: uint32(rng.IntN(n)), child: uint32(i)}
-		}
-		table, ok := placeKids(keys, uint32(2*n))
-		if !ok {
-			t.Fatalf("%d keys: no key may sit %d slots past its home at 2 slots per key", n, kidProbes)
+		slots := uint32(2 * n)
+		var table kidSlots
+		table.reset(slots)
+		for i := range n {
+			if !table.insert(kidKey{label: rng.Uint64(), first: uint32(rng.IntN(n)), child: uint32(i)}, slots) {
+				t.Fatalf("%d keys: no key may sit %d slots past its home at 2 slots per key", n, kidProbes)
+			}
 		}
 		longest := uint32(0)
-		for _, s := range table {
-			longest = max(longest, s.dist+1)
+		for i, s := range table {
+			if s.first != kidEmpty {
+				longest = max(longest, uint32(i)-kidHome(s.first, s.label, slots)+1)
+			}
 		}
 		t.Logf("%d keys: longest probe %d slots (bound %d)", n, longest, kidProbes)
 	}
@@ -251,7 +261,7 @@ func TestApplyServicesRewritesOneTable(t *testing.T) {
 	if v.KidSlots == 0 || v.Kids != v.NodeBase+nodeLen(s) {
 		t.Fatalf("service value: table of %d slots at %d, want one after the records at %d", v.KidSlots, v.Kids, v.NodeBase+nodeLen(s))
 	}
-	table := kids{v.KidSlots, nodesAfter[int(v.Kids)*shared.NodeRecordSize : int(v.NodeBase+v.NodeLen)*shared.NodeRecordSize]}
+	table := installedKids{v.KidSlots, nodesAfter[int(v.Kids)*shared.NodeRecordSize : int(v.NodeBase+v.NodeLen)*shared.NodeRecordSize]}
 	n, _ := checkKids(t, table, regionTrees(next, s)[0], rand.New(rand.NewPCG(1, 1)))
 	if n != int(s.NodeCount)-1 {
 		t.Fatalf("%d keys found in the installed table, the tree has %d", n, s.NodeCount-1)
