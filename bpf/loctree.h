@@ -448,6 +448,18 @@ static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_at
 		*at = (struct lt_at){.idx = idx, .first = c->first_child + svc->node_delta, .count = c->child_count};
 		return 1;
 	}
+	if (at->count == 1) { /* an only child: its record, with no hash to compute */
+		struct lt_node *c = lt_node_of(svc, at->first);
+
+		if (!c) {
+			*bad = 1;
+			return 0;
+		}
+		if (c->label != want)
+			return 0;
+		*at = (struct lt_at){.idx = at->first, .first = c->first_child + svc->node_delta, .count = c->child_count};
+		return 1;
+	}
 	struct lt_kid *k = lt_kid_in(svc, at->first, want, bad);
 
 	if (!k)
