@@ -76,6 +76,32 @@ struct lt_node {
 	__u32 child_count;
 };
 
+/*
+ * A slot of a service's child table: the loader's kernel layout, not a blob
+ * record. The table maps (parent, label) to the child, the parent named by
+ * its first child (a parent's children are contiguous, so that index is
+ * unique to it); both indices are relative to the service's node_base, so
+ * one table serves the service's own tree, its aux trees and its network
+ * tree. A slot also holds what the walk needs of the child to go on, so a
+ * walk reads one slot per level and the record of the node it ends at only.
+ * Slots are node map entries (24 bytes, the size of struct lt_node),
+ * written by the loader in the service's node region before the service
+ * value is published, and reused only after the grace period, as its node
+ * records are (loader/kids.go).
+ */
+struct lt_kid {
+	__u64 label;
+	__u32 first;       /* parent's first child, relative to node_base; LT_KID_EMPTY: free slot */
+	__u32 child;       /* the child, relative to node_base */
+	__u32 child_first; /* the child's first child, relative to node_base: the next level's key */
+	__u32 child_count; /* the child's child_count */
+};
+
+/* Constants of the child table, shared with loader/kids.go (kidProbes,
+ * kidEmpty; TestKidConstantsMatchHeader compares them). */
+#define LT_KID_PROBES 16         /* slots a search reads at most: the loader places every key within them */
+#define LT_KID_EMPTY 0xffffffffU /* lt_kid.first of a free slot */
+
 /* Endpoint record: FORMAT.md "Endpoint record (32 bytes)". */
 struct lt_endpoint {
 	__u32 addr[4]; /* network byte order; IPv4 in addr[0] */
@@ -142,6 +168,12 @@ struct lt_service {
 	 * rebased by the loader to node_delta, over copies of the eligible
 	 * endpoints that follow the service's endpoints in its region. */
 	__u8 net_rule;
+	/* The child table (struct lt_kid): kid_slots home slots from map index
+	 * kids, in this service's node region after every other record, then
+	 * the slots of keys placed past the last home slot and a free slot.
+	 * kid_slots 0: no table, as the service has no node with children. */
+	__u32 kids;
+	__u32 kid_slots;
 };
 
 /*
@@ -276,18 +308,71 @@ static __always_inline struct lt_node *lt_node_of(const struct lt_service *svc, 
  * endpoints (shared.MaxEndpoints), so a node at most 2^24 children. */
 #define LT_CHILD_SEARCH 25
 
-/*
- * lt_child_in returns the child of n whose label is want, or NULL (*bad
- * set when an index left svc's node region). Children are sorted by label:
- * one binary search. delta turns the tree's record indices into map
- * indices (svc->node_delta for the service's own tree and its network
- * tree, aux_delta for the aux trees the priority load walks).
- */
-static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc, const struct lt_node *n, __u32 delta,
-						    __u64 want, __u32 *at, int *bad)
+/* Multiplier of lt_kid_home (loader/kids.go kidHome computes the same). */
+#define LT_KID_MIX 0xff51afd7ed558ccdULL
+
+/* lt_kid_home is the home slot, in [0, slots), of (first, label): the
+ * parent xored into the label (an FNV-1a hash, weak in its low bits), one
+ * multiply that carries every bit into the high ones, and the high 32 bits
+ * scaled to the table (Lemire's multiply-shift range reduction). */
+static __always_inline __u32 lt_kid_home(__u32 first, __u64 label, __u32 slots)
 {
-	__u32 base = n->first_child + delta;
-	__u32 a = 0, b = n->child_count;
+	__u64 h = (label ^ first) * LT_KID_MIX;
+
+	return (__u32)(((h >> 32) * slots) >> 32);
+}
+
+/*
+ * lt_kid_in finds the slot of the child labelled want of the parent whose
+ * first child is map index first, in svc's child table, or NULL (*bad set
+ * when an index left svc's node region): from the key's home slot, up to
+ * LT_KID_PROBES consecutive slots (linear probing; the loader places every
+ * key within them, after no free slot, and ends the table with a free slot,
+ * so a search stops at a free slot or at the key).
+ */
+static __always_inline struct lt_kid *lt_kid_in(const struct lt_service *svc, __u32 first, __u64 want, int *bad)
+{
+	__u32 key = first - svc->node_base;
+	__u32 i = svc->kids + lt_kid_home(key, want, svc->kid_slots);
+
+	for (int p = 0; p < LT_KID_PROBES; p++, i++) {
+		struct lt_kid *k = (struct lt_kid *)lt_node_of(svc, i);
+
+		if (!k) {
+			*bad = 1;
+			return NULL;
+		}
+		if (k->first == LT_KID_EMPTY)
+			return NULL;
+		if (k->label == want && k->first == key)
+			return k;
+	}
+	return NULL;
+}
+
+/* lt_kid_child is the node record of a slot's child (*at its map index). */
+static __always_inline struct lt_node *lt_kid_child(const struct lt_service *svc, const struct lt_kid *k, __u32 *at,
+						     int *bad)
+{
+	struct lt_node *c;
+
+	if (!k)
+		return NULL;
+	*at = svc->node_base + k->child;
+	c = lt_node_of(svc, *at);
+	if (!c)
+		*bad = 1;
+	return c;
+}
+
+/* lt_child_search binary-searches the count children from map index base,
+ * sorted by label: the kernel's child search before the child table, kept
+ * for the benchmark that compares them (lt_lookup_by,
+ * internal/bpftest/lookuptest.c). */
+static __always_inline struct lt_node *lt_child_search(const struct lt_service *svc, __u32 base, __u32 count,
+							__u64 want, __u32 *at, int *bad)
+{
+	__u32 a = 0, b = count;
 
 	for (int s = 0; s < LT_CHILD_SEARCH && a < b; s++) {
 		__u32 mid = a + (b - a) / 2;
@@ -310,48 +395,122 @@ static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc,
 }
 
 /*
- * lt_lookup walks svc's tree with the source labels (one per scope) and
+ * lt_child_in returns the child of n whose label is want, or NULL (*bad
+ * set when an index left svc's node region): one search of the service's
+ * child table. delta turns the tree's record indices into map indices
+ * (svc->node_delta for the service's own tree and its network tree,
+ * aux_delta for the aux trees the priority load walks).
+ */
+static __always_inline struct lt_node *lt_child_in(const struct lt_service *svc, const struct lt_node *n, __u32 delta,
+						    __u64 want, __u32 *at, int *bad)
+{
+	if (n->child_count == 0) /* its first_child names no parent in the table */
+		return NULL;
+	return lt_kid_child(svc, lt_kid_in(svc, n->first_child + delta, want, bad), at, bad);
+}
+
+/* A walk's place: a node (map index) and its children (map index of the
+ * first, and their number). */
+struct lt_at {
+	__u32 idx;
+	__u32 first;
+	__u32 count;
+};
+
+/* lt_at_node is the place of node idx of a tree whose records' indices
+ * map at delta; 1 when idx leaves svc's node region. */
+static __always_inline int lt_at_node(const struct lt_service *svc, __u32 idx, __u32 delta, struct lt_at *at)
+{
+	struct lt_node *n = lt_node_of(svc, idx);
+
+	if (!n)
+		return 1;
+	*at = (struct lt_at){.idx = idx, .first = n->first_child + delta, .count = n->child_count};
+	return 0;
+}
+
+/*
+ * lt_step_by moves at one level down to its child labelled want: 1 when
+ * it did, 0 when there is none (*bad set when an index left svc's node
+ * region). With the child table the child's place comes from its slot, and
+ * its record is not read; with bsearch (a compile-time constant only the
+ * benchmark sets) the children's records are binary-searched.
+ */
+static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_at *at, __u64 want, int *bad,
+				      const int bsearch)
+{
+	if (bsearch) {
+		__u32 idx = 0;
+		struct lt_node *c = lt_child_search(svc, at->first, at->count, want, &idx, bad);
+
+		if (!c)
+			return 0;
+		*at = (struct lt_at){.idx = idx, .first = c->first_child + svc->node_delta, .count = c->child_count};
+		return 1;
+	}
+	if (at->count == 1) { /* an only child: its record, with no hash to compute */
+		struct lt_node *c = lt_node_of(svc, at->first);
+
+		if (!c) {
+			*bad = 1;
+			return 0;
+		}
+		if (c->label != want)
+			return 0;
+		*at = (struct lt_at){.idx = at->first, .first = c->first_child + svc->node_delta, .count = c->child_count};
+		return 1;
+	}
+	struct lt_kid *k = lt_kid_in(svc, at->first, want, bad);
+
+	if (!k)
+		return 0;
+	*at = (struct lt_at){.idx = svc->node_base + k->child, .first = svc->node_base + k->child_first,
+			     .count = k->child_count};
+	return 1;
+}
+
+/*
+ * lt_lookup_by walks svc's tree with the source labels (one per scope) and
  * stores the deepest node's endpoint range in r. A service with the
  * network rule whose root has no child for the source's network goes on in
  * the network tree with the scopes after network (r->depth counts those).
  * It returns LT_OK when r holds at least one candidate,
  * LT_STAT_NO_CANDIDATE when there is none (an empty service, or a strict
  * service whose walk did not reach full depth) and LT_STAT_BAD_INDEX when
- * an index leaves svc's regions.
+ * an index leaves svc's regions. bsearch (a constant) selects the binary
+ * search over sorted children instead of the child table (lt_step_by).
  */
-static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *labels,
-				     struct lt_range *r)
+static __always_inline int lt_lookup_by(const struct lt_service *svc, const __u64 *labels,
+					struct lt_range *r, const int bsearch)
 {
-	__u32 idx = svc->root;
-	struct lt_node *n = lt_node_of(svc, idx);
+	struct lt_at at;
+	struct lt_node *n;
 	int bad = 0;
 
-	if (!n)
+	if (lt_at_node(svc, svc->root, svc->node_delta, &at))
 		return LT_STAT_BAD_INDEX;
 	r->depth = 0;
 	for (int d = 0; d < LT_MAX_LEVELS; d++) {
-		__u32 at = 0;
-		struct lt_node *c;
+		int found;
 
-		if (d >= svc->levels || n->child_count == 0)
+		if (d >= svc->levels || at.count == 0)
 			break;
-		c = lt_child_in(svc, n, svc->node_delta, labels[d], &at, &bad);
+		found = lt_step_by(svc, &at, labels[d], &bad, bsearch);
 		if (bad)
 			return LT_STAT_BAD_INDEX;
-		if (!c && d == 0 && svc->net_rule) { /* no endpoint on the source's network */
-			idx = svc->aux_root[0];
-			n = lt_node_of(svc, idx);
-			if (!n)
+		if (!found && d == 0 && svc->net_rule) { /* no endpoint on the source's network */
+			if (lt_at_node(svc, svc->aux_root[0], svc->node_delta, &at))
 				return LT_STAT_BAD_INDEX;
 			continue;
 		}
-		if (!c)
+		if (!found)
 			break;
-		n = c;
-		idx = at;
 		r->depth++;
 	}
-	r->node = idx;
+	n = lt_node_of(svc, at.idx);
+	if (!n)
+		return LT_STAT_BAD_INDEX;
+	r->node = at.idx;
 	r->lo = n->lo + svc->ep_delta;
 	r->hi = n->hi + svc->ep_delta;
 	if (r->hi < r->lo || r->lo - svc->ep_base > svc->ep_len || r->hi - svc->ep_base > svc->ep_len)
@@ -363,6 +522,12 @@ static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *
 	if (r->lo >= r->hi)
 		return LT_STAT_NO_CANDIDATE;
 	return LT_OK;
+}
+
+/* lt_lookup is the lookup of the socket programs: with the child table. */
+static __always_inline int lt_lookup(const struct lt_service *svc, const __u64 *labels, struct lt_range *r)
+{
+	return lt_lookup_by(svc, labels, r, 0);
 }
 
 /*

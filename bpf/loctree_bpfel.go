@@ -174,6 +174,8 @@ type loctreeLtService struct {
 	Panic           uint8
 	DistCount       uint8
 	NetRule         uint8
+	Kids            uint32
+	KidSlots        uint32
 }
 
 type loctreeLtSock struct {

@@ -179,7 +179,7 @@ static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 se
 	return set == 0 ? svc->root : svc->aux_root[(set - 1) & 1];
 }
 
-/* lt_step walks tree set one level down from depth d: one binary search.
+/* lt_step walks tree set one level down from depth d: one child search.
  * It returns 1 when an index leaves the service's regions. */
 static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 {
@@ -210,7 +210,7 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 
 /* lt_level_cb walks tree i/levels from depth i%levels one level down
  * (FORMAT.md "Priority load" step 1). One tree per call: the verifier
- * checks one binary search, not three (program load time). */
+ * checks one child search, not three (program load time). */
 static long lt_level_cb(__u64 i, void *data)
 {
 	struct lt_walk_ctx *c = data;

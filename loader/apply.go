@@ -28,6 +28,8 @@ type plan struct {
 	svc    *shared.Service
 	src    [shared.MaxLevels]uint64
 	digest uint64
+	region []byte // node region of a service to write: its records and child table (regionOf)
+	kids   uint32 // home slots of its child table
 }
 
 func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
@@ -75,6 +77,9 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 		if old, ok := in.installed[p.fe]; !ok || old.Digest != p.digest {
 			write = append(write, p)
 		}
+	}
+	if err := in.prepare(t, write); err != nil {
+		return Result{}, err
 	}
 	if err := in.makeRoom(len(in.installed)+len(plans)-len(gone), write); err != nil {
 		return Result{}, err
@@ -142,6 +147,9 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 		if old, ok := in.installed[fe]; !ok || old.Digest != p.digest {
 			changed = append(changed, p)
 		}
+	}
+	if err := in.prepare(t, changed); err != nil {
+		return Result{}, err
 	}
 	if err := in.makeRoom(len(plans), changed); err != nil {
 		return Result{}, err
@@ -221,9 +229,9 @@ func (in *Installer) fits(services int, changed []plan) error {
 	}
 	nodes, eps := in.nodes.clone(), in.eps.clone()
 	for _, p := range changed {
-		if _, ok := nodes.alloc(nodeLen(p.svc)); !ok {
-			return fmt.Errorf("%w: service %s needs %d nodes, %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, nodeLen(p.svc), nodes.available(), nodes.size)
+		if _, ok := nodes.alloc(regionLen(p)); !ok {
+			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots), %d of %d free (--max-nodes; updates need room for old and new copies)",
+				ErrCapacity, p.svc.Name, regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc), nodes.available(), nodes.size)
 		}
 		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
@@ -275,17 +283,33 @@ func (in *Installer) makeRoom(services int, changed []plan) error {
 	return in.fits(services, changed)
 }
 
+// prepare lays out the node regions of the services to write: their
+// records and their child tables.
+func (in *Installer) prepare(t *shared.Tree, changed []plan) error {
+	for i := range changed {
+		p := &changed[i]
+		var err error
+		if p.region, p.kids, err = regionOf(t, p.svc, &in.kidScratch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// regionLen is the node map entries p's node region takes: its records
+// and its child table.
+func regionLen(p plan) uint32 { return uint32(len(p.region) / shared.NodeRecordSize) }
+
 // write copies a service's records to fresh regions and publishes them.
 func (in *Installer) write(t *shared.Tree, p plan) error {
 	s := p.svc
-	nb, ok1 := in.nodes.alloc(nodeLen(s))
+	nb, ok1 := in.nodes.alloc(regionLen(p))
 	eb, ok2 := in.eps.alloc(epLen(s))
 	if !ok1 || !ok2 {
 		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
 	}
-	nodes, eps := records(t, s)
-	nodes = slices.Concat(nodes, auxRecords(t, s), ruleRecords(s), netRecords(t, s))
-	if _, err := in.k.nodes.WriteAt(nodes, int64(nb)*shared.NodeRecordSize); err != nil {
+	_, eps := records(t, s)
+	if _, err := in.k.nodes.WriteAt(p.region, int64(nb)*shared.NodeRecordSize); err != nil {
 		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
 	}
 	if _, err := in.k.eps.WriteAt(eps, int64(eb)*shared.EndpointRecordSize); err != nil {
@@ -294,7 +318,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	v := bpf.Service{
 		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
 		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
-		NodeBase: nb, NodeLen: nodeLen(s), EpBase: eb, EpLen: epLen(s),
+		NodeBase: nb, NodeLen: regionLen(p), EpBase: eb, EpLen: epLen(s),
 		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
 		AffinityTimeout: s.AffinityTimeout,
 	}
@@ -303,6 +327,7 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	}
 	setLoads(&v, s, nb)
 	setNetworkRule(&v, s, nb)
+	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot

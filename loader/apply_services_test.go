@@ -56,7 +56,9 @@ func checkInstalled(t *testing.T, in *Installer, tree *shared.Tree) {
 // the changed services.
 func TestApplyServicesMatchesApply(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
+	// Nodes: the records and child tables (about 3 entries per node) of 20
+	// services of up to 300 endpoints, and the old copies of changed ones.
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 64, Nodes: 1 << 15, Endpoints: 1 << 14}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,9 @@ func BenchmarkApplyWholeTree(b *testing.B) {
 }
 
 func benchApply(b *testing.B, services int, whole bool) {
-	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 20, Endpoints: 1 << 18}})
+	// Nodes: 10,000 services of 31 nodes and their child tables fill 1<<20
+	// entries to about 90 %, and an apply would wait for grace periods.
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 16384, Nodes: 1 << 21, Endpoints: 1 << 18}})
 	if err != nil {
 		b.Fatal(err)
 	}

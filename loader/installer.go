@@ -19,23 +19,24 @@ import (
 // after an RCU grace period that began after the replacement (grace.go).
 // Services whose records did not change are not touched.
 type Installer struct {
-	mu        sync.Mutex
-	k         *kernel
-	locality  shared.Locality
-	log       *slog.Logger
-	nodes     *allocator
-	eps       *allocator
-	slots     *allocator
-	installed map[bpf.Frontend]bpf.Service
-	retired   []retired // regions still possibly read, freed after their grace period
-	grace     *grace
-	gen       uint64
-	links     []link.Link             // links this agent holds; Close detaches the unpinned ones
-	pins      map[string]pinnedObject // what the agent pinned, by path (pins.go)
-	digests   map[bpf.Frontend]digestCache
-	byName    map[string]bpf.Frontend // service name → its frontend; nil until a full Apply
-	endpoints int                     // eligible endpoints of the installed services
-	eligible  map[bpf.Frontend]uint32 // eligible endpoints per installed service (a priority-load service installs all)
+	mu         sync.Mutex
+	k          *kernel
+	locality   shared.Locality
+	log        *slog.Logger
+	nodes      *allocator
+	eps        *allocator
+	slots      *allocator
+	installed  map[bpf.Frontend]bpf.Service
+	retired    []retired // regions still possibly read, freed after their grace period
+	grace      *grace
+	gen        uint64
+	links      []link.Link             // links this agent holds; Close detaches the unpinned ones
+	pins       map[string]pinnedObject // what the agent pinned, by path (pins.go)
+	digests    map[bpf.Frontend]digestCache
+	byName     map[string]bpf.Frontend // service name → its frontend; nil until a full Apply
+	endpoints  int                     // eligible endpoints of the installed services
+	eligible   map[bpf.Frontend]uint32 // eligible endpoints per installed service (a priority-load service installs all)
+	kidScratch kidSlots                // where a service's child table is placed before it is written (kids.go)
 }
 
 // Config configures an Installer.

@@ -15,13 +15,14 @@ import (
 // first, because pinned maps keep the size they were created with.
 type Capacity struct {
 	Services  uint32 // services with a VIP
-	Nodes     uint32 // tree nodes of all services, twice for double-buffering
+	Nodes     uint32 // tree nodes of all services and their child tables (about 2 slots per node: kids.go), twice for double-buffering
 	Endpoints uint32 // eligible endpoints of all services, same
 	Sockets   uint32 // redirected sockets open at once; more are redirected but not remembered; also session affinities (client × service), the least recently used dropped first
 }
 
-// DefaultCapacity fits 100,000 endpoints rewritten all at once.
-var DefaultCapacity = Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18, Sockets: 1 << 16}
+// DefaultCapacity fits 100,000 endpoints rewritten all at once, in trees of
+// up to about 85,000 nodes (each with its child table).
+var DefaultCapacity = Capacity{Services: 4096, Nodes: 1 << 19, Endpoints: 1 << 18, Sockets: 1 << 16}
 
 // kernel is the loaded programs and the (possibly re-adopted) maps.
 type kernel struct {
@@ -69,7 +70,7 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 	if err := loadObjects(spec, &k.objs, opts); err != nil {
 		k.lock.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags (run `loctree agent uninstall` first, or use the earlier flags): %w", ErrPinned, pinDir, err)
+			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags or from this agent's map layout (run `loctree agent uninstall` first, or use the earlier flags and version): %w", ErrPinned, pinDir, err)
 		}
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}

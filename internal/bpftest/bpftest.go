@@ -6,7 +6,7 @@
 // the same way, under testdata/).
 package bpftest
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args -type lt_test_loads_out lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args -type lt_test_loads_out -type lt_test_bench_args -type lt_test_src lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -29,6 +29,10 @@ type (
 	Jump = lookuptestLtTestJumpArgs
 	// LoadsOut is what the loads program writes.
 	LoadsOut = lookuptestLtTestLoadsOut
+	// BenchArgs is the context of the benchmark programs, and what they write.
+	BenchArgs = lookuptestLtTestBenchArgs
+	// BenchSource is one source's labels (one per scope) for the benchmark programs.
+	BenchSource = lookuptestLtTestSrc
 	// Objects are the loaded test programs.
 	Objects = lookuptestObjects
 )
@@ -85,6 +89,13 @@ func NewStaleIn(fe bpf.Frontend, port uint16, labels [8]uint64, loops uint32) St
 // client's netns cookie, a service's frontend and n candidates.
 func NewJump(client uint64, fe bpf.Frontend, n uint32) Jump {
 	return Jump{Client: client, Fe: addrOf(fe), N: n}
+}
+
+// NewBenchArgs is the input of the benchmark programs: a service's
+// frontend, the number of label vectors in the sources map and the
+// lookups one run does.
+func NewBenchArgs(fe bpf.Frontend, sources, loops uint32) BenchArgs {
+	return BenchArgs{Fe: addrOf(fe), Sources: sources, Loops: loops}
 }
 
 func addrOf(fe bpf.Frontend) lookuptestLtAddr {

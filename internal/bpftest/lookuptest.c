@@ -362,4 +362,99 @@ int lt_test_loads(struct lt_test_args *args)
 	return 0;
 }
 
+/*
+ * lt_test_bench_table and lt_test_bench_bsearch: args->loops lookups and
+ * picks of one service, the source cycling over the args->sources label
+ * vectors in lt_test_sources, each as a connect does it (the service
+ * value looked up and copied, the tree walked, an endpoint picked). The
+ * first walks with the child table (the socket programs' lt_lookup), the
+ * second with the binary search over sorted children it replaced, so a
+ * benchmark runs both on the same maps (loader/bench_test.go,
+ * BenchmarkKernelLookup).
+ */
+#define LT_TEST_SOURCES 16384
+
+struct lt_test_src {
+	__u64 labels[LT_MAX_LEVELS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LT_TEST_SOURCES);
+	__type(key, __u32);
+	__type(value, struct lt_test_src);
+} lt_test_sources SEC(".maps");
+
+struct lt_test_bench_args {
+	struct lt_addr fe; /* in: the service's VIP */
+	__u32 sources;     /* in: label vectors in lt_test_sources */
+	__u32 loops;       /* in: lookups per run */
+	__u64 found;       /* out: lookups that picked an endpoint */
+	__u64 sum;         /* out: sum of the picks (map indices) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_test_bench_args);
+} lt_test_bench_res SEC(".maps");
+
+static __always_inline long lt_bench_one(__u64 i, struct lt_test_bench_args *c, const int bsearch)
+{
+	__u32 k = c->sources ? (__u32)i % c->sources : 0;
+	struct lt_test_src *src = bpf_map_lookup_elem(&lt_test_sources, &k);
+	struct lt_service *found = bpf_map_lookup_elem(&lt_frontends, &c->fe), svc;
+	struct lt_range r = {};
+	__u32 pick = 0;
+
+	if (!src || !found)
+		return 1;
+	__builtin_memcpy(&svc, found, sizeof(svc)); /* as lt_redirect does */
+	if (lt_lookup_by(&svc, src->labels, &r, bsearch) != LT_OK || lt_pick(&svc, &r, &pick) != LT_OK)
+		return 0;
+	c->found++;
+	c->sum += pick;
+	return 0;
+}
+
+static long lt_bench_table_one(__u64 i, void *data)
+{
+	return lt_bench_one(i, data, 0);
+}
+
+static long lt_bench_bsearch_one(__u64 i, void *data)
+{
+	return lt_bench_one(i, data, 1);
+}
+
+static __always_inline int lt_bench(struct lt_test_bench_args *args, const int bsearch)
+{
+	struct lt_test_bench_args c = {.fe = args->fe, .sources = args->sources};
+	struct lt_test_bench_args *out;
+	__u32 zero = 0;
+
+	if (bsearch)
+		bpf_loop(args->loops, lt_bench_bsearch_one, &c, 0);
+	else
+		bpf_loop(args->loops, lt_bench_table_one, &c, 0);
+	out = bpf_map_lookup_elem(&lt_test_bench_res, &zero);
+	if (!out)
+		return 1;
+	*out = c;
+	return 0;
+}
+
+SEC("syscall")
+int lt_test_bench_table(struct lt_test_bench_args *args)
+{
+	return lt_bench(args, 0);
+}
+
+SEC("syscall")
+int lt_test_bench_bsearch(struct lt_test_bench_args *args)
+{
+	return lt_bench(args, 1);
+}
+
 char __license[] SEC("license") = "Dual BSD/GPL";

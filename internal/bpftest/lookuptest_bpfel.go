@@ -167,6 +167,8 @@ type lookuptestLtService struct {
 	Panic           uint8
 	DistCount       uint8
 	NetRule         uint8
+	Kids            uint32
+	KidSlots        uint32
 }
 
 type lookuptestLtStat uint32
@@ -198,6 +200,16 @@ type lookuptestLtTestArgs struct {
 	}
 	Pick  uint32
 	Loops uint32
+}
+
+type lookuptestLtTestBenchArgs struct {
+	_       structs.HostLayout
+	Fe      lookuptestLtAddr
+	Sources uint32
+	Loops   uint32
+	_       [4]byte
+	Found   uint64
+	Sum     uint64
 }
 
 type lookuptestLtTestHammerOut struct {
@@ -247,6 +259,11 @@ type lookuptestLtTestLoadsOut struct {
 	}
 }
 
+type lookuptestLtTestSrc struct {
+	_      structs.HostLayout
+	Labels [8]uint64
+}
+
 type lookuptestLtTestStaleIn struct {
 	_      structs.HostLayout
 	Fe     lookuptestLtAddr
@@ -268,29 +285,33 @@ type lookuptestLtTestStaleOut struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lookuptestMapLtAffEps        = "lt_aff_eps"
-	lookuptestMapLtAffinity      = "lt_affinity"
-	lookuptestMapLtCgroupLevels  = "lt_cgroup_levels"
-	lookuptestMapLtCgroupSrc     = "lt_cgroup_src"
-	lookuptestMapLtConns         = "lt_conns"
-	lookuptestMapLtEndpoints     = "lt_endpoints"
-	lookuptestMapLtFrontends     = "lt_frontends"
-	lookuptestMapLtNodes         = "lt_nodes"
-	lookuptestMapLtPrioPicks     = "lt_prio_picks"
-	lookuptestMapLtPrioScratch   = "lt_prio_scratch"
-	lookuptestMapLtRr            = "lt_rr"
-	lookuptestMapLtStats         = "lt_stats"
-	lookuptestMapLtTestHammerRes = "lt_test_hammer_res"
-	lookuptestMapLtTestJumpOut   = "lt_test_jump_out"
-	lookuptestMapLtTestLoadsRes  = "lt_test_loads_res"
-	lookuptestMapLtTestOut       = "lt_test_out"
-	lookuptestMapLtTestStaleArgs = "lt_test_stale_args"
-	lookuptestMapLtTestStaleRes  = "lt_test_stale_res"
-	lookuptestProgLtTestHammer   = "lt_test_hammer"
-	lookuptestProgLtTestJump     = "lt_test_jump"
-	lookuptestProgLtTestLoads    = "lt_test_loads"
-	lookuptestProgLtTestLookup   = "lt_test_lookup"
-	lookuptestProgLtTestStale    = "lt_test_stale"
+	lookuptestMapLtAffEps            = "lt_aff_eps"
+	lookuptestMapLtAffinity          = "lt_affinity"
+	lookuptestMapLtCgroupLevels      = "lt_cgroup_levels"
+	lookuptestMapLtCgroupSrc         = "lt_cgroup_src"
+	lookuptestMapLtConns             = "lt_conns"
+	lookuptestMapLtEndpoints         = "lt_endpoints"
+	lookuptestMapLtFrontends         = "lt_frontends"
+	lookuptestMapLtNodes             = "lt_nodes"
+	lookuptestMapLtPrioPicks         = "lt_prio_picks"
+	lookuptestMapLtPrioScratch       = "lt_prio_scratch"
+	lookuptestMapLtRr                = "lt_rr"
+	lookuptestMapLtStats             = "lt_stats"
+	lookuptestMapLtTestBenchRes      = "lt_test_bench_res"
+	lookuptestMapLtTestHammerRes     = "lt_test_hammer_res"
+	lookuptestMapLtTestJumpOut       = "lt_test_jump_out"
+	lookuptestMapLtTestLoadsRes      = "lt_test_loads_res"
+	lookuptestMapLtTestOut           = "lt_test_out"
+	lookuptestMapLtTestSources       = "lt_test_sources"
+	lookuptestMapLtTestStaleArgs     = "lt_test_stale_args"
+	lookuptestMapLtTestStaleRes      = "lt_test_stale_res"
+	lookuptestProgLtTestBenchBsearch = "lt_test_bench_bsearch"
+	lookuptestProgLtTestBenchTable   = "lt_test_bench_table"
+	lookuptestProgLtTestHammer       = "lt_test_hammer"
+	lookuptestProgLtTestJump         = "lt_test_jump"
+	lookuptestProgLtTestLoads        = "lt_test_loads"
+	lookuptestProgLtTestLookup       = "lt_test_lookup"
+	lookuptestProgLtTestStale        = "lt_test_stale"
 )
 
 // loadLookuptest returns the embedded CollectionSpec for lookuptest.
@@ -335,11 +356,13 @@ type lookuptestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
-	LtTestHammer *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
-	LtTestJump   *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
-	LtTestLoads  *ebpf.ProgramSpec `ebpf:"lt_test_loads"`
-	LtTestLookup *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
-	LtTestStale  *ebpf.ProgramSpec `ebpf:"lt_test_stale"`
+	LtTestBenchBsearch *ebpf.ProgramSpec `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchTable   *ebpf.ProgramSpec `ebpf:"lt_test_bench_table"`
+	LtTestHammer       *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
+	LtTestJump         *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
+	LtTestLoads        *ebpf.ProgramSpec `ebpf:"lt_test_loads"`
+	LtTestLookup       *ebpf.ProgramSpec `ebpf:"lt_test_lookup"`
+	LtTestStale        *ebpf.ProgramSpec `ebpf:"lt_test_stale"`
 }
 
 // lookuptestMapSpecs contains maps before they are loaded into the kernel.
@@ -358,10 +381,12 @@ type lookuptestMapSpecs struct {
 	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtTestBenchRes  *ebpf.MapSpec `ebpf:"lt_test_bench_res"`
 	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
 	LtTestJumpOut   *ebpf.MapSpec `ebpf:"lt_test_jump_out"`
 	LtTestLoadsRes  *ebpf.MapSpec `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.MapSpec `ebpf:"lt_test_out"`
+	LtTestSources   *ebpf.MapSpec `ebpf:"lt_test_sources"`
 	LtTestStaleArgs *ebpf.MapSpec `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.MapSpec `ebpf:"lt_test_stale_res"`
 }
@@ -404,10 +429,12 @@ type lookuptestMaps struct {
 	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
+	LtTestBenchRes  *ebpf.Map `ebpf:"lt_test_bench_res"`
 	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
 	LtTestJumpOut   *ebpf.Map `ebpf:"lt_test_jump_out"`
 	LtTestLoadsRes  *ebpf.Map `ebpf:"lt_test_loads_res"`
 	LtTestOut       *ebpf.Map `ebpf:"lt_test_out"`
+	LtTestSources   *ebpf.Map `ebpf:"lt_test_sources"`
 	LtTestStaleArgs *ebpf.Map `ebpf:"lt_test_stale_args"`
 	LtTestStaleRes  *ebpf.Map `ebpf:"lt_test_stale_res"`
 }
@@ -426,10 +453,12 @@ func (m *lookuptestMaps) Close() error {
 		m.LtPrioScratch,
 		m.LtRr,
 		m.LtStats,
+		m.LtTestBenchRes,
 		m.LtTestHammerRes,
 		m.LtTestJumpOut,
 		m.LtTestLoadsRes,
 		m.LtTestOut,
+		m.LtTestSources,
 		m.LtTestStaleArgs,
 		m.LtTestStaleRes,
 	)
@@ -445,15 +474,19 @@ type lookuptestVariables struct {
 //
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
-	LtTestHammer *ebpf.Program `ebpf:"lt_test_hammer"`
-	LtTestJump   *ebpf.Program `ebpf:"lt_test_jump"`
-	LtTestLoads  *ebpf.Program `ebpf:"lt_test_loads"`
-	LtTestLookup *ebpf.Program `ebpf:"lt_test_lookup"`
-	LtTestStale  *ebpf.Program `ebpf:"lt_test_stale"`
+	LtTestBenchBsearch *ebpf.Program `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchTable   *ebpf.Program `ebpf:"lt_test_bench_table"`
+	LtTestHammer       *ebpf.Program `ebpf:"lt_test_hammer"`
+	LtTestJump         *ebpf.Program `ebpf:"lt_test_jump"`
+	LtTestLoads        *ebpf.Program `ebpf:"lt_test_loads"`
+	LtTestLookup       *ebpf.Program `ebpf:"lt_test_lookup"`
+	LtTestStale        *ebpf.Program `ebpf:"lt_test_stale"`
 }
 
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
+		p.LtTestBenchBsearch,
+		p.LtTestBenchTable,
 		p.LtTestHammer,
 		p.LtTestJump,
 		p.LtTestLoads,
