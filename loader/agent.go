@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 	if cfg.Source == nil {
 		a.built = a.buildFirst()
 	}
-	in, err := Open(Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log})
+	in, err := Open(Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log, Replace: true})
 	if err != nil {
 		if fresh {
 			Uninstall("", cfg.BPFFS)

@@ -41,7 +41,8 @@ func linkPin(dir, name string) string { return filepath.Join(dir, "link_"+name) 
 // the links are pinned and outlive the agent; links pinned by an earlier
 // agent are re-adopted and switched to the new programs without a gap.
 // It is all or nothing: when one hook fails, the links this call created
-// are detached again and the error names the hook.
+// are detached again and the error names the hook. Once every hook is
+// attached, maps that replace pinned ones (Config.Replace) take their pins.
 func (in *Installer) Attach(cgroup string) error {
 	id, err := cgroupID(cgroup)
 	if err != nil {
@@ -57,7 +58,7 @@ func (in *Installer) Attach(cgroup string) error {
 			created = append(created, a)
 		}
 	}
-	return nil
+	return in.replacePins()
 }
 
 // attached is a link Attach created (nil for a re-adopted one) and its pin.

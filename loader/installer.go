@@ -49,6 +49,15 @@ type Config struct {
 	// Locality is this node's locality, the source of its connections.
 	Locality shared.Locality
 	Logger   *slog.Logger
+	// Replace lets Open take pinned maps it cannot re-adopt (created with
+	// other capacities, or by an agent with another map layout): it creates
+	// new maps, and Attach pins them in place of the old ones once the
+	// programs that use them are attached; until then the programs already
+	// attached keep serving from the old maps. Sockets redirected before
+	// the switch lose what a replaced map held for them (getpeername's and
+	// replies' VIP, connection counts). Without it such pins are an
+	// ErrPinned error.
+	Replace bool
 }
 
 // SetLocality changes this node's locality; the next Apply (or
@@ -63,14 +72,14 @@ func (in *Installer) SetLocality(loc shared.Locality) {
 
 // Open loads the programs and creates the maps, or re-adopts the maps and
 // services pinned in cfg.BPFFS by an earlier agent. Errors wrap ErrPinned
-// when pinned maps cannot be re-adopted.
+// when pinned maps cannot be re-adopted (and cfg.Replace is not set).
 func Open(cfg Config) (*Installer, error) {
 	c := cfg.Capacity
 	c.Services = cmpOr(c.Services, DefaultCapacity.Services)
 	c.Nodes = cmpOr(c.Nodes, DefaultCapacity.Nodes)
 	c.Endpoints = cmpOr(c.Endpoints, DefaultCapacity.Endpoints)
 	c.Sockets = cmpOr(c.Sockets, DefaultCapacity.Sockets)
-	k, err := openKernel(cfg.BPFFS, c)
+	k, err := openKernel(cfg.BPFFS, c, cfg.Replace)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +104,10 @@ func Open(cfg Config) (*Installer, error) {
 		return nil, err
 	}
 	in.grace = newGrace(k.rcu.synchronize, in.log)
+	if len(k.replaced) > 0 {
+		in.log.Warn("pinned maps differ from this agent's capacities or map layout: installing into new maps, which replace the pins once the programs are attached",
+			"bpffs", cfg.BPFFS, "maps", k.replaced)
+	}
 	if len(in.installed) > 0 {
 		in.log.Info("re-adopted pinned services", "services", len(in.installed), "generation", in.gen, "bpffs", cfg.BPFFS)
 	}

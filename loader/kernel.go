@@ -11,8 +11,8 @@ import (
 )
 
 // Capacity sizes the BPF maps. A tree that does not fit is rejected before
-// anything changes. Changing a capacity needs `loctree agent uninstall`
-// first, because pinned maps keep the size they were created with.
+// anything changes. Pinned maps keep the size they were created with: an
+// agent started with other capacities replaces them (Config.Replace).
 type Capacity struct {
 	Services  uint32 // services with a VIP
 	Nodes     uint32 // tree nodes of all services and their child tables (about 2 slots per node: kids.go), twice for double-buffering
@@ -33,11 +33,16 @@ type kernel struct {
 	rcu    *rcuSync  // waits for RCU grace periods (grace.go)
 	lock   *dirLock  // one agent per bpffs directory
 	pinned string    // bpffs directory, "" when not pinned
+	// replaced are the maps that replace pinned ones this agent could not
+	// re-adopt; they are pinned once the programs are attached.
+	replaced []string
 }
 
 // openKernel loads the programs and creates the maps, or re-adopts the maps
-// pinned in pinDir by an earlier agent. pinDir "" pins nothing.
-func openKernel(pinDir string, c Capacity) (*kernel, error) {
+// pinned in pinDir by an earlier agent. pinDir "" pins nothing. Pinned maps
+// that cannot be re-adopted (other capacities, another map layout) are an
+// ErrPinned error, or with replace get new maps (incompatiblePins).
+func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 	spec, err := bpf.Spec()
 	if err != nil {
 		return nil, err
@@ -67,7 +72,13 @@ func openKernel(pinDir string, c Capacity) (*kernel, error) {
 		}
 		opts.Maps.PinPath = pinDir
 	}
-	if err := loadObjects(spec, &k.objs, opts); err != nil {
+	err = loadObjects(spec, &k.objs, opts)
+	if errors.Is(err, ebpf.ErrMapIncompatible) && replace {
+		if k.replaced, err = incompatiblePins(spec, pinDir); err == nil {
+			err = loadObjects(spec, &k.objs, opts)
+		}
+	}
+	if err != nil {
 		k.lock.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: maps in %s differ from the capacity flags or from this agent's map layout (run `loctree agent uninstall` first, or use the earlier flags and version): %w", ErrPinned, pinDir, err)
