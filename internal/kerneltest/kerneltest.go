@@ -1,7 +1,8 @@
 // Package kerneltest sets up what the kernel-path tests need: root, a
 // private cgroup v2 mount with a child cgroup holding the test process, a
 // private bpffs mount, and backends on 127.0.0.0/8 that answer with their
-// own address. Everything is removed when the test ends.
+// own address. Everything is removed when the test ends, and what a killed
+// test process left is removed by the next one (sweep.go).
 package kerneltest
 
 import (
@@ -51,6 +52,7 @@ func Cgroup(tb testing.TB) string {
 	RequireRoot(tb)
 	cgroupMu.Lock()
 	root := mount(tb, "cgroup2", "cgroup2")
+	sweepCgroups(root)
 	child := filepath.Join(root, fmt.Sprintf("loctree-test-%d", os.Getpid()))
 	if err := os.Mkdir(child, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		tb.Fatalf("create cgroup: %v", err)
@@ -96,7 +98,8 @@ func BPFFS(tb testing.TB) string {
 
 func mount(tb testing.TB, fstype, source string) string {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "loctree-"+fstype+"-")
+	sweep()
+	dir, err := os.MkdirTemp("", mountPrefix(fstype, os.Getpid()))
 	if err != nil {
 		tb.Fatal(err)
 	}
