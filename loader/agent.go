@@ -55,6 +55,7 @@ type agent struct {
 	first      *topology.Change // the first change, committed once installed
 	built      <-chan error     // the first tree is built (buildFirst)
 	resync     bool             // a source update was rejected: rebuild from its next whole state
+	refused    map[string]error // a source's services the tree refused, each keeping its last installed version
 }
 
 // Run is `loctree agent`: it re-adopts or creates the pinned maps, installs
@@ -221,6 +222,12 @@ func (a *agent) apply(name string, observed time.Time, each func(func(*shared.Se
 		a.metrics.failed()
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	return a.installBuilt(name, observed, tree, upserted, removes)
+}
+
+// installBuilt installs the tree the builder's last Update made, and
+// commits it; on an error the builder reverts, and the previous tree stays.
+func (a *agent) installBuilt(name string, observed time.Time, tree *shared.Tree, upserted, removes []string) error {
 	built := time.Now()
 	if err := a.install(name, tree, append(slices.Clone(removes), upserted...)); err != nil {
 		a.builder.Revert()

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -128,19 +130,84 @@ func (a *agent) applyUpdate(u source.Update, all bool) error {
 				names = append(names, s.Name)
 			}
 		}
-		slices.Sort(names)
-		names = slices.Compact(names)
 	}
+	names = append(slices.Clone(names), slices.Collect(maps.Keys(a.refused))...) // retried until accepted
+	slices.Sort(names)
+	names = slices.Compact(names)
 	for _, name := range names {
 		if s, ok := in(name); ok {
 			upserts = append(upserts, *s)
 		} else if have(name) {
 			removes = append(removes, name)
+		} else {
+			delete(a.refused, name) // gone from the source, never installed
 		}
+	}
+	return a.applySource(u.Observed, upserts, removes)
+}
+
+// applySource applies a source's services. When the tree refuses some of
+// them (a service invalid on its own, or one that takes a name, host, VIP
+// or label value another service holds), it applies the others, and each
+// refused service keeps its last installed version (or stays out), is
+// logged, and is tried again with every later update: one bad object in a
+// Kubernetes cluster does not hold back every other service's changes, nor
+// keep the agent from starting. Services refused only together, and
+// errors other than the tree's refusal, reject the whole update as before.
+func (a *agent) applySource(observed time.Time, upserts []shared.ServiceSpec, removes []string) error {
+	gen := a.in.Generation() + 1
+	tree, err := a.builder.UpdateEach(specs(upserts), removes, gen)
+	refused := map[string]error{}
+	if errors.Is(err, shared.ErrInvalidTopology) || errors.Is(err, shared.ErrLabelCollision) {
+		var good []shared.ServiceSpec
+		for i := range upserts {
+			if cerr := a.builder.Check(&upserts[i]); cerr != nil {
+				refused[upserts[i].Name] = cerr
+			} else {
+				good = append(good, upserts[i])
+			}
+		}
+		if len(refused) > 0 {
+			upserts = good
+			tree, err = a.builder.UpdateEach(specs(upserts), removes, gen)
+		}
+	}
+	if err != nil {
+		a.metrics.failed()
+		return fmt.Errorf("source: %w", err)
 	}
 	upserted := make([]string, len(upserts))
 	for i := range upserts {
 		upserted[i] = upserts[i].Name
 	}
-	return a.apply("source", u.Observed, specs(upserts), upserted, removes)
+	if err := a.installBuilt("source", observed, tree, upserted, removes); err != nil {
+		return err
+	}
+	a.noteRefused(upserted, removes, refused)
+	return nil
+}
+
+// noteRefused records which services the tree refused in the update just
+// installed, logging each new refusal (or new reason) and each service
+// accepted again.
+func (a *agent) noteRefused(accepted, removed []string, refused map[string]error) {
+	if a.refused == nil {
+		a.refused = map[string]error{}
+	}
+	for _, name := range slices.Concat(accepted, removed) {
+		if _, was := a.refused[name]; was {
+			delete(a.refused, name)
+			a.log.Info("service accepted again", "service", name)
+		}
+	}
+	for name, err := range refused {
+		if prev, was := a.refused[name]; !was || prev.Error() != err.Error() {
+			s, ok := a.tree.Service(name)
+			installed := ok && s.Name == name
+			a.log.Error("service refused by the tree; the others are applied", "service", name,
+				"keeps", map[bool]string{true: "its last installed version", false: "out of the tree"}[installed], "err", err)
+		}
+		a.refused[name] = err
+	}
+	a.metrics.setRefused(len(a.refused))
 }

@@ -19,6 +19,7 @@ func TestMetricsGolden(t *testing.T) {
 	m.installed(Result{Generation: 7, Services: 5, Endpoints: 14, Rewritten: 5, Duration: 3 * time.Millisecond})
 	m.installed(Result{Generation: 8, Services: 5, Endpoints: 15, Rewritten: 1, Duration: 200 * time.Millisecond})
 	m.failed()
+	m.setRefused(2)
 	m.setPins(false)
 	m.kernel = func() ([bpf.StatCount]uint64, error) { return [bpf.StatCount]uint64{120, 3, 2, 1, 4}, nil }
 	m.picks = func() ([]uint64, error) { return []uint64{35, 0, 60, 5}, nil }

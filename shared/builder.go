@@ -96,6 +96,25 @@ func (b *Builder) UpdateEach(each func(yield func(*ServiceSpec) error) error, re
 	return tree, nil
 }
 
+// Check reports the error Update would return for adding or replacing
+// spec alone, without changing b: the service's own errors (as Build's),
+// and a name, host, VIP or label value another service holds. It builds the
+// one service, not the tree.
+func (b *Builder) Check(spec *ServiceSpec) error {
+	b.init()
+	c, err := buildChunk(spec)
+	if err != nil {
+		return err
+	}
+	next := map[string]*chunk{spec.Name: c}
+	old, err := b.swap(next)
+	if err != nil {
+		return err
+	}
+	b.swapBack(next, old)
+	return nil
+}
+
 // Stamp returns the last tree built again with another generation (a new
 // blob: trees are immutable). It is an error before the first Update.
 func (b *Builder) Stamp(generation uint64) (*Tree, error) {

@@ -235,6 +235,57 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	}
 }
 
+// TestBuilderCheck: Check refuses what Update would refuse for one service
+// (its own errors; a name, host, VIP or label another service holds;
+// replacing a service may take its own names), accepts the rest, and
+// changes nothing either way.
+func TestBuilderCheck(t *testing.T) {
+	ep := func(a string, zone string) EndpointSpec {
+		return EndpointSpec{Address: a, Locality: Locality{"zone": zone}}
+	}
+	a := ServiceSpec{Name: "a", VIP: "127.77.0.1:80", Hosts: []string{"a.x"}, Endpoints: []EndpointSpec{ep("127.0.0.1:1", "z1")}}
+	b := ServiceSpec{Name: "b", VIP: "127.77.0.2:80", Endpoints: []EndpointSpec{ep("127.0.0.2:1", "z2")}}
+	var bld Builder
+	first, err := bld.Update([]ServiceSpec{a, b}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := a
+	moved.Endpoints = []EndpointSpec{ep("127.0.0.9:1", "z9")}
+	strict := b
+	strict.Mode, strict.Spillover = "strict", &SpilloverSpec{}
+	cases := []struct {
+		spec ServiceSpec
+		want string // "" accepted
+	}{
+		{moved, ""},
+		{ServiceSpec{Name: "c", VIP: "127.77.0.3:80", Endpoints: []EndpointSpec{ep("127.0.0.3:1", "z1")}}, ""},
+		{ServiceSpec{Name: "c", VIP: "127.77.0.1:80"}, "same vip"},
+		{ServiceSpec{Name: "c", Hosts: []string{"a.x"}}, `host "a.x" is already used`},
+		{ServiceSpec{Name: "b", Endpoints: []EndpointSpec{{Address: "nowhere"}}}, `service "b"`},
+		{strict, "spillover needs mode failover"},
+	}
+	for _, c := range cases {
+		err := bld.Check(&c.spec)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("Check(%s): %v, want accepted", c.spec.Name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("Check(%s): %v, want an error mentioning %q", c.spec.Name, err, c.want)
+		case c.want != "" && !errors.Is(err, ErrInvalidTopology):
+			t.Errorf("Check(%s): %v does not wrap ErrInvalidTopology", c.spec.Name, err)
+		}
+	}
+	if bld.Tree() != first {
+		t.Fatal("Check replaced the tree")
+	}
+	got, err := bld.Update([]ServiceSpec{moved}, nil, 2)
+	want, _ := Build(&Topology{Services: []ServiceSpec{moved, b}}, BuildOptions{Generation: 2})
+	if err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("update after the checks: %v, or a tree other than Build's", err)
+	}
+}
+
 // scaleServices is the issue-15 mesh: services × perService endpoints over
 // regions/zones/subzones that grow with the size, as real meshes do.
 func scaleServices(services, perService int, salt int) []ServiceSpec {
