@@ -32,6 +32,10 @@ path keeps working while the agent is down. It then watches the topology file
 and applies every change (only changed services are rewritten, each one
 atomically), and serves /healthz, /metrics and /v1/tree on --listen.
 
+A restarted agent re-adopts what the last one pinned. Pinned maps it cannot
+re-adopt (other --max-* values, or an earlier version's map layout) it
+replaces: the old programs keep serving until its own are attached.
+
 It needs root, or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN; --cgroup must be a
 directory on a cgroup v2 mount and --bpffs a directory on a bpffs mount
 (created if missing). Both are checked, and --locality's keys against the
