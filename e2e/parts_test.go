@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/internal/syncbuf"
 	"github.com/loctree/loctree/internal/wasmtest"
 )
 
@@ -36,7 +35,7 @@ func build(t *testing.T) (cli, wasm string) {
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  syncbuf.Buffer
 	done chan error
 }
 
@@ -77,23 +76,6 @@ func (p *process) kill() {
 	p.cmd.Process.Kill()
 	err := <-p.done
 	p.done <- err
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // endpointHeader is the header the filter writes (Envoy's OverrideHost).

@@ -1,17 +1,16 @@
 package loader
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/syncbuf"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
@@ -28,24 +27,6 @@ func (s scriptSource) Run(ctx context.Context, publish func(source.Update)) erro
 			publish(u)
 		}
 	}
-}
-
-// syncLog is a log buffer written by the agent and read by the test.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // TestSourceServiceRefusedAlone: a source's service the tree refuses (here
@@ -70,7 +51,7 @@ func TestSourceServiceRefusedAlone(t *testing.T) {
 		return source.Update{Topology: &shared.Topology{Services: services}, Changed: changed}
 	}
 	src := make(scriptSource, 1)
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	cg, dir := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "lt")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

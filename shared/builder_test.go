@@ -155,14 +155,22 @@ func checkSameDistribute(t *testing.T, g, w *Service) {
 	}
 }
 
+// zoneEndpoint is an endpoint at addr in zone.
+func zoneEndpoint(addr, zone string) EndpointSpec {
+	return EndpointSpec{Address: addr, Locality: Locality{"zone": zone}}
+}
+
+// abServices are two services: a (with a host) and b.
+func abServices() (a, b ServiceSpec) {
+	a = ServiceSpec{Name: "a", VIP: "127.77.0.1:80", Hosts: []string{"a.x"}, Endpoints: []EndpointSpec{zoneEndpoint("127.0.0.1:1", "z1")}}
+	b = ServiceSpec{Name: "b", VIP: "127.77.0.2:80", Endpoints: []EndpointSpec{zoneEndpoint("127.0.0.2:1", "z2")}}
+	return a, b
+}
+
 // TestBuilderRejectsAndKeeps: a bad change is an error naming the service,
 // and the builder keeps its previous tree and state.
 func TestBuilderRejectsAndKeeps(t *testing.T) {
-	ep := func(a string, zone string) EndpointSpec {
-		return EndpointSpec{Address: a, Locality: Locality{"zone": zone}}
-	}
-	a := ServiceSpec{Name: "a", VIP: "127.77.0.1:80", Hosts: []string{"a.x"}, Endpoints: []EndpointSpec{ep("127.0.0.1:1", "z1")}}
-	b := ServiceSpec{Name: "b", VIP: "127.77.0.2:80", Endpoints: []EndpointSpec{ep("127.0.0.2:1", "z2")}}
+	a, b := abServices()
 	var bld Builder
 	first, err := bld.Update([]ServiceSpec{a, b}, nil, 1)
 	if err != nil {
@@ -194,7 +202,7 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	}
 	// A collision with another service's label is detected across services.
 	bld.labels[Label("z9")] = labelUse{value: "other", refs: 1}
-	_, err = bld.Update([]ServiceSpec{{Name: "c", Endpoints: []EndpointSpec{ep("127.0.0.3:1", "z9")}}}, nil, 2)
+	_, err = bld.Update([]ServiceSpec{{Name: "c", Endpoints: []EndpointSpec{zoneEndpoint("127.0.0.3:1", "z9")}}}, nil, 2)
 	if !errors.Is(err, ErrLabelCollision) {
 		t.Fatalf("error %v, want a label collision", err)
 	}
@@ -240,18 +248,14 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 // replacing a service may take its own names), accepts the rest, and
 // changes nothing either way.
 func TestBuilderCheck(t *testing.T) {
-	ep := func(a string, zone string) EndpointSpec {
-		return EndpointSpec{Address: a, Locality: Locality{"zone": zone}}
-	}
-	a := ServiceSpec{Name: "a", VIP: "127.77.0.1:80", Hosts: []string{"a.x"}, Endpoints: []EndpointSpec{ep("127.0.0.1:1", "z1")}}
-	b := ServiceSpec{Name: "b", VIP: "127.77.0.2:80", Endpoints: []EndpointSpec{ep("127.0.0.2:1", "z2")}}
+	a, b := abServices()
 	var bld Builder
 	first, err := bld.Update([]ServiceSpec{a, b}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	moved := a
-	moved.Endpoints = []EndpointSpec{ep("127.0.0.9:1", "z9")}
+	moved.Endpoints = []EndpointSpec{zoneEndpoint("127.0.0.9:1", "z9")}
 	strict := b
 	strict.Mode, strict.Spillover = "strict", &SpilloverSpec{}
 	cases := []struct {
@@ -259,7 +263,7 @@ func TestBuilderCheck(t *testing.T) {
 		want string // "" accepted
 	}{
 		{moved, ""},
-		{ServiceSpec{Name: "c", VIP: "127.77.0.3:80", Endpoints: []EndpointSpec{ep("127.0.0.3:1", "z1")}}, ""},
+		{ServiceSpec{Name: "c", VIP: "127.77.0.3:80", Endpoints: []EndpointSpec{zoneEndpoint("127.0.0.3:1", "z1")}}, ""},
 		{ServiceSpec{Name: "c", VIP: "127.77.0.1:80"}, "same vip"},
 		{ServiceSpec{Name: "c", Hosts: []string{"a.x"}}, `host "a.x" is already used`},
 		{ServiceSpec{Name: "b", Endpoints: []EndpointSpec{{Address: "nowhere"}}}, `service "b"`},

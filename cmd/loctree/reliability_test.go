@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
@@ -12,11 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/internal/syncbuf"
 	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
@@ -172,7 +171,7 @@ func TestReliabilityServeClosesIdleConnections(t *testing.T) {
 // filter), not once per attempt by the host as well.
 func TestReliabilityServeLogsFetchFailuresOnce(t *testing.T) {
 	mod := wasmtest.Build(t, "../../filter")
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := newRootCmd()
 	cmd.SetArgs([]string{"wasm", "serve", "--listen", "127.0.0.1:0", "--module", mod, "--workers", "1", "--upstream", "agent=" + closedAddr(t),
@@ -198,21 +197,4 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

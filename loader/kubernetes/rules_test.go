@@ -1,14 +1,12 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/loctree/loctree/internal/syncbuf"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -164,7 +163,7 @@ func TestDestinationRuleResourceMissing(t *testing.T) {
 	istio.PrependWatchReactor("destinationrules", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, nil, apierrors.NewNotFound(DestinationRuleResource.GroupResource(), "")
 	})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	svc := service("default", "reviews", "PreferClose", []string{"127.77.0.10"}, 9080)
 	src, err := New(Config{Client: newClient(svc, node("n0", nil)), Istio: istio, NodeName: "n0",
 		Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -183,23 +182,6 @@ func TestDestinationRuleResourceMissing(t *testing.T) {
 	if n := strings.Count(logs.String(), "DestinationRules are not served"); n != 1 {
 		t.Errorf("%d log lines about the missing resource, want 1:\n%s", n, logs.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDestinationRuleResourceInstalledLater: when Istio is installed after
