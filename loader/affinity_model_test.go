@@ -78,12 +78,7 @@ func TestJumpMatchesPaper(t *testing.T) {
 // for random clients, services and candidate counts.
 func TestKernelJumpMatchesModel(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 8, Nodes: 1 << 10, Endpoints: 1 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	kl := newKernelLookup(t, in)
+	_, kl := openKernelLookup(t, Capacity{Services: 8, Nodes: 1 << 10, Endpoints: 1 << 10})
 	rng := rand.New(rand.NewPCG(12, 2))
 	for i := range 5000 {
 		var a [4]byte

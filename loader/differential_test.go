@@ -29,6 +29,29 @@ func newKernelLookup(t testing.TB, in *Installer) *kernelLookup {
 	return &kernelLookup{objs: objs}
 }
 
+// openKernelLookup opens an installer with maps of capacity c, closed when
+// the test ends, and the test programs on its maps.
+func openKernelLookup(t testing.TB, c Capacity) (*Installer, *kernelLookup) {
+	t.Helper()
+	in, err := Open(Config{Capacity: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in, newKernelLookup(t, in)
+}
+
+// installBuilt builds top as generation gen and applies it over what in
+// holds.
+func installBuilt(t testing.TB, in *Installer, top *shared.Topology, gen uint64) *shared.Tree {
+	t.Helper()
+	tree := mustBuild(t, top, gen)
+	if _, err := in.Apply(tree); err != nil {
+		t.Fatalf("tree %d: %v", gen, err)
+	}
+	return tree
+}
+
 func (kl *kernelLookup) lookup(t testing.TB, args bpftest.Args) bpftest.Args {
 	t.Helper()
 	if _, err := kl.objs.LtTestLookup.Run(&ebpf.RunOptions{Context: args}); err != nil {
@@ -51,24 +74,13 @@ func (kl *kernelLookup) lookup(t testing.TB, args bpftest.Args) bpftest.Args {
 // also covers incremental installs.
 func TestKernelLookupMatchesGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	kl := newKernelLookup(t, in)
+	in, kl := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14})
 	rng := rand.New(rand.NewPCG(5, 6))
 	policies := []string{"random", "weighted", "round_robin", "least_connections", "least_request"}
 	pairs := 0
 	for it := range 150 {
 		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies})
-		tree, err := shared.Build(top, shared.BuildOptions{Generation: uint64(it + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := in.Apply(tree); err != nil {
-			t.Fatalf("tree %d: %v", it, err)
-		}
+		tree := installBuilt(t, in, top, uint64(it+1))
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
 			for range 2 {
@@ -94,24 +106,13 @@ func TestKernelLookupMatchesGo(t *testing.T) {
 // misplaces the network tree.
 func TestKernelNetworkRuleMatchesGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	kl := newKernelLookup(t, in)
+	in, kl := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14})
 	rng := rand.New(rand.NewPCG(8, 11))
 	policies := []string{"random", "weighted", "round_robin", "least_connections", "least_request"}
 	pairs, cross := 0, 0
 	for it := range 150 {
 		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies, NetworkFirst: true})
-		tree, err := shared.Build(top, shared.BuildOptions{Generation: uint64(it + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := in.Apply(tree); err != nil {
-			t.Fatalf("tree %d: %v", it, err)
-		}
+		tree := installBuilt(t, in, top, uint64(it+1))
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
 			for range 3 {

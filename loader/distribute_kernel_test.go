@@ -95,22 +95,12 @@ func distributeTopology(rng *rand.Rand, n int) *shared.Topology {
 // scheduler); and the pick lies in them.
 func TestKernelDistributeMatchesGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 16, Endpoints: 1 << 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	kl := &kernelLoads{objs: newKernelLookup(t, in).objs}
+	in, plain := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 16, Endpoints: 1 << 14})
+	kl := &kernelLoads{objs: plain.objs}
 	rng := rand.New(rand.NewPCG(61, 62))
 	pairs, seen := 0, map[string]int{}
 	for it := 0; pairs < 20000; it++ {
-		tree, err := shared.Build(distributeTopology(rng, 1+rng.IntN(6)), shared.BuildOptions{Generation: uint64(it + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := in.Apply(tree); err != nil {
-			t.Fatalf("tree %d: %v", it, err)
-		}
+		tree := installBuilt(t, in, distributeTopology(rng, 1+rng.IntN(6)), uint64(it+1))
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
 			for range 12 {

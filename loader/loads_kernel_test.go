@@ -108,23 +108,12 @@ type kernelLoads struct{ objs *bpftest.Objects }
 // Trees are applied over each other, so updates are covered too.
 func TestKernelLoadsMatchGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	plain := newKernelLookup(t, in)
+	in, plain := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14})
 	kl := &kernelLoads{objs: plain.objs}
 	rng := rand.New(rand.NewPCG(31, 32))
 	pairs, seen := 0, map[string]int{}
 	for it := 0; pairs < 20000; it++ {
-		tree, err := shared.Build(loadsTopology(rng, 1+rng.IntN(8)), shared.BuildOptions{Generation: uint64(it + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := in.Apply(tree); err != nil {
-			t.Fatalf("tree %d: %v", it, err)
-		}
+		tree := installBuilt(t, in, loadsTopology(rng, 1+rng.IntN(8)), uint64(it+1))
 		for i := range tree.Services() {
 			s := &tree.Services()[i]
 			if s.OverprovisioningFactor == 0 { // the plain lookup, with its failover_limit

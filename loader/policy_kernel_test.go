@@ -15,12 +15,7 @@ import (
 // source, and that range is Istio's.
 func TestKernelAppliesBuildTimePolicies(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Capacity: Capacity{Services: 8, Nodes: 1 << 10, Endpoints: 1 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	kl := newKernelLookup(t, in)
+	in, kl := openKernelLookup(t, Capacity{Services: 8, Nodes: 1 << 10, Endpoints: 1 << 10})
 	off := false
 	var offEps, ovEps []shared.EndpointSpec
 	for i := range 12 {
