@@ -70,18 +70,7 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 	for _, l := range append(src[:], keys[:]...) {
 		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))
 	}
-	for i := s.Root; i < s.Root+s.NodeCount; i++ {
-		n := t.Node(i)
-		fc := n.FirstChild
-		if n.ChildCount > 0 {
-			fc -= s.Root
-		}
-		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
-		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount} {
-			rec = binary.LittleEndian.AppendUint32(rec, v)
-		}
-		h.Write(rec)
-	}
+	digestNodes(h, t.Node, s.Root, s.NodeCount, s.EpFirst, nil)
 	_, eps := records(t, s)
 	h.Write(eps) // endpoint records hold no indices
 	digestLoads(h, t, s)
@@ -101,16 +90,24 @@ func digestLoads(h hash.Hash, t *shared.Tree, s *shared.Service) {
 	if !hasLoads(s) {
 		return
 	}
-	for i := s.AuxRoot[0]; i < s.AuxRoot[0]+s.AuxCount[0]+s.AuxCount[1]; i++ {
-		n := t.AuxNode(i)
+	digestNodes(h, t.AuxNode, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1], s.EpFirst, binary.LittleEndian.AppendUint32(nil, s.AuxCount[0]))
+}
+
+// digestNodes writes into h the count node records from root (node reads
+// one: Tree.Node or Tree.AuxNode), their indices relative to root and to
+// the service's first endpoint epFirst, each record followed by tail.
+func digestNodes(h hash.Hash, node func(uint32) shared.Node, root, count, epFirst uint32, tail []byte) {
+	var b [32]byte
+	le := binary.LittleEndian
+	for i := root; i < root+count; i++ {
+		n := node(i)
 		fc := n.FirstChild
 		if n.ChildCount > 0 {
-			fc -= s.AuxRoot[0]
+			fc -= root
 		}
-		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
-		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount, s.AuxCount[0]} {
-			rec = binary.LittleEndian.AppendUint32(rec, v)
-		}
-		h.Write(rec)
+		rec := le.AppendUint64(b[:0], n.Label)
+		rec = le.AppendUint32(le.AppendUint32(rec, n.Lo-epFirst), n.Hi-epFirst)
+		rec = le.AppendUint32(le.AppendUint32(rec, fc), n.ChildCount)
+		h.Write(append(rec, tail...))
 	}
 }

@@ -70,18 +70,6 @@ func digestNetwork(h hash.Hash, t *shared.Tree, s *shared.Service) {
 	if !s.NetworkRule {
 		return
 	}
-	var b [24]byte
 	h.Write([]byte("network rule"))
-	for i := s.NetRoot; i < s.NetRoot+s.NetCount; i++ {
-		n := t.AuxNode(i)
-		fc := n.FirstChild
-		if n.ChildCount > 0 {
-			fc -= s.NetRoot
-		}
-		rec := binary.LittleEndian.AppendUint64(b[:0], n.Label)
-		for _, v := range []uint32{n.Lo - s.EpFirst, n.Hi - s.EpFirst, fc, n.ChildCount} {
-			rec = binary.LittleEndian.AppendUint32(rec, v)
-		}
-		h.Write(rec)
-	}
+	digestNodes(h, t.AuxNode, s.NetRoot, s.NetCount, s.EpFirst, nil)
 }
