@@ -192,6 +192,44 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
 	}
 }
 
+/*
+ * lt_keep sends a socket whose backend (old) is still a candidate in r
+ * back to it, without a map update, and returns 1; 0 when it has none.
+ */
+static __always_inline int lt_keep(struct bpf_sock_addr *ctx, int v6, const struct lt_sock *old, const struct lt_addr *fe,
+				   const struct lt_range *r)
+{
+	if (!old || !lt_kept(old, fe, r))
+		return 0;
+	lt_set_addr(ctx, v6, &old->backend);
+	lt_count(LT_STAT_REDIRECT);
+	return 1;
+}
+
+/*
+ * lt_redirect_to rewrites the destination to endpoint idx of the service
+ * at fe and records it for the socket (and, for UDP, for its replies): the
+ * end of every new pick. It returns SK_PASS, or refuses.
+ */
+static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u32 proto, __u64 cookie,
+					  const struct lt_sock *old, const struct lt_addr *fe, __u32 idx, __u8 policy)
+{
+	struct lt_endpoint *ep = lt_ep_at(idx);
+	struct lt_addr b;
+
+	if (!ep)
+		return lt_refuse(LT_STAT_BAD_INDEX);
+	if (ep->family != fe->family)
+		return lt_refuse(LT_STAT_BAD_FAMILY);
+	lt_backend_of(ep, &b);
+	lt_set_addr(ctx, v6, &b);
+	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy));
+	if (proto == IPPROTO_UDP)
+		lt_rev_add(cookie, &b, fe);
+	lt_count(LT_STAT_REDIRECT);
+	return SK_PASS;
+}
+
 /* lt_source_labels writes svc's source labels (lt_source) to buf. */
 static __always_inline void lt_source_labels(const struct lt_service *svc, __u64 *buf)
 {
@@ -210,9 +248,8 @@ static __always_inline void lt_source_labels(const struct lt_service *svc, __u64
 static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
 	struct lt_service *found, svc;
-	struct lt_addr fe, b;
+	struct lt_addr fe;
 	__u64 cookie;
-	struct lt_endpoint *ep;
 	struct lt_sock *old;
 	struct lt_range r;
 	__u32 idx = 0;
@@ -235,26 +272,12 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);
 	old = bpf_map_lookup_elem(&lt_socks, &cookie);
-	if (old && lt_kept(old, &fe, &r)) {
-		lt_set_addr(ctx, v6, &old->backend);
-		lt_count(LT_STAT_REDIRECT);
+	if (lt_keep(ctx, v6, old, &fe, &r))
 		return SK_PASS;
-	}
 	ret = lt_pick_for(ctx, &svc, &fe, &r, &idx);
 	if (ret != LT_OK)
 		return lt_refuse(ret);
-	ep = lt_ep_at(idx);
-	if (!ep)
-		return lt_refuse(LT_STAT_BAD_INDEX);
-	if (ep->family != fe.family)
-		return lt_refuse(LT_STAT_BAD_FAMILY);
-	lt_backend_of(ep, &b);
-	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, &fe, &b, idx, lt_counts(svc.policy));
-	if (proto == IPPROTO_UDP)
-		lt_rev_add(cookie, &b, &fe);
-	lt_count(LT_STAT_REDIRECT);
-	return SK_PASS;
+	return lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, svc.policy);
 }
 
 #include "priority_sock.h"

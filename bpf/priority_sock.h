@@ -19,8 +19,7 @@
 static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
 	struct lt_service *found;
-	struct lt_addr fe, b;
-	struct lt_endpoint *ep;
+	struct lt_addr fe;
 	struct lt_loads *l;
 	struct lt_sock *old;
 	struct lt_range r = {};
@@ -53,24 +52,12 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);
 	old = bpf_map_lookup_elem(&lt_socks, &cookie);
-	if (old && lt_kept(old, &fe, &r)) {
-		lt_set_addr(ctx, v6, &old->backend);
-		lt_count(LT_STAT_REDIRECT);
-		return SK_PASS;
-	}
-	ep = lt_ep_at(idx);
-	if (!ep)
-		return lt_refuse(LT_STAT_BAD_INDEX);
-	if (ep->family != fe.family)
-		return lt_refuse(LT_STAT_BAD_FAMILY);
-	lt_backend_of(ep, &b);
-	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, &fe, &b, idx, lt_counts(policy));
-	if (proto == IPPROTO_UDP)
-		lt_rev_add(cookie, &b, &fe);
-	lt_count(LT_STAT_REDIRECT);
-	lt_count_prio(prio, deg);
-	return SK_PASS;
+	if (lt_keep(ctx, v6, old, &fe, &r))
+		return SK_PASS; /* not a new pick: not counted by priority */
+	ret = lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, policy);
+	if (ret == SK_PASS)
+		lt_count_prio(prio, deg);
+	return ret;
 }
 
 #endif /* LOCTREE_PRIORITY_SOCK_H */
