@@ -138,6 +138,29 @@ static __always_inline int lt_aff_find(const struct lt_addr *fe, const struct lt
 	return 1;
 }
 
+/* lt_aff_live reports whether a client's affinity a (NULL: none) still
+ * holds at now: it was used within the service's timeout. */
+static __always_inline int lt_aff_live(const struct lt_service *svc, const struct lt_aff *a, __u64 now)
+{
+	__u64 ttl = svc->affinity_timeout ?: LT_AFF_DEFAULT_TIMEOUT;
+
+	return a && now - a->last_ns < ttl * LT_NS_PER_SEC;
+}
+
+/* lt_aff_start makes endpoint idx the backend of the client and service of
+ * key, used at now. */
+static __always_inline int lt_aff_start(const struct lt_aff_key *key, __u32 idx, __u64 now)
+{
+	struct lt_endpoint *ep = lt_ep_at(idx);
+	struct lt_aff v = {.ep = idx, .last_ns = now};
+
+	if (!ep)
+		return LT_STAT_BAD_INDEX;
+	lt_backend_of(ep, &v.backend);
+	bpf_map_update_elem(&lt_affinity, key, &v, BPF_ANY);
+	return LT_OK;
+}
+
 /*
  * lt_affinity_pick picks for a consistent_hash service: the client's
  * backend while its affinity lasts (Cilium's __lb4_affinity_backend_id:
@@ -149,24 +172,16 @@ static __always_inline int lt_affinity_pick(struct bpf_sock_addr *ctx, const str
 					    const struct lt_addr *fe, const struct lt_range *r, __u32 *out)
 {
 	struct lt_aff_key k = {.client = bpf_get_netns_cookie(ctx), .fe = *fe};
-	__u64 now = bpf_ktime_get_ns(), ttl = svc->affinity_timeout ?: LT_AFF_DEFAULT_TIMEOUT;
-	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &k), v = {};
-	struct lt_endpoint *ep;
+	__u64 now = bpf_ktime_get_ns();
+	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &k);
 
-	if (a && now - a->last_ns < ttl * LT_NS_PER_SEC && lt_aff_find(fe, a, r, out)) {
+	if (lt_aff_live(svc, a, now) && lt_aff_find(fe, a, r, out)) {
 		a->ep = *out;
 		a->last_ns = now;
 		return LT_OK;
 	}
 	*out = r->lo + lt_jump(lt_aff_hash(&k), r->hi - r->lo);
-	ep = lt_ep_at(*out);
-	if (!ep)
-		return LT_STAT_BAD_INDEX;
-	lt_backend_of(ep, &v.backend);
-	v.ep = *out;
-	v.last_ns = now;
-	bpf_map_update_elem(&lt_affinity, &k, &v, BPF_ANY);
-	return LT_OK;
+	return lt_aff_start(&k, *out, now);
 }
 
 /* lt_pick_for is lt_pick, with consistent_hash by client. */

@@ -789,13 +789,12 @@ static __always_inline int lt_aff_in(const struct lt_loads *l, __u32 idx, const 
  */
 static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, __u32 *out)
 {
-	__u64 now = bpf_ktime_get_ns(), ttl = l->svc.affinity_timeout ?: LT_AFF_DEFAULT_TIMEOUT;
-	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &l->aff), v = {};
+	__u64 now = bpf_ktime_get_ns();
+	struct lt_aff *a = bpf_map_lookup_elem(&lt_affinity, &l->aff);
 	struct lt_aff_ep_key k = {};
-	struct lt_endpoint *ep;
 	__u32 *idx;
 
-	if (a && now - a->last_ns < ttl * LT_NS_PER_SEC) {
+	if (lt_aff_live(&l->svc, a, now)) {
 		k.fe = l->aff.fe;
 		k.backend = a->backend;
 		idx = lt_aff_in(l, a->ep, &a->backend) ? &a->ep : bpf_map_lookup_elem(&lt_aff_eps, &k);
@@ -808,14 +807,7 @@ static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_
 	}
 	lt_at(l, c, 0, lt_jump(l->aff_hash, total));
 	*out = l->at2;
-	ep = lt_ep_at(*out);
-	if (!ep)
-		return LT_STAT_BAD_INDEX;
-	lt_backend_of(ep, &v.backend);
-	v.ep = *out;
-	v.last_ns = now;
-	bpf_map_update_elem(&lt_affinity, &l->aff, &v, BPF_ANY);
-	return LT_OK;
+	return lt_aff_start(&l->aff, *out, now);
 }
 
 /* lt_pick_spans applies the service's policy to the chosen spans (lt_pick's
