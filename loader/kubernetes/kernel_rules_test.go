@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -53,24 +52,8 @@ func (w *randomWorld) kernelRound(t *testing.T, round int) int {
 	stop := listenAll(t, addrs)
 	defer stop()
 	listen := kerneltest.FreeAddr(t)
-	cg, bpffs := kerneltest.Cgroup(t), kerneltest.BPFFS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- loader.Run(ctx, loader.AgentConfig{Source: src, Cgroup: cg, BPFFS: bpffs, Listen: listen})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	kerneltest.Eventually(t, 30*time.Second, "every service installed", func() error {
-		if n := servedServices(listen); n != 2*len(w.services) {
-			return fmt.Errorf("%d services served", n)
-		}
-		return nil
-	})
+	RunAgent(t, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), BPFFS: kerneltest.BPFFS(t), Listen: listen})
+	awaitServices(t, listen, 2*len(w.services), 30*time.Second)
 	checked := 0
 	for i := range w.services {
 		for _, port := range []uint32{80, 81} {

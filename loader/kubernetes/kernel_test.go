@@ -265,18 +265,8 @@ func TestAgentRunsKubernetesSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := kerneltest.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- loader.Run(ctx, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), BPFFS: kerneltest.BPFFS(t),
-			Listen: listen, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	kubernetes.RunAgent(t, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), BPFFS: kerneltest.BPFFS(t),
+		Listen: listen, Logger: slog.New(slog.DiscardHandler)})
 	kerneltest.Eventually(t, 20*time.Second, "127.0.10.1 (n1's subzone)", func() error { return reached(ask(), "127.0.10.1:10080") })
 	gen := generation(t, listen)
 

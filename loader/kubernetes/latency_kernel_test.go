@@ -36,18 +36,8 @@ func TestUpdateLatencyFromKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := kerneltest.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- loader.Run(ctx, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), Listen: listen,
-			Logger: slog.New(slog.DiscardHandler)})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	kubernetes.RunAgent(t, loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), Listen: listen,
+		Logger: slog.New(slog.DiscardHandler)})
 	waitLatencyCount(t, listen, 0) // the first update is no change
 	before := time.Now()
 	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -47,25 +46,10 @@ func TestAgentScaleKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := kerneltest.FreeAddr(t)
-	cg, bpffs := kerneltest.Cgroup(t), kerneltest.BPFFS(t)
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	cfg := loader.AgentConfig{Source: src, Cgroup: kerneltest.Cgroup(t), BPFFS: kerneltest.BPFFS(t), Listen: listen}
 	start := time.Now()
-	go func() {
-		done <- loader.Run(runCtx, loader.AgentConfig{Source: src, Cgroup: cg, BPFFS: bpffs, Listen: listen})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	kerneltest.Eventually(t, 120*time.Second, "every Service installed", func() error {
-		if n := servedServices(listen); n != services {
-			return fmt.Errorf("%d services served", n)
-		}
-		return nil
-	})
+	RunAgent(t, cfg)
+	awaitServices(t, listen, services, 120*time.Second)
 	t.Logf("%d Services, %d endpoints: served %v after start", services, services*perSvc, time.Since(start))
 	rng := rand.New(rand.NewPCG(15, 17))
 	var lat []time.Duration
@@ -81,24 +65,13 @@ func TestAgentScaleKubernetes(t *testing.T) {
 		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		changed := time.Now()
-		for etag(listen) == before {
-			if time.Since(changed) > 20*time.Second {
-				t.Fatalf("change %d of Service %d not served after 20s", v, s)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-		lat = append(lat, time.Since(changed))
-		for range 3 {
-			if got, err := kerneltest.Ask(scaleVIP(s) + ":80"); err != nil || !slices.Contains(want, got) {
-				t.Fatalf("change %d: a connect to Service %d reached %q (%v), want one of its new endpoints", v, s, got, err)
-			}
-		}
+		what := fmt.Sprintf("change %d of Service %d", v, s)
+		lat = append(lat, awaitNewTree(t, listen, before, time.Now(), what))
+		askLands(t, scaleVIP(s), want, what)
 		stop()
 	}
-	slices.Sort(lat)
-	p50, p99 := lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
-	t.Logf("EndpointSlice change → kernel over %d changes (debounce %v included): p50 %v, p99 %v, max %v", changes, debounce, p50, p99, lat[len(lat)-1])
+	p50, p99, worst := percentiles(lat)
+	t.Logf("EndpointSlice change → kernel over %d changes (debounce %v included): p50 %v, p99 %v, max %v", changes, debounce, p50, p99, worst)
 	if p50 > time.Second {
 		t.Errorf("p50 %v: a one-service change must not cost a whole rebuild (budget 50 ms after the debounce)", p50)
 	}
