@@ -2,8 +2,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kubernetes"
 )
 
@@ -29,27 +26,13 @@ func TestKernelSessionAffinityFromKubernetes(t *testing.T) {
 	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 	client := fake.NewClientset(objs...)
-	updates := make(chan kubernetes.Update, 64)
-	startSource(t, client, updates)
-	first := next(t, updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
-	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var trees loader.TreeServer
-	srv := httptest.NewServer(&trees)
-	defer srv.Close()
-	install(t, in, &trees, srv.URL, first, 1)
-	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
-		t.Fatal(err)
-	}
+	k := startKernelAgent(t, client)
 	if seen := backendsSeen(t, 30); len(seen) != 1 {
 		t.Fatalf("ClientIP: one client reached %v, want one backend", seen)
 	}
 	svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
 	ok(t)(client.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}))
-	install(t, in, &trees, srv.URL, next(t, updates, changed), 2)
+	k.installNext(t, 2)
 	if seen := backendsSeen(t, 30); len(seen) < 2 { // random over 3: P(one) = 3^-29
 		t.Fatalf("None: 30 connections reached only %v", seen)
 	}

@@ -77,11 +77,16 @@ func (c *collector) waitFor(t *testing.T, after int, what string, ok func(Update
 // run starts a Source on client and stops it when the test ends.
 func run(t *testing.T, client *fake.Clientset, node string) *collector {
 	t.Helper()
-	src, err := New(Config{
-		Client: client, NodeName: node, ClusterID: "c1",
-		Debounce: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	return collect(t, Config{Client: client, NodeName: node})
+}
+
+// collect runs a Source of cfg, in cluster c1 with the tests' debounce and
+// hold, until the test ends, and keeps every update it publishes.
+func collect(t testing.TB, cfg Config) *collector {
+	t.Helper()
+	cfg.ClusterID, cfg.Debounce, cfg.MaxDelay = "c1", 5*time.Millisecond, 50*time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	src, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,37 +47,22 @@ func TestKernelFromKubernetes(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	kerneltest.Backends(t, []string{"127.0.10.1:10080", "127.0.10.2:10080", "127.0.10.3:10080"})
 	client := fake.NewClientset(kernelObjects()...)
-	updates := make(chan kubernetes.Update, 64)
-	startSource(t, client, updates)
-
-	first := next(t, updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
-	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var trees loader.TreeServer
-	srv := httptest.NewServer(&trees)
-	defer srv.Close()
-	install(t, in, &trees, srv.URL, first, 1)
-	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
-		t.Fatal(err)
-	}
-	filter := newFilter(t, srv.URL, first.Locality)
+	k := startKernelAgent(t, client)
+	filter := newFilter(t, k.url, k.locality)
 	expect(t, "127.0.10.1:10080") // same subzone as n1
 	filter.expect(t, "127.0.10.1:10080")
 
 	sl, _ := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "reviews-a", metav1.GetOptions{})
 	sl.Endpoints[0].Conditions.Ready = ptr.To(false)
 	ok(t)(client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), sl, metav1.UpdateOptions{}))
-	install(t, in, &trees, srv.URL, next(t, updates, changed), 2)
+	k.installNext(t, 2)
 	expect(t, "127.0.10.2:10080") // same region and network, other zone
 	filter.expect(t, "127.0.10.2:10080")
 
 	svc, _ := client.CoreV1().Services("default").Get(context.Background(), "reviews", metav1.GetOptions{})
 	svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 	ok(t)(client.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}))
-	install(t, in, &trees, srv.URL, next(t, updates, changed), 3)
+	k.installNext(t, 3)
 	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("strict [node] with n1's endpoint unready: got %q, %v; want ECONNREFUSED", got, err)
 	}
@@ -86,7 +71,7 @@ func TestKernelFromKubernetes(t *testing.T) {
 	if err := client.CoreV1().Services("default").Delete(context.Background(), "reviews", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	install(t, in, &trees, srv.URL, next(t, updates, changed), 4)
+	k.installNext(t, 4)
 	if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("after the Service's deletion: got %q, %v; want ECONNREFUSED (no redirect, nothing on the VIP)", got, err)
 	}
@@ -183,6 +168,49 @@ func startSource(t *testing.T, client *fake.Clientset, updates chan kubernetes.U
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, func(u kubernetes.Update) { updates <- u }) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// kernelAgent is the agent's parts driven update by update: a Source on a
+// fake API (node n1), an installer attached to a private cgroup, and a tree
+// server.
+type kernelAgent struct {
+	updates  chan kubernetes.Update
+	in       *loader.Installer
+	trees    loader.TreeServer
+	url      string
+	locality shared.Locality // n1's, from the first update
+}
+
+// startKernelAgent starts a Source on client and installs its first update
+// with one service as generation 1, with the programs attached; everything
+// stops when the test ends.
+func startKernelAgent(t *testing.T, client *fake.Clientset) *kernelAgent {
+	t.Helper()
+	k := &kernelAgent{updates: make(chan kubernetes.Update, 64)}
+	startSource(t, client, k.updates)
+	first := next(t, k.updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
+	k.locality = first.Locality
+	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	k.in = in
+	srv := httptest.NewServer(&k.trees)
+	t.Cleanup(srv.Close)
+	k.url = srv.URL
+	install(t, in, &k.trees, k.url, first, 1)
+	if err := in.Attach(kerneltest.Cgroup(t)); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// installNext installs the next update that changes the reviews Service as
+// generation gen.
+func (k *kernelAgent) installNext(t *testing.T, gen uint64) {
+	t.Helper()
+	install(t, k.in, &k.trees, k.url, next(t, k.updates, changed), gen)
 }
 
 func changed(u kubernetes.Update) bool {

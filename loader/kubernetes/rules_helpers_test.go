@@ -1,9 +1,7 @@
 package kubernetes
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -25,25 +23,7 @@ func newIstio(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 // runIstio starts a Source on client and istio with the mesh config mesh.
 func runIstio(t testing.TB, client *fake.Clientset, istio *dynamicfake.FakeDynamicClient, mesh Mesh) *collector {
 	t.Helper()
-	src, err := New(Config{
-		Client: client, Istio: istio, Mesh: mesh, NodeName: "n0", ClusterID: "c1",
-		Debounce: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{ch: make(chan struct{}, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, c.publish) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return c
+	return collect(t, Config{Client: client, Istio: istio, Mesh: mesh, NodeName: "n0"})
 }
 
 // drObject is the API object of an oracle DestinationRule.
