@@ -99,7 +99,7 @@ func udpPick(in *Installer, vip string) (string, error) {
 	}
 	defer unix.Close(fd)
 	ap := netip.MustParseAddrPort(vip)
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+	if err := connectRetry(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
 		return "", fmt.Errorf("connect %s: %w", vip, err)
 	}
 	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)

@@ -95,7 +95,7 @@ func sockets(b *testing.B, n int, dir, home string) []int {
 // connection (no TIME_WAIT).
 func timedConnect(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
 	start := time.Now()
-	err := unix.Connect(fd, to)
+	err := connectRetry(fd, to)
 	d := time.Since(start)
 	if err != nil {
 		b.Fatalf("connect: %v", err)
@@ -427,7 +427,7 @@ func udpSocket(b *testing.B, dir, home string) int {
 
 func timedSend(b *testing.B, fd int, to unix.Sockaddr) time.Duration {
 	start := time.Now()
-	err := unix.Sendto(fd, []byte("q"), 0, to)
+	err := sendtoRetry(fd, []byte("q"), to)
 	d := time.Since(start)
 	if err != nil {
 		b.Fatalf("sendto: %v", err)

@@ -72,7 +72,7 @@ func askMapped(addr netip.Addr, port int) (string, error) {
 	defer unix.Close(fd)
 	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	if err := unix.Connect(fd, &unix.SockaddrInet6{Addr: addr.As16(), Port: port}); err != nil {
+	if err := connectRetry(fd, &unix.SockaddrInet6{Addr: addr.As16(), Port: port}); err != nil {
 		return "", err
 	}
 	sa, err := unix.Getpeername(fd)
@@ -83,7 +83,7 @@ func askMapped(addr netip.Addr, port int) (string, error) {
 		return "", fmt.Errorf("getpeername = %+v, want the VIP", sa)
 	}
 	buf := make([]byte, 64)
-	n, err := unix.Read(fd, buf)
+	n, err := readRetry(fd, buf)
 	if err != nil {
 		return "", err
 	}
