@@ -24,6 +24,12 @@ type Files struct {
 	docs   map[string]*document // by file path: what was last read
 	byHash map[uint64]string    // committed: a service's source hash → its name
 	reads  int                  // files read (tests)
+	// polled says a Poll has compared the files with the committed state
+	// without an error since the last one that failed: until then every
+	// Poll compares them, whether or not a file changed since the last, so
+	// a change read by a Poll that failed on another file is not lost.
+	polled   bool
+	reported string // the error the last failed Poll returned
 }
 
 // Change is what changed since the last committed Change: services added
@@ -87,13 +93,31 @@ func NewFiles(path string) *Files {
 // Poll reads the files that changed on disk since the last Poll and returns
 // the services that changed against the last committed state: nil when
 // nothing changed; an error naming the file (and line) for a file that
-// cannot be read or decoded, reported once per change of the files.
+// cannot be read or decoded (a directory entry that is a dangling symlink
+// or a symlink loop too). The same error is returned once, not by every
+// Poll while it lasts; a Poll after it compares every file with the
+// committed state again, so what changed meanwhile is reported once the
+// error is gone.
 func (f *Files) Poll() (*Change, error) {
+	ch, err := f.poll()
+	if err != nil {
+		f.polled = false
+		if err.Error() == f.reported {
+			return nil, nil
+		}
+		f.reported = err.Error()
+		return nil, err
+	}
+	f.polled, f.reported = true, ""
+	return ch, nil
+}
+
+func (f *Files) poll() (*Change, error) {
 	paths, err := f.list()
 	if err != nil {
 		return nil, err
 	}
-	changed := len(paths) != len(f.docs)
+	changed := !f.polled || len(paths) != len(f.docs)
 	docs := make([]*document, len(paths))
 	data := map[*document][]byte{}
 	var total int64

@@ -377,3 +377,48 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// TestFilesChangeKeptPastBadEntry: a change made while another entry of the
+// directory cannot be read (a symlink loop, a dangling symlink) is applied
+// once that entry is gone; the bad entry is reported once, not on every
+// Poll.
+func TestFilesChangeKeptPastBadEntry(t *testing.T) {
+	for name, bad := range map[string]func(dir string){
+		"symlink loop": func(dir string) {
+			os.Symlink("l2.yaml", filepath.Join(dir, "l1.yaml"))
+			os.Symlink("l1.yaml", filepath.Join(dir, "l2.yaml"))
+		},
+		"dangling symlink": func(dir string) { os.Symlink("/nonexistent", filepath.Join(dir, "zz.yaml")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "b.yml"), dirJSON(svcJSON("b", 1)))
+			f := NewFiles(dir)
+			expectChange(t, poll(t, f), []string{"b"}, nil)
+			bad(dir)
+			writeFile(t, filepath.Join(dir, "b.yml"), dirJSON(svcJSON("b", 2)))
+			if _, err := f.Poll(); err == nil {
+				t.Fatal("a bad entry in the directory: no error")
+			}
+			for range 3 {
+				if ch, err := f.Poll(); ch != nil || err != nil {
+					t.Fatalf("the same bad entry again: %+v %v, want nothing", ch, err)
+				}
+			}
+			for _, n := range []string{"l1.yaml", "l2.yaml", "zz.yaml"} {
+				os.Remove(filepath.Join(dir, n))
+			}
+			expectChange(t, poll(t, f), []string{"b"}, nil)
+		})
+	}
+}
+
+// TestFilesEmptyDirectory: a directory with no topology files is an error
+// on the first Poll, not an empty change.
+func TestFilesEmptyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "README"), "not a topology")
+	if ch, err := NewFiles(dir).Poll(); err == nil || !strings.Contains(err.Error(), "no services") {
+		t.Fatalf("empty directory: %+v %v, want an error saying it has no services", ch, err)
+	}
+}
