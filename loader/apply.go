@@ -81,7 +81,7 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 	if err := in.prepare(t, write); err != nil {
 		return Result{}, err
 	}
-	if err := in.makeRoom(len(in.installed)+len(plans)-len(gone), write); err != nil {
+	if err := in.makeRoom(in.servicesAfter(plans, gone), write); err != nil {
 		return Result{}, err
 	}
 	res := Result{Generation: t.Generation()}
@@ -103,6 +103,19 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 	res.Services, res.Endpoints = len(in.installed), in.endpoints
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// servicesAfter is the number of frontends installed once plans are
+// written and gone removed: a plan for a frontend already installed
+// replaces it.
+func (in *Installer) servicesAfter(plans []plan, gone []bpf.Frontend) int {
+	n := len(in.installed) - len(gone)
+	for _, p := range plans {
+		if _, ok := in.installed[p.fe]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // changedPlans are the plans of the named services that have a VIP in t,

@@ -245,3 +245,46 @@ func TestApplyServicesRefusedKeepsState(t *testing.T) {
 	}
 	checkInstalled(t, in, gone)
 }
+
+// TestApplyServicesAtCapacity: with exactly --max-services services
+// installed, a change to one of them still fits (it replaces itself), and a
+// service moving to another VIP frees its old frontend; one more service
+// does not fit.
+func TestApplyServicesAtCapacity(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 2, Nodes: 256, Endpoints: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var b shared.Builder
+	full := []shared.ServiceSpec{bigService("a", "127.77.9.1:80", 4, 9500), bigService("b", "127.77.9.2:80", 4, 9500)}
+	tree, err := b.Update(full, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ApplyServices(tree, nil); err != nil {
+		t.Fatal(err)
+	}
+	for gen, spec := range []shared.ServiceSpec{
+		bigService("a", "127.77.9.1:80", 5, 9500), // endpoints change
+		bigService("a", "127.77.9.3:80", 5, 9500), // the VIP moves
+	} {
+		tree, err := b.Update([]shared.ServiceSpec{spec}, nil, uint64(gen+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.ApplyServices(tree, []string{"a"}); err != nil {
+			t.Fatalf("change %d of an installed service at capacity: %v", gen, err)
+		}
+		b.Commit()
+		checkInstalled(t, in, tree)
+	}
+	more, err := b.Update([]shared.ServiceSpec{bigService("c", "127.77.9.4:80", 1, 9500)}, nil, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ApplyServices(more, []string{"c"}); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("a third service with capacity 2: %v, want ErrCapacity", err)
+	}
+}
