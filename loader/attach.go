@@ -102,6 +102,16 @@ func (in *Installer) attach(cgroup string, id uint64, h hook) (attached, error) 
 			return attached{}, fmt.Errorf("%w: %w", ErrPinned, err)
 		}
 	}
+	// Another agent's program on the same hook (one with other pins, or
+	// none) would run beside ours, and the kernel's multi-attach order
+	// decides whose tree a connect uses: refuse instead of serving a tree
+	// nothing reads.
+	if other, err := attachedProgram(cgroup, h); err != nil || other != "" {
+		if err == nil {
+			err = fmt.Errorf("%w: %s is already attached to %s by another agent (one with another --bpffs directory, or with none); stop it, or remove it with `loctree agent uninstall --cgroup %s --bpffs ITS_DIR`", ErrOtherAgent, other, cgroup, cgroup)
+		}
+		return attached{}, err
+	}
 	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroup, Attach: h.attach, Program: prog})
 	if err != nil {
 		return attached{}, err
@@ -197,32 +207,45 @@ func unpinLink(path string) error {
 
 // checkDetached fails if a program named lt_* is attached to cgroup.
 func checkDetached(cgroup string) error {
-	f, err := os.Open(cgroup)
-	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
-	}
-	defer f.Close()
 	for _, h := range hooks {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: h.attach})
+		name, err := attachedProgram(cgroup, h)
 		if err != nil {
-			return fmt.Errorf("query %s: %w", cgroup, err)
+			return err
 		}
-		for _, p := range res.Programs {
-			prog, err := ebpf.NewProgramFromID(p.ID)
-			if errors.Is(err, os.ErrPermission) {
-				slog.Warn("cannot check that no loctree program is still attached: reading attached programs needs CAP_SYS_ADMIN",
-					"cgroup", cgroup, "hook", h.name, "program_id", p.ID)
-				continue
-			}
-			if err != nil {
-				continue // detached or unloaded since the query
-			}
-			info, err := prog.Info()
-			prog.Close()
-			if err == nil && strings.HasPrefix(info.Name, "lt_") {
-				return fmt.Errorf("program %s is still attached to %s (attached by another bpffs dir?)", info.Name, cgroup)
-			}
+		if name != "" {
+			return fmt.Errorf("program %s is still attached to %s (attached by another bpffs dir?)", name, cgroup)
 		}
 	}
 	return nil
+}
+
+// attachedProgram is the name of a loctree program (named lt_*) attached to
+// cgroup at h's hook, "" when there is none.
+func attachedProgram(cgroup string, h hook) (string, error) {
+	f, err := os.Open(cgroup)
+	if err != nil {
+		return "", fmt.Errorf("cgroup: %w", err)
+	}
+	defer f.Close()
+	res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: h.attach})
+	if err != nil {
+		return "", fmt.Errorf("query %s: %w", cgroup, err)
+	}
+	for _, p := range res.Programs {
+		prog, err := ebpf.NewProgramFromID(p.ID)
+		if errors.Is(err, os.ErrPermission) {
+			slog.Warn("cannot check whether another loctree program is attached: reading attached programs needs CAP_SYS_ADMIN",
+				"cgroup", cgroup, "hook", h.name, "program_id", p.ID)
+			continue
+		}
+		if err != nil {
+			continue // detached or unloaded since the query
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err == nil && strings.HasPrefix(info.Name, "lt_") {
+			return info.Name, nil
+		}
+	}
+	return "", nil
 }

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -43,5 +44,39 @@ func attachFails(t *testing.T, pinned bool) {
 	}
 	if err := checkDetached(cg); err != nil {
 		t.Fatalf("after the failed Attach: %v", err)
+	}
+}
+
+// TestAttachRefusesSecondAgent: a second agent (other pins, or none) on a
+// cgroup that already runs an agent's programs is refused, naming the
+// problem, and attaches nothing; the first keeps its hooks. Both with pins
+// in the same directory is a restart: the links are re-adopted.
+func TestAttachRefusesSecondAgent(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cg := kerneltest.Cgroup(t)
+	loc := shared.Locality{"region": "r1"}
+	first, err := Open(Config{Locality: loc, BPFFS: kerneltest.BPFFS(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := first.Attach(cg); err != nil {
+		t.Fatal(err)
+	}
+	for _, bpffs := range []string{kerneltest.BPFFS(t), ""} {
+		second, err := Open(Config{Locality: loc, BPFFS: bpffs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = second.Attach(cg)
+		second.Close()
+		if !errors.Is(err, ErrOtherAgent) || !strings.Contains(err.Error(), "lt_connect4") {
+			t.Fatalf("second agent (bpffs %q) on the same cgroup: %v, want ErrOtherAgent naming lt_connect4", bpffs, err)
+		}
+	}
+	for _, h := range hooks {
+		if name, err := attachedProgram(cg, h); err != nil || name != h.name {
+			t.Fatalf("hook %s after the refused agents: %q %v, want the first agent's program", h.name, name, err)
+		}
 	}
 }

@@ -11,6 +11,9 @@ var (
 	// re-adopted: maps created with other capacities or another layout
 	// (without Config.Replace), or links attached to another cgroup.
 	ErrPinned = errors.New("pinned BPF objects cannot be re-adopted")
+	// ErrOtherAgent means another agent's programs are attached to the
+	// cgroup: one agent per cgroup.
+	ErrOtherAgent = errors.New("another loctree agent serves this cgroup")
 	// ErrNoTree means no tree has been installed yet.
 	ErrNoTree = errors.New("no tree installed yet")
 )
