@@ -14,6 +14,7 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
@@ -29,7 +30,7 @@ type AgentConfig struct {
 	BPFFS          string // bpffs directory for pins; "" pins nothing
 	Listen         string // address of /healthz, /metrics and /v1/tree; "" serves nothing
 	Once           bool   // install, attach and return
-	Capacity       Capacity
+	Capacity       kernel.Capacity
 	Watch          time.Duration // how often the topology file is checked (default 1s)
 	// Source, when set, replaces the topology file: its updates are installed
 	// and its own-node locality replaces Locality once known.
@@ -43,7 +44,7 @@ type AgentConfig struct {
 type agent struct {
 	cfg        AgentConfig
 	log        *slog.Logger
-	in         *Installer
+	in         *kernel.Installer
 	trees      TreeServer
 	metrics    *Metrics
 	ready      atomic.Bool    // the programs are attached: the kernel path is live
@@ -77,20 +78,20 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 	if cfg.Source == nil {
 		a.built = a.buildFirst()
 	}
-	in, err := Open(Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log, Replace: true})
+	in, err := kernel.Open(kernel.Config{BPFFS: cfg.BPFFS, Capacity: cfg.Capacity, Locality: cfg.Locality, Logger: a.log, Replace: true})
 	if err != nil {
 		if fresh {
-			Uninstall("", cfg.BPFFS)
+			kernel.Uninstall("", cfg.BPFFS)
 		}
 		return err
 	}
 	a.in = in
-	a.metrics.kernel = in.k.stats
-	a.metrics.picks = in.k.priorityPicks
+	a.metrics.kernel = in.Stats
+	a.metrics.picks = in.PriorityPicks
 	if err := a.startAndServe(ctx); err != nil {
 		in.Close()
 		if fresh { // leave the node as it was: no pins from a failed first start
-			Uninstall("", cfg.BPFFS)
+			kernel.Uninstall("", cfg.BPFFS)
 		}
 		return err
 	}

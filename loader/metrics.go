@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/loader/kernel"
 )
 
 // installBuckets are the upper bounds (seconds) of the install latency
@@ -48,7 +49,7 @@ func newMetrics() *Metrics {
 }
 
 // installed records a successful Apply.
-func (m *Metrics) installed(r Result) {
+func (m *Metrics) installed(r kernel.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.installs++

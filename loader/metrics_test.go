@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/loader/kernel"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -16,8 +17,8 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // TestMetricsGolden pins the Prometheus text output.
 func TestMetricsGolden(t *testing.T) {
 	m := newMetrics()
-	m.installed(Result{Generation: 7, Services: 5, Endpoints: 14, Rewritten: 5, Duration: 3 * time.Millisecond})
-	m.installed(Result{Generation: 8, Services: 5, Endpoints: 15, Rewritten: 1, Duration: 200 * time.Millisecond})
+	m.installed(kernel.Result{Generation: 7, Services: 5, Endpoints: 14, Rewritten: 5, Duration: 3 * time.Millisecond})
+	m.installed(kernel.Result{Generation: 8, Services: 5, Endpoints: 15, Rewritten: 1, Duration: 200 * time.Millisecond})
 	m.failed()
 	m.setRefused(2)
 	m.setPins(false)

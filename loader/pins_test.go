@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/loader/kernel"
 )
 
 // TestPinsVanish: the bpffs under a running agent is unmounted. The
@@ -25,7 +26,7 @@ func TestPinsVanish(t *testing.T) {
 	cfg := oneServiceAgent(t, "127.77.4.1:80", "127.0.23.1:9500")
 	mnt := kerneltest.BPFFS(t)
 	cfg.BPFFS = filepath.Join(mnt, "loctree")
-	t.Cleanup(func() { Uninstall(cfg.Cgroup, cfg.BPFFS) })
+	t.Cleanup(func() { kernel.Uninstall(cfg.Cgroup, cfg.BPFFS) })
 	runAgent(t, cfg)
 	listen, dir := cfg.Listen, cfg.BPFFS
 	healthz := func(want int) func() error {
@@ -57,7 +58,7 @@ func TestPinsVanish(t *testing.T) {
 		t.Fatal(err)
 	}
 	kerneltest.Eventually(t, 10*time.Second, "agent pins again", healthz(http.StatusOK))
-	for _, name := range []string{"lt_frontends", "lt_endpoints", "link_lt_connect4", "link_lt_sock_release", mapGeneration} {
+	for _, name := range []string{"lt_frontends", "lt_endpoints", "link_lt_connect4", "link_lt_sock_release", "lt_generation"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("after the remount: %v", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/syncbuf"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
@@ -63,7 +64,7 @@ func TestSourceServiceRefusedAlone(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("agent: %v", err)
 		}
-		Uninstall("", dir)
+		kernel.Uninstall("", dir)
 	})
 	answers := func(vip, want string) func() error {
 		return func() error {

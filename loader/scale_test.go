@@ -17,6 +17,7 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -135,14 +136,14 @@ func startScaleAgent(tb testing.TB, mesh *scaleMesh) *scaleAgent {
 	start := time.Now()
 	go func() {
 		done <- Run(ctx, AgentConfig{Topology: mesh.path, Locality: scaleLocality, Cgroup: cg, BPFFS: dir,
-			Watch: 10 * time.Millisecond, Capacity: Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18}})
+			Watch: 10 * time.Millisecond, Capacity: kernel.Capacity{Services: 4096, Nodes: 1 << 18, Endpoints: 1 << 18}})
 	}()
 	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			tb.Errorf("agent: %v", err)
 		}
-		Uninstall("", dir)
+		kernel.Uninstall("", dir)
 	})
 	a := &scaleAgent{mesh: mesh}
 	// One Apply publishes the services one after another: wait for all.
@@ -168,7 +169,7 @@ func startScaleAgent(tb testing.TB, mesh *scaleMesh) *scaleAgent {
 
 func (a *scaleAgent) value(s int) (bpf.Service, error) {
 	var v bpf.Service
-	fe := frontendOf(mustAddrPort(scaleVIP(s)))
+	fe := kernel.FrontendOf(mustAddrPort(scaleVIP(s)))
 	err := a.frontends.Lookup(&fe, &v)
 	return v, err
 }

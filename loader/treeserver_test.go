@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/loctree/loctree/internal/topology"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -31,7 +32,7 @@ func TestTreeServer(t *testing.T) {
 	if resp, _ := get(""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("before a tree: %d, want 503", resp.StatusCode)
 	}
-	tree, err := shared.Build(mesh(), shared.BuildOptions{Generation: 42})
+	tree, err := shared.Build(topology.Default(), shared.BuildOptions{Generation: 42})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -148,7 +149,7 @@ func checkAgentFlags(cfg *loader.AgentConfig) error {
 // checkCapacity refuses 0 (the installer would silently use the default)
 // and sizes beyond what a tree can hold (docs/FORMAT.md limits; nodes and
 // endpoints twice, for the old and the new copy during an update).
-func checkCapacity(c loader.Capacity) error {
+func checkCapacity(c kernel.Capacity) error {
 	for _, f := range []struct {
 		flag   string
 		v, max uint32
@@ -165,8 +166,8 @@ func checkCapacity(c loader.Capacity) error {
 	return nil
 }
 
-func capacityFlags(cmd *cobra.Command, c *loader.Capacity) {
-	d := loader.DefaultCapacity
+func capacityFlags(cmd *cobra.Command, c *kernel.Capacity) {
+	d := kernel.DefaultCapacity()
 	f := cmd.Flags()
 	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP (1..65536)")
 	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services and their child tables, about 3 entries per node (updates need room for old and new copies; 1..2^26)")

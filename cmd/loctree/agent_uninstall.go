@@ -6,15 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kernel"
 )
 
-// uninstall runs loader.Uninstall and prints what it removed: the pins in
+// uninstall runs kernel.Uninstall and prints what it removed: the pins in
 // bpffs that were there before and are gone after, and the directory.
 func uninstall(w io.Writer, cgroup, bpffs string) error {
 	before := dirNames(bpffs)
 	_, dirErr := os.Stat(bpffs)
-	err := loader.Uninstall(cgroup, bpffs)
+	err := kernel.Uninstall(cgroup, bpffs)
 	after := map[string]bool{}
 	for _, n := range dirNames(bpffs) {
 		after[n] = true

@@ -17,7 +17,7 @@ import (
 
 	"github.com/loctree/loctree/internal/syncbuf"
 	"github.com/loctree/loctree/internal/wasmtest"
-	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -117,7 +117,7 @@ func TestReliabilityServeWorkersRange(t *testing.T) {
 // over what the format holds are refused; checked without running the
 // agent.
 func TestReliabilityAgentCapacityRange(t *testing.T) {
-	for _, c := range []loader.Capacity{
+	for _, c := range []kernel.Capacity{
 		{Services: 0, Nodes: 1, Endpoints: 1, Sockets: 1},
 		{Services: 1, Nodes: 0, Endpoints: 1, Sockets: 1},
 		{Services: 1 << 20, Nodes: 1, Endpoints: 1, Sockets: 1},
@@ -126,7 +126,7 @@ func TestReliabilityAgentCapacityRange(t *testing.T) {
 			t.Errorf("%+v: error %v, want the allowed range", c, err)
 		}
 	}
-	if err := checkCapacity(loader.DefaultCapacity); err != nil {
+	if err := checkCapacity(kernel.DefaultCapacity()); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
 }

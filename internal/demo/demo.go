@@ -25,6 +25,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -195,7 +196,7 @@ func (d *demo) startAgent(ctx context.Context) (*agentRun, error) {
 	cfg := loader.AgentConfig{
 		Topology: d.topo, Locality: sources[0].Locality, CgroupLocality: map[string]shared.Locality{},
 		Cgroup: d.env.attach, BPFFS: filepath.Join(d.env.bpffsMount, "loctree"), Listen: d.agent,
-		Capacity: loader.DefaultCapacity, Watch: 50 * time.Millisecond, Logger: d.log.With("component", "agent"),
+		Capacity: kernel.DefaultCapacity(), Watch: 50 * time.Millisecond, Logger: d.log.With("component", "agent"),
 	}
 	for _, s := range sources {
 		cfg.CgroupLocality[d.env.sourceCg[s.Name]] = s.Locality
@@ -206,7 +207,7 @@ func (d *demo) startAgent(ctx context.Context) (*agentRun, error) {
 	d.env.undo = append(d.env.undo, func() error {
 		cancel()
 		<-run.stopped
-		if err := loader.Uninstall(cfg.Cgroup, cfg.BPFFS); err != nil {
+		if err := kernel.Uninstall(cfg.Cgroup, cfg.BPFFS); err != nil {
 			return err
 		}
 		return run.err

@@ -29,6 +29,7 @@ import (
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/loader"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/kubernetes"
 	"github.com/loctree/loctree/shared"
 )
@@ -175,7 +176,7 @@ func startSource(t *testing.T, client *fake.Clientset, updates chan kubernetes.U
 // server.
 type kernelAgent struct {
 	updates  chan kubernetes.Update
-	in       *loader.Installer
+	in       *kernel.Installer
 	trees    loader.TreeServer
 	url      string
 	locality shared.Locality // n1's, from the first update
@@ -190,7 +191,7 @@ func startKernelAgent(t *testing.T, client *fake.Clientset) *kernelAgent {
 	startSource(t, client, k.updates)
 	first := next(t, k.updates, func(u kubernetes.Update) bool { return len(u.Topology.Services) == 1 })
 	k.locality = first.Locality
-	in, err := loader.Open(loader.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
+	in, err := kernel.Open(kernel.Config{Locality: first.Locality, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func next(t *testing.T, updates chan kubernetes.Update, ok func(kubernetes.Updat
 
 // install builds u as generation gen, installs it and checks that the tree
 // server serves exactly those bytes.
-func install(t *testing.T, in *loader.Installer, trees *loader.TreeServer, url string, u kubernetes.Update, gen uint64) {
+func install(t *testing.T, in *kernel.Installer, trees *loader.TreeServer, url string, u kubernetes.Update, gen uint64) {
 	t.Helper()
 	tree, err := shared.Build(u.Topology, shared.BuildOptions{Generation: gen})
 	if err != nil {

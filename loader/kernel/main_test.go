@@ -1,0 +1,10 @@
+package kernel
+
+import (
+	"testing"
+
+	"github.com/loctree/loctree/internal/kerneltest"
+)
+
+// TestMain runs the kernel tests in a network namespace of their own.
+func TestMain(m *testing.M) { kerneltest.Main(m) }

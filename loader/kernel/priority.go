@@ -1,0 +1,160 @@
+package kernel
+
+import (
+	"cmp"
+	"encoding/binary"
+	"slices"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/shared"
+)
+
+// noRegion is bpf.Service.RegionAt of a service without a scope "region".
+const noRegion = 0xff
+
+// hasLoads reports whether the kernel computes s's priority load: then it
+// needs the aux trees, the failover rules and every endpoint, not only the
+// eligible ones.
+func hasLoads(s *shared.Service) bool { return s.OverprovisioningFactor != 0 }
+
+// nodeLen is the number of node map entries s takes: its tree, and with a
+// priority load its two aux trees and one entry per failover rule.
+func nodeLen(s *shared.Service) uint32 {
+	if !hasLoads(s) {
+		return s.NodeCount + netCount(s)
+	}
+	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s)
+}
+
+// distStride is the node records of one distribute rule's block
+// (bpf/distribute.h): three for its from and priority, three per target.
+const distStride = 3 + 3*shared.MaxDistributeTargets
+
+// distLen is the node map entries of s's distribute rules: a block per
+// rule and one for a source no rule applies to.
+func distLen(s *shared.Service) uint32 {
+	if len(s.Distribute) == 0 {
+		return 0
+	}
+	return uint32(len(s.Distribute)+1) * distStride
+}
+
+// epLen is the number of endpoint map entries s takes: the eligible
+// endpoints, or with a priority load all of them, or with the network rule
+// all of them and the copies of the eligible ones that follow them.
+func epLen(s *shared.Service) uint32 {
+	switch {
+	case hasLoads(s):
+		return s.EpTotal
+	case s.NetworkRule:
+		return s.EpTotal + s.EpEligible
+	}
+	return s.EpEligible
+}
+
+// auxRecords are the records of s's degraded and unhealthy trees,
+// consecutive in the aux section, copied as node records are.
+func auxRecords(t *shared.Tree, s *shared.Service) []byte {
+	if !hasLoads(s) {
+		return nil
+	}
+	first, n := s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1]
+	return t.AuxNodeRecords()[int(first)*shared.NodeRecordSize : int(first+n)*shared.NodeRecordSize]
+}
+
+// ruleRecords are s's failover rules as the kernel searches them: node
+// records sorted by the from-region's label, the to-region's label in lo
+// (low half) and hi (high half).
+func ruleRecords(s *shared.Service) []byte {
+	if hasLoads(s) && len(s.Distribute) > 0 {
+		return distRecords(s)
+	}
+	if !hasLoads(s) || len(s.Failover) == 0 {
+		return nil
+	}
+	rules := make([][2]uint64, len(s.Failover))
+	for i, r := range s.Failover {
+		rules[i] = [2]uint64{shared.Label(r.From), shared.Label(r.To)}
+	}
+	slices.SortFunc(rules, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	out := make([]byte, 0, len(rules)*shared.NodeRecordSize)
+	for _, r := range rules {
+		out = binary.LittleEndian.AppendUint64(out, r[0])
+		out = binary.LittleEndian.AppendUint64(out, r[1])
+		out = append(out, make([]byte, 8)...)
+	}
+	return out
+}
+
+// regionAt is the index of s's scope "region", or noRegion.
+func regionAt(s *shared.Service) uint8 {
+	if i := slices.Index(s.Scopes, "region"); i >= 0 {
+		return uint8(i)
+	}
+	return noRegion
+}
+
+// setLoads fills the priority-load fields of v, a service whose nodes start
+// at map index nb: the aux trees follow its own tree, the rules follow them.
+func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
+	v.MinRank = uint8(s.MinRank)
+	if !hasLoads(s) {
+		return
+	}
+	aux := nb + s.NodeCount
+	v.Of = uint16(s.OverprovisioningFactor)
+	v.Panic = uint8(s.PanicThreshold)
+	v.RegionAt = regionAt(s)
+	v.AuxDelta = aux - s.AuxRoot[0]
+	v.AuxRoot = [2]uint32{aux, aux + s.AuxCount[0]}
+	v.Rules = aux + s.AuxCount[0] + s.AuxCount[1]
+	v.RuleCount = uint8(len(s.Failover))
+	v.DistCount = uint8(len(s.Distribute))
+}
+
+// distRecords are s's distribute rules as the kernel reads them
+// (bpf/distribute.h): per rule, then for a source no rule applies to, the
+// precomputed priority of shared.Service.RuleLoads: the from prefix, the
+// loads, panic and counts, and per target its span and effective weight
+// in each set.
+func distRecords(s *shared.Service) []byte {
+	out := make([]byte, 0, int(distLen(s))*shared.NodeRecordSize)
+	for k := range len(s.Distribute) + 1 {
+		out = appendDistBlock(out, s.DistributeFrom(k), s.RuleLoads(k))
+	}
+	return out
+}
+
+// appendDistBlock appends one rule's block of distStride node records.
+func appendDistBlock(out []byte, from []uint64, l *shared.Loads) []byte {
+	var seg [3]uint64
+	copy(seg[:], from)
+	flags := uint32(l.Healthy[0]) | uint32(l.Degraded[0])<<8
+	if l.InPanic(0) {
+		flags |= 1 << 16
+	}
+	if l.N > 0 {
+		flags |= 1 << 24
+	}
+	c := l.Counts[0]
+	out = appendNode(out, seg[0], uint32(len(from)), uint32(l.NTargets), flags, 0)
+	out = appendNode(out, seg[1], c.Healthy, c.Degraded, c.Total, 0)
+	out = appendNode(out, seg[2], 0, 0, 0, 0)
+	for i := range shared.MaxDistributeTargets {
+		spans := l.TargetSpans(i)
+		h, d := l.TargetWeights(i)
+		for set, w := range []uint64{h, d, 0} {
+			out = appendNode(out, w, spans[set].Lo, spans[set].Hi, 0, 0)
+		}
+	}
+	return out
+}
+
+// appendNode appends one node record (docs/FORMAT.md "Node record").
+func appendNode(out []byte, label uint64, lo, hi, firstChild, childCount uint32) []byte {
+	out = binary.LittleEndian.AppendUint64(out, label)
+	for _, v := range []uint32{lo, hi, firstChild, childCount} {
+		out = binary.LittleEndian.AppendUint32(out, v)
+	}
+	return out
+}
