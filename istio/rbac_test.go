@@ -19,11 +19,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 
 // TestClusterRoleIsWhatTheAgentCalls runs the agent's Kubernetes source
-// (loader/kubernetes, with client-go's informers and event recorder) on
+// (loader/source/kubernetes, with client-go's informers and event recorder) on
 // client-go's fake clientset and fake dynamic client (DestinationRules), records every API call it makes, and checks
 // that the ClusterRole grants exactly those (group, resource, verb) triples:
 // nothing the agent needs is missing, nothing is granted that it never

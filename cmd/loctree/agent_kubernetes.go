@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 	"github.com/loctree/loctree/loader/source"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/wasmtest"
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 
 // TestFilterPicksPerPortWithIstioMetadata: the Kubernetes source names a
@@ -40,7 +40,7 @@ func TestFilterPicksPerPortWithIstioMetadata(t *testing.T) {
 		"xds.node.locality.region": "r1", "xds.node.locality.zone": "z1"} {
 		props.SetString(host.SplitPath(path), v)
 	}
-	h, err := host.New(context.Background(), wasmtest.Bytes(t, "../../filter"), host.Options{
+	h, err := host.New(context.Background(), wasmtest.Bytes(t, "../../../filter"), host.Options{
 		PluginConfig: []byte(`{"topology":` + string(top) + `,"fallbacks":2}`), Properties: props})
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func newEventSink(client Client, node string) *eventSink {
 var eventScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
-		panic("loader/kubernetes: core/v1 scheme: " + err.Error())
+		panic("loader/source/kubernetes: core/v1 scheme: " + err.Error())
 	}
 	return s
 }()

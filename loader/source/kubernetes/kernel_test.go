@@ -30,7 +30,7 @@ import (
 	"github.com/loctree/loctree/internal/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kernel"
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -87,7 +87,7 @@ type wasmFilter struct {
 
 func newFilter(t *testing.T, agentURL string, loc shared.Locality) *wasmFilter {
 	t.Helper()
-	module := wasmtest.Bytes(t, "../../filter")
+	module := wasmtest.Bytes(t, "../../../filter")
 	const cluster = "outbound|15099||loctree-agent.loctree-system.svc.cluster.local"
 	conf, _ := json.Marshal(map[string]any{"tree": map[string]any{"cluster": cluster}, "locality": loc})
 	h, err := host.New(context.Background(), module, host.Options{PluginConfig: conf, ManualTicks: true,

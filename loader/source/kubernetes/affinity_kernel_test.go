@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 
 // TestKernelSessionAffinityFromKubernetes: a Service with sessionAffinity:

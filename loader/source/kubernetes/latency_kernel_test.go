@@ -17,7 +17,7 @@ import (
 
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/loader"
-	"github.com/loctree/loctree/loader/kubernetes"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 
 // TestUpdateLatencyFromKubernetes: an EndpointSlice change through the fake
