@@ -19,7 +19,7 @@ import (
 // scriptSource publishes the updates sent on its channel.
 type scriptSource chan source.Update
 
-func (s scriptSource) Run(ctx context.Context, publish func(source.Update)) error {
+func (s scriptSource) Run(ctx context.Context, publish func(source.Update) error) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -49,7 +49,8 @@ func TestSourceServiceRefusedAlone(t *testing.T) {
 		return s
 	}
 	update := func(changed []string, services ...shared.ServiceSpec) source.Update {
-		return source.Update{Topology: &shared.Topology{Services: services}, Changed: changed}
+		top := &shared.Topology{Services: services}
+		return source.Update{Topology: top, Services: source.TopologyServices(top), Changed: changed}
 	}
 	src := make(scriptSource, 1)
 	logs := &syncbuf.Buffer{}

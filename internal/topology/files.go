@@ -41,6 +41,7 @@ type Change struct {
 	Removes []string // sorted
 	Nodes   []shared.NodeSpec
 	pending []pending
+	byName  map[string]int // index in pending
 	byHash  map[uint64]string
 	files   *Files
 }
@@ -57,11 +58,8 @@ type pending struct {
 // and passes each to yield; it stops at the first error (a decoding error
 // names the file and line). The specs are not kept.
 func (c *Change) Each(yield func(*shared.ServiceSpec) error) error {
-	for _, p := range c.pending {
-		spec, err := p.part.decode(p.data, p.doc)
-		if err == nil && spec.Name != p.name {
-			err = fmt.Errorf("%s: service %q read as %q", p.doc, p.name, spec.Name)
-		}
+	for i := range c.pending {
+		spec, err := c.pending[i].decode()
 		if err == nil {
 			err = yield(spec)
 		}
@@ -70,6 +68,47 @@ func (c *Change) Each(yield func(*shared.ServiceSpec) error) error {
 		}
 	}
 	return nil
+}
+
+// Changed names the services added, replaced or removed, sorted.
+func (c *Change) Changed() []string {
+	out := slices.Concat(c.Names, c.Removes)
+	slices.Sort(out)
+	return out
+}
+
+// Has reports whether c adds or replaces the service.
+func (c *Change) Has(name string) bool {
+	_, ok := c.index()[name]
+	return ok
+}
+
+// Spec decodes a service c adds or replaces; an error names the file and
+// line. The spec is not kept: each call decodes it again.
+func (c *Change) Spec(name string) (*shared.ServiceSpec, error) {
+	i, ok := c.index()[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: no changed service %q", c.files.path, name)
+	}
+	return c.pending[i].decode()
+}
+
+func (c *Change) index() map[string]int {
+	if c.byName == nil {
+		c.byName = make(map[string]int, len(c.pending))
+		for i, p := range c.pending {
+			c.byName[p.name] = i
+		}
+	}
+	return c.byName
+}
+
+func (p *pending) decode() (*shared.ServiceSpec, error) {
+	spec, err := p.part.decode(p.data, p.doc)
+	if err == nil && spec.Name != p.name {
+		err = fmt.Errorf("%s: service %q read as %q", p.doc, p.name, spec.Name)
+	}
+	return spec, err
 }
 
 // Services decodes every added or replaced service.

@@ -27,7 +27,7 @@ type collector struct {
 	ch      chan struct{}
 }
 
-func (c *collector) publish(u Update) {
+func (c *collector) publish(u Update) error {
 	c.mu.Lock()
 	c.updates = append(c.updates, u)
 	c.mu.Unlock()
@@ -35,6 +35,7 @@ func (c *collector) publish(u Update) {
 	case c.ch <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 func (c *collector) count() int {

@@ -167,7 +167,7 @@ func startSource(t *testing.T, client *fake.Clientset, updates chan kubernetes.U
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, func(u kubernetes.Update) { updates <- u }) }()
+	go func() { done <- src.Run(ctx, func(u kubernetes.Update) error { updates <- u; return nil }) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 

@@ -29,7 +29,7 @@ func TestUpdateObservedAtEventArrival(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- src.Run(ctx, func(u Update) { published <- time.Now(); c.publish(u) })
+		done <- src.Run(ctx, func(u Update) error { published <- time.Now(); return c.publish(u) })
 	}()
 	defer func() { cancel(); <-done }()
 	c.waitFor(t, 0, "the first update", func(u Update) bool { return len(u.Topology.Services) == 1 })

@@ -317,7 +317,7 @@ func (s *Source) takeDirty() dirtySet {
 // update and then one update per debounced batch of changes that altered the
 // topology or this node's locality. It returns nil when ctx ends, or
 // ErrNotSynced if the caches never synced. publish runs on Run's goroutine.
-func (s *Source) Run(ctx context.Context, publish func(Update)) error {
+func (s *Source) Run(ctx context.Context, publish func(Update) error) error {
 	s.events = newEventSink(s.cfg.Client, s.cfg.NodeName)
 	defer s.events.shutdown()
 	ctx, cancel := context.WithCancel(ctx)
@@ -331,7 +331,7 @@ func (s *Source) Run(ctx context.Context, publish func(Update)) error {
 	s.mark(func(d *dirtySet) { d.all = true })
 	for s.wait(ctx) {
 		if u, ok := s.sync(); ok {
-			publish(u)
+			s.state.applied(u, publish(u))
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -23,6 +24,9 @@ type state struct {
 	localities map[string]shared.Locality      // node name → locality
 	nodeList   []shared.NodeSpec
 	published  bool
+	// rejected are the services of updates the agent rejected since the
+	// last it applied: named again in the next update.
+	rejected map[string]struct{}
 }
 
 func newState() *state {
@@ -55,17 +59,37 @@ func (s *Source) sync() (Update, bool) {
 	if st.published && len(changed) == 0 && len(moved) == 0 {
 		return Update{}, false
 	}
+	for name := range st.rejected {
+		changed[name] = struct{}{}
+	}
 	st.published = true
 	if len(moved) > 0 {
 		st.nodeList = nodeSpecs(st.localities)
 	}
+	top := &shared.Topology{Services: st.allServices(), Nodes: st.nodeList}
 	return Update{
-		Topology:        &shared.Topology{Services: st.allServices(), Nodes: st.nodeList},
+		Topology:        top,
+		Services:        source.TopologyServices(top),
 		Locality:        st.localities[s.cfg.NodeName],
 		Changed:         slices.Sorted(maps.Keys(changed)),
 		LocalityChanged: ownMoved,
 		Observed:        d.since,
 	}, true
+}
+
+// applied records whether the agent applied the update just published; the
+// services of a rejected one are named again in the next.
+func (st *state) applied(u Update, err error) {
+	if err == nil {
+		st.rejected = nil
+		return
+	}
+	if st.rejected == nil {
+		st.rejected = map[string]struct{}{}
+	}
+	for _, name := range u.Changed {
+		st.rejected[name] = struct{}{}
+	}
 }
 
 // everything marks every known and every listed Service and Node dirty.
