@@ -309,10 +309,6 @@ func (in *Installer) prepare(t *shared.Tree, changed []plan) error {
 	return nil
 }
 
-// regionLen is the node map entries p's node region takes: its records
-// and its child table.
-func regionLen(p plan) uint32 { return uint32(len(p.region) / shared.NodeRecordSize) }
-
 // write copies a service's records to fresh regions and publishes them.
 func (in *Installer) write(t *shared.Tree, p plan) error {
 	s := p.svc
@@ -328,19 +324,10 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	if _, err := in.k.eps.WriteAt(eps, int64(eb)*shared.EndpointRecordSize); err != nil {
 		return fmt.Errorf("write endpoints of %s: %w", s.Name, err)
 	}
-	v := bpf.Service{
-		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
-		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
-		NodeBase: nb, NodeLen: regionLen(p), EpBase: eb, EpLen: epLen(s),
-		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
-		AffinityTimeout: s.AffinityTimeout,
-	}
 	if err := in.writeAffinityEps(p, eps[:affinityLen(s)*shared.EndpointRecordSize], eb); err != nil {
 		return err
 	}
-	setLoads(&v, s, nb)
-	setNetworkRule(&v, s, nb)
-	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
+	v := serviceValue(t, p, nb, eb)
 	old, had := in.installed[p.fe]
 	if had {
 		v.Slot = old.Slot

@@ -202,18 +202,3 @@ func kidLen(s *shared.Service) uint32 {
 	}
 	return 2*(nodes-min(nodes, trees)) + kidProbes
 }
-
-// regionOf is what s's node region holds: its records (its tree, and its
-// aux trees and rules or its network tree) and its child table, and the
-// table's home slots. scratch is reused space for placing the table.
-func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
-	nodes, _ := records(t, s)
-	aux, rules, net := auxRecords(t, s), ruleRecords(s), netRecords(t, s)
-	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*shared.NodeRecordSize)
-	region = append(append(append(append(region, nodes...), aux...), rules...), net...)
-	region, slots, err := appendKids(region, kidTrees(s), scratch)
-	if err != nil {
-		return nil, 0, fmt.Errorf("service %s: %w", s.Name, err)
-	}
-	return region, slots, nil
-}

@@ -39,14 +39,6 @@ func sourceLabels(s *shared.Service, src shared.Locality) [shared.MaxLevels]uint
 	return out
 }
 
-// records are the byte ranges of a service's nodes and of the endpoints
-// the kernel reads (eligible ones; all of them with a priority load).
-func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
-	nodes = t.NodeRecords()[int(s.Root)*shared.NodeRecordSize : int(s.Root+s.NodeCount)*shared.NodeRecordSize]
-	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+epLen(s))*shared.EndpointRecordSize]
-	return nodes, eps
-}
-
 // scopeKeys are the labels of s's scope keys, which the programs match a
 // cgroup's own locality against.
 func scopeKeys(s *shared.Service) [shared.MaxLevels]uint64 {

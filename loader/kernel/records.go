@@ -1,0 +1,59 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/shared"
+)
+
+// The records of one service, as the programs read them (docs/FORMAT.md;
+// bpf/loctree.h): a node region, an endpoint region, and the frontends
+// map value that locates both. Each part's layout lives with its concept
+// (kids.go: the child table; priority.go: the aux trees, failover and
+// distribute rules; network.go: the network tree; affinity.go: the
+// consistent_hash backends); this file puts them together.
+
+// regionOf is what s's node region holds: its records (its tree, and its
+// aux trees and rules or its network tree) and its child table, and the
+// table's home slots. scratch is reused space for placing the table.
+func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
+	nodes, _ := records(t, s)
+	aux, rules, net := auxRecords(t, s), ruleRecords(s), netRecords(t, s)
+	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*shared.NodeRecordSize)
+	region = append(append(append(append(region, nodes...), aux...), rules...), net...)
+	region, slots, err := appendKids(region, kidTrees(s), scratch)
+	if err != nil {
+		return nil, 0, fmt.Errorf("service %s: %w", s.Name, err)
+	}
+	return region, slots, nil
+}
+
+// regionLen is the node map entries p's node region takes: its records
+// and its child table.
+func regionLen(p plan) uint32 { return uint32(len(p.region) / shared.NodeRecordSize) }
+
+// records are the byte ranges of a service's nodes and of the endpoints
+// the kernel reads (eligible ones; all of them with a priority load).
+func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
+	nodes = t.NodeRecords()[int(s.Root)*shared.NodeRecordSize : int(s.Root+s.NodeCount)*shared.NodeRecordSize]
+	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+epLen(s))*shared.EndpointRecordSize]
+	return nodes, eps
+}
+
+// serviceValue is the frontends map value of p's service once its node
+// region is written at map index nb and its endpoints at eb.
+func serviceValue(t *shared.Tree, p plan, nb, eb uint32) bpf.Service {
+	s := p.svc
+	v := bpf.Service{
+		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
+		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
+		NodeBase: nb, NodeLen: regionLen(p), EpBase: eb, EpLen: epLen(s),
+		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
+		AffinityTimeout: s.AffinityTimeout,
+	}
+	setLoads(&v, s, nb)
+	setNetworkRule(&v, s, nb)
+	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
+	return v
+}
