@@ -73,7 +73,7 @@ struct lt_loads {
 	__u32 avail_d[LT_MAX_PRIO];
 	__u64 draw, agg;         /* choosePriority's h%100+1 and running sum */
 	__u32 chosen, chosen_deg;
-	__u32 k, k2, at, at2;    /* lt_at */
+	__u32 k, k2, at, at2;    /* lt_pick_nth: positions k, k2 are endpoints at, at2 */
 	__u8 at_found, at2_found;
 	__u64 wsum, wx;          /* weighted pick over spans */
 	__u32 wfind, wspan;

@@ -44,47 +44,47 @@ static __always_inline struct lt_node *lt_child_search(const struct lt_service *
 	return NULL;
 }
 
-/* A walk's place: a node (map index) and its children (map index of the
+/* Where a walk is: a node (map index) and its children (map index of the
  * first, and their number). */
-struct lt_at {
+struct lt_place {
 	__u32 idx;
 	__u32 first;
 	__u32 count;
 };
 
-/* lt_at_node is the place of node idx of a tree whose records' indices
- * map at delta; 1 when idx leaves svc's node region. */
-static __always_inline int lt_at_node(const struct lt_service *svc, __u32 idx, __u32 delta, struct lt_at *at)
+/* lt_place_of writes the place of node idx of a tree whose records'
+ * indices map at delta; 1 when idx leaves svc's node region. */
+static __always_inline int lt_place_of(const struct lt_service *svc, __u32 idx, __u32 delta, struct lt_place *pl)
 {
 	struct lt_node *n = lt_node_of(svc, idx);
 
 	if (!n)
 		return 1;
-	*at = (struct lt_at){.idx = idx, .first = n->first_child + delta, .count = n->child_count};
+	*pl = (struct lt_place){.idx = idx, .first = n->first_child + delta, .count = n->child_count};
 	return 0;
 }
 
 /*
- * lt_step_by moves at one level down to its child labelled want: 1 when
+ * lt_step_by moves pl one level down to its child labelled want: 1 when
  * it did, 0 when there is none (*bad set when an index left svc's node
  * region). With the child table the child's place comes from its slot, and
  * its record is not read; with bsearch (a compile-time constant only the
  * benchmark sets) the children's records are binary-searched.
  */
-static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_at *at, __u64 want, int *bad,
+static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_place *pl, __u64 want, int *bad,
 				      const int bsearch)
 {
 	if (bsearch) {
 		__u32 idx = 0;
-		struct lt_node *c = lt_child_search(svc, at->first, at->count, want, &idx, bad);
+		struct lt_node *c = lt_child_search(svc, pl->first, pl->count, want, &idx, bad);
 
 		if (!c)
 			return 0;
-		*at = (struct lt_at){.idx = idx, .first = c->first_child + svc->node_delta, .count = c->child_count};
+		*pl = (struct lt_place){.idx = idx, .first = c->first_child + svc->node_delta, .count = c->child_count};
 		return 1;
 	}
-	if (at->count == 1) { /* an only child: its record, with no hash to compute */
-		struct lt_node *c = lt_node_of(svc, at->first);
+	if (pl->count == 1) { /* an only child: its record, with no hash to compute */
+		struct lt_node *c = lt_node_of(svc, pl->first);
 
 		if (!c) {
 			*bad = 1;
@@ -92,15 +92,15 @@ static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_at
 		}
 		if (c->label != want)
 			return 0;
-		*at = (struct lt_at){.idx = at->first, .first = c->first_child + svc->node_delta, .count = c->child_count};
+		*pl = (struct lt_place){.idx = pl->first, .first = c->first_child + svc->node_delta, .count = c->child_count};
 		return 1;
 	}
-	struct lt_kid *k = lt_kid_in(svc, at->first, want, bad);
+	struct lt_kid *k = lt_kid_in(svc, pl->first, want, bad);
 
 	if (!k)
 		return 0;
-	*at = (struct lt_at){.idx = svc->node_base + k->child, .first = svc->node_base + k->child_first,
-			     .count = k->child_count};
+	*pl = (struct lt_place){.idx = svc->node_base + k->child, .first = svc->node_base + k->child_first,
+				.count = k->child_count};
 	return 1;
 }
 
@@ -118,23 +118,23 @@ static __always_inline int lt_step_by(const struct lt_service *svc, struct lt_at
 static __always_inline int lt_lookup_by(const struct lt_service *svc, const __u64 *labels,
 					struct lt_range *r, const int bsearch)
 {
-	struct lt_at at;
+	struct lt_place pl;
 	struct lt_node *n;
 	int bad = 0;
 
-	if (lt_at_node(svc, svc->root, svc->node_delta, &at))
+	if (lt_place_of(svc, svc->root, svc->node_delta, &pl))
 		return LT_STAT_BAD_INDEX;
 	r->depth = 0;
 	for (int d = 0; d < LT_MAX_LEVELS; d++) {
 		int found;
 
-		if (d >= svc->levels || at.count == 0)
+		if (d >= svc->levels || pl.count == 0)
 			break;
-		found = lt_step_by(svc, &at, labels[d], &bad, bsearch);
+		found = lt_step_by(svc, &pl, labels[d], &bad, bsearch);
 		if (bad)
 			return LT_STAT_BAD_INDEX;
 		if (!found && d == 0 && svc->net_rule) { /* no endpoint on the source's network */
-			if (lt_at_node(svc, svc->aux_root[0], svc->node_delta, &at))
+			if (lt_place_of(svc, svc->aux_root[0], svc->node_delta, &pl))
 				return LT_STAT_BAD_INDEX;
 			continue;
 		}
@@ -142,10 +142,10 @@ static __always_inline int lt_lookup_by(const struct lt_service *svc, const __u6
 			break;
 		r->depth++;
 	}
-	n = lt_node_of(svc, at.idx);
+	n = lt_node_of(svc, pl.idx);
 	if (!n)
 		return LT_STAT_BAD_INDEX;
-	r->node = at.idx;
+	r->node = pl.idx;
 	r->lo = n->lo + svc->ep_delta;
 	r->hi = n->hi + svc->ep_delta;
 	if (r->hi < r->lo || r->lo - svc->ep_base > svc->ep_len || r->hi - svc->ep_base > svc->ep_len)

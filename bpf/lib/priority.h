@@ -212,29 +212,54 @@ static __always_inline __u32 lt_count_rank(const struct lt_loads *l, __u32 set, 
 	return lt_len(a[0]) - lt_len(a[1]);
 }
 
-/* lt_add appends a priority unless it has no endpoint (step 3). */
-static __always_inline __u32 lt_avail(__u32 of, __u32 n, __u32 total);
-
-/* lt_add appends a priority unless it has no endpoint (step 3). While the
- * healthy availabilities so far sum to less than 100 it adds this one's:
- * where they reach 100, every load is known without the rest of step 4
- * (lt_distribute's common case). */
-static __always_inline void lt_add(struct lt_loads *l, __u32 of, __u32 rank, __u8 kind, __u32 h, __u32 d, __u32 u)
+/* lt_avail is Envoy's per-priority health (or degraded) value,
+ * min(100, overprov*hosts/total), overprov the service's overprovisioning
+ * factor (lt_service.of). */
+static __always_inline __u32 lt_avail(__u32 overprov, __u32 hosts, __u32 total)
 {
-	__u32 p = l->n, a;
+	__u64 v;
 
-	if (h + d + u == 0 || p >= LT_MAX_PRIO)
+	if (total == 0)
+		return 0;
+	v = (__u64)overprov * hosts / total;
+	return v > 100 ? 100 : (__u32)v;
+}
+
+/* The endpoints of a priority by health, as Envoy's host set counts them. */
+struct lt_hosts {
+	__u32 healthy;
+	__u32 degraded;
+	__u32 unhealthy;
+};
+
+/* lt_hosts_minus is a's endpoints without b's (b is a part of a). */
+static __always_inline struct lt_hosts lt_hosts_minus(struct lt_hosts a, struct lt_hosts b)
+{
+	return (struct lt_hosts){a.healthy - b.healthy, a.degraded - b.degraded, a.unhealthy - b.unhealthy};
+}
+
+/* lt_add_priority appends the priority of rank (split by a failover rule as
+ * kind says) unless it has no endpoint (step 3). While the healthy
+ * availabilities so far sum to less than 100 it adds this one's: where
+ * they reach 100, every load is known without the rest of step 4
+ * (lt_priority_loads's common case). */
+static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, __u32 rank, __u8 kind,
+					    struct lt_hosts n)
+{
+	__u32 p = l->n, total = n.healthy + n.degraded + n.unhealthy, a;
+
+	if (total == 0 || p >= LT_MAX_PRIO)
 		return;
 	lt_bounded(p);
 	l->rank[p] = rank;
 	l->kind[p] = kind;
-	l->healthy[p] = h;
-	l->degraded[p] = d;
-	l->total[p] = h + d + u;
+	l->healthy[p] = n.healthy;
+	l->degraded[p] = n.degraded;
+	l->total[p] = total;
 	l->n = p + 1;
 	if (l->hfirst >= 0)
 		return;
-	a = lt_avail(of, h, h + d + u);
+	a = lt_avail(overprov, n.healthy, total);
 	l->avail_h[p] = a;
 	if (l->hsum + a >= 100)
 		l->hfirst = p;
@@ -255,34 +280,22 @@ static long lt_rank_cb(__u64 i, void *data)
 	struct lt_walk_ctx *c = data;
 	struct lt_loads *l = c->l;
 	int r = (int)c->svc->levels - (int)i;
-	__u32 h, d, u;
+	struct lt_hosts n;
 
 	if (i > LT_MAX_LEVELS || r < 0 || r < (int)c->svc->min_rank)
 		return 1;
-	h = lt_count_rank(l, 0, r);
-	d = lt_count_rank(l, 1, r);
-	u = lt_count_rank(l, 2, r);
+	n.healthy = lt_count_rank(l, 0, r);
+	n.degraded = lt_count_rank(l, 1, r);
+	n.unhealthy = lt_count_rank(l, 2, r);
 	if (r == l->split) {
-		__u32 th = lt_len(l->to[0]), td = lt_len(l->to[1]), tu = lt_len(l->to[2]);
+		struct lt_hosts to = {lt_len(l->to[0]), lt_len(l->to[1]), lt_len(l->to[2])};
 
-		lt_add(l, c->svc->of, r, LT_FO_TO, th, td, tu);
-		lt_add(l, c->svc->of, r, LT_FO_REST, h - th, d - td, u - tu);
+		lt_add_priority(l, c->svc->of, r, LT_FO_TO, to);
+		lt_add_priority(l, c->svc->of, r, LT_FO_REST, lt_hosts_minus(n, to));
 		return 0;
 	}
-	lt_add(l, c->svc->of, r, LT_FO_NONE, h, d, u);
+	lt_add_priority(l, c->svc->of, r, LT_FO_NONE, n);
 	return 0;
-}
-
-/* lt_avail is Envoy's per-priority health (or degraded) value,
- * min(100, of*n/total). */
-static __always_inline __u32 lt_avail(__u32 of, __u32 n, __u32 total)
-{
-	__u64 v;
-
-	if (total == 0)
-		return 0;
-	v = (__u64)of * n / total;
-	return v > 100 ? 100 : (__u32)v;
 }
 
 /* lt_avail_cb computes priority i's availabilities and their sum (step 4). */
@@ -363,9 +376,10 @@ static long lt_share_cb(__u64 i, void *data)
 	return 0;
 }
 
-/* lt_distribute computes the loads from the counts (steps 4-5, Envoy's
- * recalculatePerPriorityState and recalculatePerPriorityPanic). */
-static __always_inline void lt_distribute(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c)
+/* lt_priority_loads computes the loads from the counts (steps 4-5, Envoy's
+ * recalculatePerPriorityState and recalculatePerPriorityPanic; not Istio's
+ * distribute, which is distribute.h). */
+static __always_inline void lt_priority_loads(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c)
 {
 	__s32 fh, fd;
 
@@ -436,7 +450,7 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 	bpf_loop(LT_MAX_LEVELS + 1, lt_rank_cb, &c, 0);
 	if (l->n == 0)
 		return LT_STAT_NO_CANDIDATE;
-	lt_distribute(svc, l, &c);
+	lt_priority_loads(svc, l, &c);
 	return LT_OK;
 }
 

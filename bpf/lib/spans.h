@@ -13,9 +13,9 @@
 #include "affinity.h"
 #include "loads.h"
 
-/* lt_at_cb is one span of lt_at: the k-th and the k2-th endpoint of the
- * pick spans, one pass. */
-static long lt_at_cb(__u64 i, void *data)
+/* lt_pick_nth_cb is one span of lt_pick_nth: the k-th and the k2-th
+ * endpoint of the pick spans, one pass. */
+static long lt_pick_nth_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
 	__u32 n;
@@ -37,9 +37,9 @@ static long lt_at_cb(__u64 i, void *data)
 	return l->at_found && l->at2_found;
 }
 
-/* lt_at resolves positions k and k2 (each below the spans' total) of the
- * pick spans as one list into endpoints l->at and l->at2. */
-static __always_inline void lt_at(struct lt_loads *l, struct lt_walk_ctx *c, __u32 k, __u32 k2)
+/* lt_pick_nth resolves positions k and k2 (each below the spans' total) of
+ * the pick spans as one list into endpoints l->at and l->at2. */
+static __always_inline void lt_pick_nth(struct lt_loads *l, struct lt_walk_ctx *c, __u32 k, __u32 k2)
 {
 	l->k = k;
 	l->k2 = k2;
@@ -47,7 +47,7 @@ static __always_inline void lt_at(struct lt_loads *l, struct lt_walk_ctx *c, __u
 	l->at2 = 0;
 	l->at_found = 0;
 	l->at2_found = 0;
-	bpf_loop(LT_PICK_SPANS, lt_at_cb, c, 0);
+	bpf_loop(LT_PICK_SPANS, lt_pick_nth_cb, c, 0);
 }
 
 /* lt_span_weight is the weight of a non-empty span, from the prefix sums. */
@@ -99,7 +99,7 @@ static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_
 	if (l->wsum == 0) { /* weightless: uniform */
 		__u32 k = bpf_get_prandom_u32() % total;
 
-		lt_at(l, c, k, k);
+		lt_pick_nth(l, c, k, k);
 		*out = l->at;
 		return LT_OK;
 	}
@@ -158,7 +158,7 @@ static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_
 			return LT_OK;
 		}
 	}
-	lt_at(l, c, 0, lt_jump(l->aff_hash, total));
+	lt_pick_nth(l, c, 0, lt_jump(l->aff_hash, total));
 	*out = l->at2;
 	return lt_aff_start(&l->aff, *out, now);
 }
@@ -209,7 +209,7 @@ __noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
 		l->at = l->pick[0].lo + a;
 		l->at2 = l->pick[0].lo + b;
 	} else {
-		lt_at(l, c, a, b);
+		lt_pick_nth(l, c, a, b);
 	}
 	*out = l->at2 != l->at && lt_conns_of(l->at2) < lt_conns_of(l->at) ? l->at2 : l->at;
 	return LT_OK;
