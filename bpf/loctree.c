@@ -59,8 +59,11 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 
 /*
  * lt_redirect_loads handles one connect or sendmsg to a service with a
- * priority load as lt_redirect does any other; it returns -1, touching
- * nothing, when the address is not such a service.
+ * priority load (lib/select.h) as lt_redirect does any other; it returns
+ * -1, touching nothing, when the address is not such a service. Its own
+ * subprogram: lt_redirect's frame and the priority computation's do not
+ * fit the 512-byte BPF stack together, so the service's copy, the source
+ * labels and the loads live in a scratch slot (lib/loads.h).
  */
 static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
