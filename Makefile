@@ -36,17 +36,17 @@ fuzz:
 .PHONY: generate generate-check
 # Regenerates the committed bpf2go output (needs clang, llvm-strip, libbpf-dev).
 generate:
-	$(GO) generate ./bpf/... ./internal/bpftest/...
+	$(GO) generate ./bpf/...
 
 # CI: regenerate and fail if the committed BPF objects or bindings differ.
 generate-check: generate
-	@git diff --exit-code -- bpf/ internal/bpftest/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- bpf/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
 
 .PHONY: test-kernel test-race
 # CI (root): the kernel tests (BPF programs, cgroup2 and bpffs mounts) must
 # run, not skip. On a failure the whole output is shown, not just its summary.
 test-kernel:
-	@out=$$($(GO) test -count=1 -v ./bpf/... ./internal/bpftest/... ./loader/... ./cmd/loctree/... ./e2e/... 2>&1); status=$$?; \
+	@out=$$($(GO) test -count=1 -v ./bpf/... ./loader/... ./cmd/loctree/... ./e2e/... 2>&1); status=$$?; \
 	if [ $$status -ne 0 ]; then echo "$$out"; else echo "$$out" | grep -E '^(--- |ok|FAIL|panic)'; fi; \
 	if echo "$$out" | grep -q -- '--- SKIP'; then echo "kernel tests skipped: CI runs as root and must not skip them"; exit 1; fi; \
 	exit $$status

@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// Map value and key types, generated from loctree.h.
+// Map value and key types, generated from the records of bpf/lib.
 type (
 	// Node is a tree node; byte-identical to the node record of docs/FORMAT.md.
 	Node = loctreeLtNode

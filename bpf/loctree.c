@@ -7,237 +7,14 @@
  * rewrites the destination. getpeername and recvmsg show the VIP again.
  * Anything that is not a VIP passes untouched.
  */
-#include "loctree.h"
-#include "affinity.h"
-
-#define ECONNREFUSED 111
-#define SK_PASS 1
-#define SK_DROP 0
-
-#define IPPROTO_UDP 17
-
-/*
- * Redirected sockets by socket cookie, deleted by sock_release. A hash, not
- * socket storage: creating socket storage on every connect measured about
- * twice the cost of the whole lookup. Not an LRU either: evicting a live
- * socket would leak its least_connections count. When the map is full, a
- * new socket is still redirected but not remembered (LT_STAT_SOCKS_FULL).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, LT_DEF_SOCKETS);
-	__type(key, __u64);
-	__type(value, struct lt_sock);
-} lt_socks SEC(".maps");
-
-/*
- * Reverse translation for UDP: (socket, backend) -> VIP, for every backend
- * a socket sent to, so a reply still in flight from an earlier backend is
- * shown from the VIP too. An LRU as Cilium's reverse socket map: entries of
- * closed sockets age out (their cookies are never reused).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, LT_DEF_SOCKETS);
-	__type(key, struct lt_rev_key);
-	__type(value, struct lt_addr);
-} lt_rev SEC(".maps");
-
-/* lt_conns_add counts one more connection to backend b. */
-static __always_inline int lt_conns_add(const struct lt_addr *b)
-{
-	__u64 zero = 0, *c = bpf_map_lookup_elem(&lt_conns, b);
-
-	if (!c) {
-		bpf_map_update_elem(&lt_conns, b, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&lt_conns, b);
-	}
-	if (!c)
-		return 0;
-	__sync_fetch_and_add(c, 1);
-	return 1;
-}
-
-/* lt_conns_sub gives one connection back, never below zero: a
- * compare-and-swap loop, so two sockets closing at once cannot both take
- * the last count. */
-static __always_inline void lt_conns_sub(const struct lt_addr *b)
-{
-	__u64 *c = bpf_map_lookup_elem(&lt_conns, b);
-
-	if (!c)
-		return;
-	for (int i = 0; i < 16; i++) {
-		__u64 old = *(volatile __u64 *)c;
-
-		if (old == 0 || __sync_val_compare_and_swap(c, old, old - 1) == old)
-			return;
-	}
-}
-
-/* lt_uncount gives back the least_connections count of a socket entry. */
-static __always_inline void lt_uncount(const struct lt_sock *s)
-{
-	if (s->counted)
-		lt_conns_sub(&s->backend);
-}
-
-/* lt_refuse makes the syscall fail with ECONNREFUSED, counted by reason. */
-static __always_inline int lt_refuse(__u32 reason)
-{
-	lt_count(reason);
-	bpf_set_retval(-ECONNREFUSED);
-	return SK_DROP;
-}
-
-#define LT_V4MAPPED 0xffff0000 /* ::ffff:0:0/96, word 2 in network byte order (little endian) */
-
-/* lt_v4mapped reports an IPv6 socket addressing an IPv4 peer. */
-static __always_inline int lt_v4mapped(struct bpf_sock_addr *ctx)
-{
-	return ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 && ctx->user_ip6[2] == LT_V4MAPPED;
-}
-
-/* lt_addr_of reads the socket address (a v4-mapped one as IPv4). */
-static __always_inline void lt_addr_of(struct bpf_sock_addr *ctx, struct lt_addr *a, int v6)
-{
-	__builtin_memset(a, 0, sizeof(*a));
-	a->port = (__u16)ctx->user_port;
-	if (v6 && lt_v4mapped(ctx)) {
-		a->family = LT_FAMILY_V4;
-		a->addr[0] = ctx->user_ip6[3];
-	} else if (v6) {
-		a->family = LT_FAMILY_V6;
-		a->addr[0] = ctx->user_ip6[0];
-		a->addr[1] = ctx->user_ip6[1];
-		a->addr[2] = ctx->user_ip6[2];
-		a->addr[3] = ctx->user_ip6[3];
-	} else {
-		a->family = LT_FAMILY_V4;
-		a->addr[0] = ctx->user_ip4;
-	}
-}
-
-/* lt_set_addr rewrites the socket address; an IPv4 address on an IPv6
- * socket is written v4-mapped. */
-static __always_inline void lt_set_addr(struct bpf_sock_addr *ctx, int v6, const struct lt_addr *a)
-{
-	if (v6 && a->family == LT_FAMILY_V4) {
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = LT_V4MAPPED;
-		ctx->user_ip6[3] = a->addr[0];
-	} else if (v6) {
-		ctx->user_ip6[0] = a->addr[0];
-		ctx->user_ip6[1] = a->addr[1];
-		ctx->user_ip6[2] = a->addr[2];
-		ctx->user_ip6[3] = a->addr[3];
-	} else {
-		ctx->user_ip4 = a->addr[0];
-	}
-	ctx->user_port = a->port;
-}
-
-static __always_inline int lt_same(const struct lt_addr *a, const struct lt_addr *b)
-{
-	return a->addr[0] == b->addr[0] && a->addr[1] == b->addr[1] && a->addr[2] == b->addr[2] &&
-	       a->addr[3] == b->addr[3] && a->port == b->port && a->family == b->family;
-}
-
-/*
- * lt_kept reports whether a socket's earlier backend may serve this
- * datagram too: same VIP, and the endpoint is still at its index inside
- * the candidate range (Cilium keeps a UDP socket's backend while it is
- * valid; here: while it is a candidate).
- */
-static __always_inline int lt_kept(const struct lt_sock *s, const struct lt_addr *fe, const struct lt_range *r)
-{
-	struct lt_endpoint *ep;
-	struct lt_addr b;
-
-	if (!lt_same(&s->vip, fe) || s->ep < r->lo || s->ep >= r->hi)
-		return 0;
-	ep = lt_ep_at(s->ep);
-	if (!ep)
-		return 0;
-	lt_backend_of(ep, &b);
-	return lt_same(&b, &s->backend);
-}
-
-/* lt_rev_add lets replies from backend b on this socket show the VIP;
- * written only when the entry is missing or names another VIP. */
-static __always_inline void lt_rev_add(__u64 cookie, const struct lt_addr *b, const struct lt_addr *fe)
-{
-	struct lt_rev_key k = {.cookie = cookie, .backend = *b};
-	struct lt_addr *vip = bpf_map_lookup_elem(&lt_rev, &k);
-
-	if (!vip || !lt_same(vip, fe))
-		bpf_map_update_elem(&lt_rev, &k, fe, BPF_ANY);
-}
-
-/* lt_remember records the VIP and the new backend of a redirected socket. */
-static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old, const struct lt_addr *fe,
-					const struct lt_addr *b, __u32 idx, int count)
-{
-	struct lt_sock s = {.vip = *fe, .backend = *b, .ep = idx};
-
-	if (old) /* a reconnect, or a datagram to another backend */
-		lt_uncount(old);
-	if (count)
-		s.counted = lt_conns_add(b);
-	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
-		lt_uncount(&s); /* nobody would give it back */
-		lt_count(LT_STAT_SOCKS_FULL);
-	}
-}
-
-/*
- * lt_keep sends a socket whose backend (old) is still a candidate in r
- * back to it, without a map update, and returns 1; 0 when it has none.
- */
-static __always_inline int lt_keep(struct bpf_sock_addr *ctx, int v6, const struct lt_sock *old, const struct lt_addr *fe,
-				   const struct lt_range *r)
-{
-	if (!old || !lt_kept(old, fe, r))
-		return 0;
-	lt_set_addr(ctx, v6, &old->backend);
-	lt_count(LT_STAT_REDIRECT);
-	return 1;
-}
-
-/*
- * lt_redirect_to rewrites the destination to endpoint idx of the service
- * at fe and records it for the socket (and, for UDP, for its replies): the
- * end of every new pick. It returns SK_PASS, or refuses.
- */
-static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u32 proto, __u64 cookie,
-					  const struct lt_sock *old, const struct lt_addr *fe, __u32 idx, __u8 policy)
-{
-	struct lt_endpoint *ep = lt_ep_at(idx);
-	struct lt_addr b;
-
-	if (!ep)
-		return lt_refuse(LT_STAT_BAD_INDEX);
-	if (ep->family != fe->family)
-		return lt_refuse(LT_STAT_BAD_FAMILY);
-	lt_backend_of(ep, &b);
-	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy));
-	if (proto == IPPROTO_UDP)
-		lt_rev_add(cookie, &b, fe);
-	lt_count(LT_STAT_REDIRECT);
-	return SK_PASS;
-}
-
-/* lt_source_labels writes svc's source labels (lt_source) to buf. */
-static __always_inline void lt_source_labels(const struct lt_service *svc, __u64 *buf)
-{
-	const __u64 *src = lt_source(svc, buf);
-
-	if (src != buf)
-		__builtin_memcpy(buf, src, LT_MAX_LEVELS * sizeof(__u64));
-}
+#include "lib/common.h"
+#include "lib/maps.h"
+#include "lib/source.h"
+#include "lib/lookup.h"
+#include "lib/affinity.h"
+#include "lib/sock.h"
+#include "lib/loads.h"
+#include "lib/select.h"
 
 /*
  * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
@@ -280,7 +57,57 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 	return lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, svc.policy);
 }
 
-#include "priority_sock.h"
+/*
+ * lt_redirect_loads handles one connect or sendmsg to a service with a
+ * priority load (lib/select.h) as lt_redirect does any other; it returns
+ * -1, touching nothing, when the address is not such a service. Its own
+ * subprogram: lt_redirect's frame and the priority computation's do not
+ * fit the 512-byte BPF stack together, so the service's copy, the source
+ * labels and the loads live in a scratch slot (lib/loads.h).
+ */
+static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
+{
+	struct lt_service *found;
+	struct lt_addr fe;
+	struct lt_loads *l;
+	struct lt_sock *old;
+	struct lt_range r = {};
+	__u64 cookie;
+	__u32 idx = 0, prio, deg;
+	__u8 policy;
+	int ret;
+
+	lt_addr_of(ctx, &fe, v6);
+	found = bpf_map_lookup_elem(&lt_frontends, &fe);
+	if (!found || found->of == 0)
+		return -1;
+	l = lt_loads_take();
+	if (!l)
+		return lt_refuse(LT_STAT_SCRATCH_BUSY);
+	__builtin_memcpy(&l->svc, found, sizeof(l->svc)); /* one copy, as lt_redirect's */
+	__builtin_memset(&l->aff, 0, sizeof(l->aff));
+	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH) {
+		l->aff.client = bpf_get_netns_cookie(ctx);
+		l->aff.fe = fe;
+	}
+	ret = lt_select_in(l, lt_source(&l->svc, l->labels), &r, &idx);
+	policy = l->svc.policy;
+	prio = l->chosen;
+	deg = l->chosen_deg;
+	lt_loads_give(l);
+	if (ret == LT_NO_LOADS)
+		return -1; /* replaced meanwhile by a plain service: lt_redirect serves it */
+	if (ret != LT_OK)
+		return lt_refuse(ret);
+	cookie = bpf_get_socket_cookie(ctx);
+	old = bpf_map_lookup_elem(&lt_socks, &cookie);
+	if (lt_keep(ctx, v6, old, &fe, &r))
+		return SK_PASS; /* not a new pick: not counted by priority */
+	ret = lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, policy);
+	if (ret == SK_PASS)
+		lt_count_prio(prio, deg);
+	return ret;
+}
 
 /*
  * lt_handle serves a service with a priority load (priority.h) or else

@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/bpftest"
+	bpftest "github.com/loctree/loctree/bpf/tests"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/treetest"
 	"github.com/loctree/loctree/shared"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/bpftest"
+	bpftest "github.com/loctree/loctree/bpf/tests"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/treetest"
 	"github.com/loctree/loctree/shared"

@@ -7,7 +7,7 @@ import (
 	"github.com/loctree/loctree/shared"
 )
 
-// The child table's constants, as bpf/loctree.h defines them
+// The child table's constants, as bpf/lib/kids.h defines them
 // (TestKidConstantsMatchHeader compares them).
 const (
 	kidProbes = 16                 // LT_KID_PROBES: slots a search reads at most

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/loctree/loctree/internal/bpftest"
+	bpftest "github.com/loctree/loctree/bpf/tests"
 	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
@@ -101,7 +101,7 @@ func (kb *kernelBench) run(b *testing.B, prog *ebpf.Program) time.Duration {
 	return d
 }
 
-// BenchmarkKernelLookup is the kernel's lookup and pick (bpf/loctree.h) at
+// BenchmarkKernelLookup is the kernel's lookup and pick (bpf/lib/lookup.h, bpf/lib/pick.h) at
 // N = 100 … 100,000 endpoints of the four-scope mesh whose zones, subzones
 // and nodes grow with N, the source cycling over every leaf: the child
 // table (lt_test_bench_table, the socket programs' walk) and the binary

@@ -17,9 +17,9 @@ import (
 )
 
 // TestKidConstantsMatchHeader: the loader's child table constants are
-// bpf/loctree.h's (which bpf2go does not export: defines leave no BTF).
+// bpf/lib/kids.h's (which bpf2go does not export: defines leave no BTF).
 func TestKidConstantsMatchHeader(t *testing.T) {
-	h, err := os.ReadFile("../../bpf/loctree.h")
+	h, err := os.ReadFile("../../bpf/lib/kids.h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +28,11 @@ func TestKidConstantsMatchHeader(t *testing.T) {
 	} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + `\s+(0x[0-9a-f]+|[0-9]+)(U|ULL)?\b`).FindSubmatch(h)
 		if m == nil {
-			t.Fatalf("no #define %s in loctree.h", name)
+			t.Fatalf("no #define %s in kids.h", name)
 		}
 		got, err := strconv.ParseUint(string(m[1]), 0, 64)
 		if err != nil || got != want {
-			t.Errorf("%s = %s in loctree.h, %#x in loader/kids.go", name, m[1], want)
+			t.Errorf("%s = %s in kids.h, %#x in loader/kids.go", name, m[1], want)
 		}
 	}
 }

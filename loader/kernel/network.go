@@ -20,7 +20,7 @@ func netCount(s *shared.Service) uint32 {
 // netRecords are the records of s's network tree as the kernel reads them:
 // they follow its own tree in its node region, and their child indices are
 // rebased from the aux section to the service's own tree's, so the kernel
-// walks them with node_delta as it walks the service's tree (bpf/loctree.h
+// walks them with node_delta as it walks the service's tree (bpf/lib/lookup.h
 // lt_lookup). Their endpoint ranges, over the copies that follow the
 // service's endpoints, need no change.
 func netRecords(t *shared.Tree, s *shared.Service) []byte {

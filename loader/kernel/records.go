@@ -8,7 +8,7 @@ import (
 )
 
 // The records of one service, as the programs read them (docs/FORMAT.md;
-// bpf/loctree.h): a node region, an endpoint region, and the frontends
+// bpf/lib/maps.h): a node region, an endpoint region, and the frontends
 // map value that locates both. Each part's layout lives with its concept
 // (kids.go: the child table; priority.go: the aux trees, failover and
 // distribute rules; network.go: the network tree; affinity.go: the

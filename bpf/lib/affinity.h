@@ -20,10 +20,12 @@
  * priority, as Envoy's choosePriority takes the request hash, and the
  * candidates are that priority's spans (lt_affinity_spans).
  */
-#ifndef LOCTREE_AFFINITY_H
-#define LOCTREE_AFFINITY_H
+#ifndef LOCTREE_LIB_AFFINITY_H
+#define LOCTREE_LIB_AFFINITY_H
 
-#include "loctree.h"
+#include "common.h"
+#include "maps.h"
+#include "pick.h"
 
 #define LT_AFF_DEFAULT_TIMEOUT 10800 /* seconds: Kubernetes' DefaultClientIPServiceAffinitySeconds */
 #define LT_NS_PER_SEC 1000000000ULL
@@ -193,4 +195,4 @@ static __always_inline int lt_pick_for(struct bpf_sock_addr *ctx, const struct l
 	return lt_pick(svc, r, out);
 }
 
-#endif /* LOCTREE_AFFINITY_H */
+#endif /* LOCTREE_LIB_AFFINITY_H */

@@ -1,4 +1,4 @@
-package bpftest
+package tests
 
 import (
 	"testing"

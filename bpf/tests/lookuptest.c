@@ -2,15 +2,21 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test-only programs, loaded only by tests (never by the agent): they run
- * the kernel's tree lookup and pick (bpf/loctree.h) through
+ * the kernel's tree lookup and pick (bpf/lib) through
  * BPF_PROG_TEST_RUN, so tests can compare the kernel's answer with the Go
  * lookup without sockets, hammer a service with lookups while the loader
  * updates it, and hold one service value across many walks while the
  * loader reuses regions. Never attached.
  */
-#include "loctree.h"
-#include "affinity.h"
-#include "priority.h"
+#include "lib/common.h"
+#include "lib/maps.h"
+#include "lib/source.h"
+#include "lib/lookup.h"
+#include "lib/pick.h"
+#include "lib/affinity.h"
+#include "lib/loads.h"
+#include "lib/priority.h"
+#include "lib/select.h"
 
 /* Input and output of lt_test_lookup (the program's context in, lt_test_out out). */
 struct lt_test_args {

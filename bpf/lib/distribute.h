@@ -28,10 +28,15 @@
  * weight among every target's endpoints of that availability. O(rules +
  * targets), every index checked against the service's regions.
  */
-#ifndef LOCTREE_DISTRIBUTE_H
-#define LOCTREE_DISTRIBUTE_H
+#ifndef LOCTREE_LIB_DISTRIBUTE_H
+#define LOCTREE_LIB_DISTRIBUTE_H
 
-#include "priority.h"
+#include "common.h"
+#include "maps.h"
+#include "pick.h"
+#include "affinity.h"
+#include "loads.h"
+#include "spans.h"
 
 #define LT_DIST_FROM 3 /* a pattern's fixed segments: region, zone, subzone */
 #define LT_DIST_STRIDE (LT_DIST_FROM + LT_SETS * LT_DIST_TARGETS)
@@ -229,4 +234,4 @@ __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
 	return lt_pick_spans(l, out);
 }
 
-#endif /* LOCTREE_DISTRIBUTE_H */
+#endif /* LOCTREE_LIB_DISTRIBUTE_H */

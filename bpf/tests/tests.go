@@ -1,12 +1,12 @@
-// Package bpftest holds the test-only BPF programs (lookuptest.c) and their
-// bindings. They run the kernel's lookup of bpf/loctree.h through
+// Package tests holds the test-only BPF programs (lookuptest.c) and their
+// bindings. They run the kernel's lookup and pick (bpf/lib) through
 // BPF_PROG_TEST_RUN on the agent's maps. Only tests import this package, so
 // the programs are neither exported by the production bpf package nor
 // embedded in the loctree binary (cilium/ebpf keeps its test programs apart
-// the same way, under testdata/).
-package bpftest
+// the same way, under testdata/). Importers name it bpftest.
+package tests
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I../../bpf -I../../bpf/include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args -type lt_test_loads_out -type lt_test_bench_args -type lt_test_src lookuptest lookuptest.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -I.. -I../include" -target bpfel -type lt_test_args -type lt_test_hammer_out -type lt_test_stale_in -type lt_test_stale_out -type lt_test_jump_args -type lt_test_loads_out -type lt_test_bench_args -type lt_test_src lookuptest lookuptest.c
 
 import (
 	"fmt"
@@ -44,7 +44,7 @@ const StatusNoService = 100
 func Load(objs *bpf.Objects) (*Objects, error) {
 	spec, err := loadLookuptest()
 	if err != nil {
-		return nil, fmt.Errorf("bpftest: %w", err)
+		return nil, fmt.Errorf("bpf tests: %w", err)
 	}
 	repl := map[string]*ebpf.Map{
 		bpf.MapFrontends: objs.LtFrontends, bpf.MapNodes: objs.LtNodes, bpf.MapEndpoints: objs.LtEndpoints,
@@ -60,7 +60,7 @@ func Load(objs *bpf.Objects) (*Objects, error) {
 	}
 	var out Objects
 	if err := spec.LoadAndAssign(&out, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return nil, fmt.Errorf("bpftest: load: %w", err)
+		return nil, fmt.Errorf("bpf tests: load: %w", err)
 	}
 	return &out, nil
 }

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Envoy's priority load in the kernel (docs/FORMAT.md, "Priority load",
+ * steps 1-6), for services whose lt_service.of is non-zero: three tree
+ * walks (eligible, degraded, unhealthy) record the source's range at every
+ * depth; the priorities are the ranks, deepest first, each at most two
+ * spans per set (three where a failover rule splits the region's rank);
+ * their loads follow Envoy's recalculatePerPriorityState and panic rules in
+ * integers; choosePriority draws one and the service's policy picks inside
+ * its spans. O(levels x log branching), no loop over endpoints.
+ */
+#ifndef LOCTREE_LIB_PRIORITY_H
+#define LOCTREE_LIB_PRIORITY_H
+
+#include "common.h"
+#include "maps.h"
+#include "kids.h"
+#include "loads.h"
+#include "spans.h"
+
+/* lt_tree_root is the map index of set's root, and the delta of its records. */
+static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 set, __u32 *delta)
+{
+	*delta = set == 0 ? svc->node_delta : svc->aux_delta;
+	return set == 0 ? svc->root : svc->aux_root[(set - 1) & 1];
+}
+
+/* lt_step walks tree set one level down from depth d: one child search.
+ * It returns 1 when an index leaves the service's regions. */
+static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
+{
+	const struct lt_service *svc = c->svc;
+	struct lt_loads *l = c->l;
+	__u32 delta, at = 0;
+	struct lt_node *n, *ch;
+	int bad = 0;
+
+	if (set >= LT_SETS || d >= LT_MAX_LEVELS || l->stop[set])
+		return 0;
+	lt_tree_root(svc, set, &delta);
+	n = lt_node_of(svc, l->node[set][d]);
+	if (!n)
+		return 1;
+	ch = n->child_count ? lt_child_in(svc, n, delta, c->labels[d], &at, &bad) : NULL;
+	if (bad)
+		return 1;
+	if (!ch) {
+		l->stop[set] = 1;
+		return 0;
+	}
+	l->path[set][d + 1] = lt_span_of(svc, ch, &bad);
+	l->node[set][d + 1] = at;
+	l->reach[set] = d + 1;
+	return bad;
+}
+
+/* lt_level_cb walks tree i/levels from depth i%levels one level down
+ * (FORMAT.md "Priority load" step 1). One tree per call: the verifier
+ * checks one child search, not three (program load time). */
+static long lt_level_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	__u32 d = i, levels = c->svc->levels, set;
+
+	if (levels == 0 || levels > LT_MAX_LEVELS)
+		return 1;
+	set = d / levels;
+	d = d % levels;
+	lt_bounded(set); /* opaque: the checks below stay on these registers */
+	lt_bounded(d);
+	if (d >= LT_MAX_LEVELS || set >= LT_SETS)
+		return 1;
+	if (lt_step(c, set, d)) {
+		c->bad = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* lt_walk walks the three trees with the source's labels. */
+static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c)
+{
+	int bad = 0;
+
+	for (__u32 set = 0; set < LT_SETS; set++) {
+		__u32 delta, idx = lt_tree_root(svc, set, &delta);
+		struct lt_node *n = lt_node_of(svc, idx);
+
+		if (!n)
+			return LT_STAT_BAD_INDEX;
+		l->path[set][0] = lt_span_of(svc, n, &bad);
+		l->node[set][0] = idx;
+		l->reach[set] = 0;
+		l->stop[set] = 0;
+	}
+	if (bad)
+		return LT_STAT_BAD_INDEX;
+	bpf_loop(LT_SETS * svc->levels, lt_level_cb, c, 0);
+	if (c->bad)
+		return LT_STAT_BAD_INDEX;
+	for (int set = 0; set < LT_SETS; set++) { /* below the deepest match: the empty range at its lo */
+		__u32 r = l->reach[set];
+
+		if (r >= LT_DEPTHS)
+			return LT_STAT_BAD_INDEX;
+		lt_bounded(r);
+		for (__u32 j = 1; j < LT_DEPTHS; j++) {
+			if (j <= r)
+				continue;
+			l->path[set][j].lo = l->path[set][r].lo;
+			l->path[set][j].hi = l->path[set][r].lo;
+			l->node[set][j] = l->node[set][r];
+		}
+	}
+	return LT_OK;
+}
+
+/* lt_rule_to finds the failover rule whose from-region is want (rules are
+ * node records sorted by label, the to-region's label in lo and hi). */
+static __always_inline int lt_rule_to(const struct lt_service *svc, __u64 want, __u64 *to)
+{
+	__u32 a = 0, b = svc->rule_count;
+
+	for (int s = 0; s < 8 && a < b; s++) {
+		__u32 mid = a + (b - a) / 2;
+		struct lt_node *r = lt_node_of(svc, svc->rules + mid);
+
+		if (!r)
+			return 0;
+		if (r->label == want) {
+			*to = (__u64)r->hi << 32 | r->lo;
+			return 1;
+		}
+		if (r->label < want)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return 0;
+}
+
+/* lt_to_cb finds the failover rule's to-region (l->to_label) in tree i:
+ * one child of the source's node at the region's depth. */
+static long lt_to_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	const struct lt_service *svc = c->svc;
+	struct lt_loads *l = c->l;
+	__u32 set = i, g = svc->region_at, delta, at = 0;
+	struct lt_node *n, *ch;
+	int bad = 0;
+
+	if (set >= LT_SETS || g >= LT_MAX_LEVELS)
+		return 1;
+	lt_bounded(set);
+	lt_bounded(g);
+	l->to[set].lo = l->path[set][g].lo;
+	l->to[set].hi = l->to[set].lo;
+	if (l->reach[set] < g)
+		return 0;
+	lt_tree_root(svc, set, &delta);
+	n = lt_node_of(svc, l->node[set][g]);
+	if (!n)
+		goto bad;
+	ch = lt_child_in(svc, n, delta, l->to_label, &at, &bad);
+	if (bad)
+		goto bad;
+	if (ch)
+		l->to[set] = lt_span_of(svc, ch, &bad);
+	if (bad)
+		goto bad;
+	return 0;
+bad:
+	c->bad = 1;
+	return 1;
+}
+
+/*
+ * lt_failover applies the first failover rule whose from is the source's
+ * region (Istio's applyLocalityFailover). It sets l->split to the region's
+ * depth, or -1 when no rule applies.
+ */
+static __always_inline int lt_failover(const struct lt_service *svc, const __u64 *labels, struct lt_loads *l,
+				       struct lt_walk_ctx *c)
+{
+	__u32 g = svc->region_at;
+
+	l->split = -1;
+	if (svc->rule_count == 0 || g >= LT_MAX_LEVELS || g >= svc->levels)
+		return LT_OK;
+	lt_bounded(g);
+	if (!lt_rule_to(svc, labels[g], &l->to_label))
+		return LT_OK;
+	bpf_loop(LT_SETS, lt_to_cb, c, 0);
+	if (c->bad)
+		return LT_STAT_BAD_INDEX;
+	l->split = g;
+	return LT_OK;
+}
+
+/* lt_count_rank is the number of endpoints of a set whose rank is exactly
+ * r: range(r) minus the nested range(r+1) (step 2). */
+static __always_inline __u32 lt_count_rank(const struct lt_loads *l, __u32 set, __u32 r)
+{
+	const struct lt_span *a;
+
+	if (set >= LT_SETS || r >= LT_DEPTHS - 1)
+		return 0;
+	lt_bounded(set);
+	lt_bounded(r);
+	a = &l->path[set][r];
+	return lt_len(a[0]) - lt_len(a[1]);
+}
+
+/* lt_avail is Envoy's per-priority health (or degraded) value,
+ * min(100, overprov*hosts/total), overprov the service's overprovisioning
+ * factor (lt_service.of). */
+static __always_inline __u32 lt_avail(__u32 overprov, __u32 hosts, __u32 total)
+{
+	__u64 v;
+
+	if (total == 0)
+		return 0;
+	v = (__u64)overprov * hosts / total;
+	return v > 100 ? 100 : (__u32)v;
+}
+
+/* The endpoints of a priority by health, as Envoy's host set counts them. */
+struct lt_hosts {
+	__u32 healthy;
+	__u32 degraded;
+	__u32 unhealthy;
+};
+
+/* lt_hosts_minus is a's endpoints without b's (b is a part of a). */
+static __always_inline struct lt_hosts lt_hosts_minus(struct lt_hosts a, struct lt_hosts b)
+{
+	return (struct lt_hosts){a.healthy - b.healthy, a.degraded - b.degraded, a.unhealthy - b.unhealthy};
+}
+
+/* lt_add_priority appends the priority of rank (split by a failover rule as
+ * kind says) unless it has no endpoint (step 3). While the healthy
+ * availabilities so far sum to less than 100 it adds this one's: where
+ * they reach 100, every load is known without the rest of step 4
+ * (lt_priority_loads's common case). */
+static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, __u32 rank, __u8 kind,
+					    struct lt_hosts n)
+{
+	__u32 p = l->n, total = n.healthy + n.degraded + n.unhealthy, a;
+
+	if (total == 0 || p >= LT_MAX_PRIO)
+		return;
+	lt_bounded(p);
+	l->rank[p] = rank;
+	l->kind[p] = kind;
+	l->healthy[p] = n.healthy;
+	l->degraded[p] = n.degraded;
+	l->total[p] = total;
+	l->n = p + 1;
+	if (l->hfirst >= 0)
+		return;
+	a = lt_avail(overprov, n.healthy, total);
+	l->avail_h[p] = a;
+	if (l->hsum + a >= 100)
+		l->hfirst = p;
+	else
+		l->hsum += a;
+}
+
+/*
+ * The loops over priorities and spans below are bpf_loop callbacks that
+ * keep their running values in the scratch slot: the verifier checks each
+ * body once, instead of every combination of branches over ten priorities.
+ */
+
+/* lt_rank_cb adds the priorities of rank levels-i, the failover rule's rank
+ * split in two; ranks below min_rank are none (steps 2-3). */
+static long lt_rank_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	struct lt_loads *l = c->l;
+	int r = (int)c->svc->levels - (int)i;
+	struct lt_hosts n;
+
+	if (i > LT_MAX_LEVELS || r < 0 || r < (int)c->svc->min_rank)
+		return 1;
+	n.healthy = lt_count_rank(l, 0, r);
+	n.degraded = lt_count_rank(l, 1, r);
+	n.unhealthy = lt_count_rank(l, 2, r);
+	if (r == l->split) {
+		struct lt_hosts to = {lt_len(l->to[0]), lt_len(l->to[1]), lt_len(l->to[2])};
+
+		lt_add_priority(l, c->svc->of, r, LT_FO_TO, to);
+		lt_add_priority(l, c->svc->of, r, LT_FO_REST, lt_hosts_minus(n, to));
+		return 0;
+	}
+	lt_add_priority(l, c->svc->of, r, LT_FO_NONE, n);
+	return 0;
+}
+
+/* lt_avail_cb computes priority i's availabilities and their sum (step 4). */
+static long lt_avail_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	struct lt_loads *l = c->l;
+	__u32 p = i;
+
+	if (p >= LT_MAX_PRIO || p >= l->n)
+		return 1;
+	lt_bounded(p);
+	l->avail_h[p] = lt_avail(c->svc->of, l->healthy[p], l->total[p]);
+	l->avail_d[p] = lt_avail(c->svc->of, l->degraded[p], l->total[p]);
+	l->sum += l->avail_h[p] + l->avail_d[p];
+	return 0;
+}
+
+/* lt_spread_cb is Envoy's distributeLoad, healthy loads first (i < n),
+ * then degraded: as much of the rest as each priority's
+ * availability allows, in priority order. */
+static long lt_spread_cb(__u64 i, void *data)
+{
+	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
+	int deg = i >= l->n;
+	__u32 p = deg ? i - l->n : i, a, x;
+
+	if (p >= LT_MAX_PRIO || p >= l->n || l->nta == 0)
+		return 0;
+	lt_bounded(p);
+	a = deg ? l->avail_d[p] : l->avail_h[p];
+	x = a * 100 / l->nta;
+	x = x < l->rem ? x : l->rem;
+	if (deg) {
+		if (l->first_d < 0 && a > 0)
+			l->first_d = p;
+		l->ld[p] = x;
+	} else {
+		if (l->first_h < 0 && a > 0)
+			l->first_h = p;
+		l->lh[p] = x;
+	}
+	l->rem -= x;
+	return 0;
+}
+
+/* lt_panic_cb marks priority i in panic when 100*(healthy+degraded) <
+ * threshold*total (step 5, Envoy's isHostSetInPanic) and counts hosts. */
+static long lt_panic_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	struct lt_loads *l = c->l;
+	__u32 p = i;
+
+	if (p >= LT_MAX_PRIO || p >= l->n)
+		return 1;
+	lt_bounded(p);
+	if (100 * ((__u64)l->healthy[p] + l->degraded[p]) < (__u64)c->svc->panic * l->total[p])
+		l->panic |= 1U << p;
+	l->hosts += l->total[p];
+	return 0;
+}
+
+/* lt_share_cb gives priority i its share of all hosts (total panic, Envoy's
+ * recalculateLoadInTotalPanic). */
+static long lt_share_cb(__u64 i, void *data)
+{
+	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
+	__u32 p = i, x;
+
+	if (p >= LT_MAX_PRIO || p >= l->n || l->hosts == 0)
+		return 1;
+	lt_bounded(p);
+	x = 100 * (__u64)l->total[p] / l->hosts;
+	l->lh[p] = x;
+	l->ld[p] = 0;
+	l->rem -= x;
+	return 0;
+}
+
+/* lt_priority_loads computes the loads from the counts (steps 4-5, Envoy's
+ * recalculatePerPriorityState and recalculatePerPriorityPanic; not Istio's
+ * distribute, which is distribute.h). */
+static __always_inline void lt_priority_loads(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c)
+{
+	__s32 fh, fd;
+
+	for (int p = 0; p < LT_MAX_PRIO; p++) {
+		l->lh[p] = 0;
+		l->ld[p] = 0;
+	}
+	fh = l->hfirst;
+	if (fh >= 0 && fh < LT_MAX_PRIO) {
+		/* The healthy availabilities of P0..fh reach 100: the normalized
+		 * total is 100, each takes its availability, fh the rest, the
+		 * others and every degraded load 0, no panic (Envoy's
+		 * computation, exactly, as shared's healthyFirst). */
+		for (int p = 0; p < LT_MAX_PRIO; p++)
+			if (p < fh)
+				l->lh[p] = l->avail_h[p];
+		l->lh[fh] = 100 - l->hsum;
+		return;
+	}
+	l->sum = 0;
+	bpf_loop(l->n, lt_avail_cb, c, 0);
+	l->nta = l->sum > 100 ? 100 : l->sum;
+	l->rem = 100;
+	l->first_h = -1;
+	l->first_d = -1;
+	bpf_loop(2 * l->n, lt_spread_cb, c, 0);
+	fh = l->first_h;
+	fd = l->first_d;
+	if (l->nta > 0 && l->rem > 0 && fh >= 0 && fh < LT_MAX_PRIO)
+		l->lh[fh] += l->rem;
+	else if (l->nta > 0 && l->rem > 0 && fd >= 0 && fd < LT_MAX_PRIO)
+		l->ld[fd] += l->rem;
+	if (svc->panic == 0 && l->nta == 0) {
+		l->lh[0] = 100;
+		return;
+	}
+	if (l->nta == 100)
+		return;
+	l->hosts = 0;
+	bpf_loop(l->n, lt_panic_cb, c, 0);
+	if (l->n > LT_MAX_PRIO || l->panic != (1U << l->n) - 1 || l->hosts == 0)
+		return;
+	l->rem = 100;
+	bpf_loop(l->n, lt_share_cb, c, 0);
+	l->lh[0] += l->rem;
+}
+
+/*
+ * lt_loads_compute fills l with the priority loads of the source labels
+ * (steps 1-5). It returns LT_OK when there is a priority,
+ * LT_STAT_NO_CANDIDATE when there is none (bounded failover, or no
+ * endpoint), LT_STAT_BAD_INDEX when an index leaves the service's regions.
+ */
+static __always_inline int lt_loads_compute(const struct lt_service *svc, const __u64 *labels, struct lt_loads *l)
+{
+	struct lt_walk_ctx c = {.svc = svc, .labels = labels, .l = l};
+	int ret;
+
+	l->n = 0;
+	l->panic = 0;
+	l->hsum = 0;
+	l->hfirst = -1;
+	ret = lt_walk(svc, l, &c);
+	if (ret == LT_OK)
+		ret = lt_failover(svc, labels, l, &c);
+	if (ret != LT_OK)
+		return ret;
+	bpf_loop(LT_MAX_LEVELS + 1, lt_rank_cb, &c, 0);
+	if (l->n == 0)
+		return LT_STAT_NO_CANDIDATE;
+	lt_priority_loads(svc, l, &c);
+	return LT_OK;
+}
+
+/* lt_choose_cb is one step of Envoy's choosePriority: l->draw (h%100+1)
+ * against the cumulative healthy loads, then the degraded ones. */
+static long lt_choose_cb(__u64 i, void *data)
+{
+	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
+	int deg = i >= l->n;
+	__u32 p = deg ? i - l->n : i;
+
+	if (p >= LT_MAX_PRIO || p >= l->n)
+		return 0;
+	lt_bounded(p);
+	l->agg += deg ? l->ld[p] : l->lh[p];
+	if (l->draw > l->agg)
+		return 0;
+	l->chosen = p;
+	l->chosen_deg = deg;
+	return 1;
+}
+
+/* lt_spans_of writes the endpoints of a set in priority p: range(rank)
+ * minus range(rank+1); the failover rule's to-region; or the rest of the
+ * split rank (three spans). */
+static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u32 p, struct lt_span *out)
+{
+	struct lt_span a, b, to, x, y;
+	__u32 r;
+
+	if (set >= LT_SETS || p >= LT_MAX_PRIO)
+		return;
+	lt_bounded(set);
+	lt_bounded(p);
+	r = l->rank[p];
+	if (r >= LT_DEPTHS - 1)
+		return;
+	lt_bounded(r);
+	a = l->path[set][r];
+	b = l->path[set][r + 1];
+	to = l->to[set];
+	if (l->kind[p] == LT_FO_TO) {
+		out[0] = to;
+		out[1] = (struct lt_span){to.hi, to.hi};
+		out[2] = out[1];
+		return;
+	}
+	if (l->kind[p] == LT_FO_REST && to.hi > to.lo) {
+		x = b;
+		y = to;
+		if (to.lo < b.lo || (to.lo == b.lo && to.hi < b.hi)) {
+			x = to;
+			y = b;
+		}
+		out[0] = (struct lt_span){a.lo, x.lo};
+		out[1] = (struct lt_span){x.hi, y.lo};
+		out[2] = (struct lt_span){y.hi, a.hi};
+		return;
+	}
+	out[0] = (struct lt_span){a.lo, b.lo};
+	out[1] = (struct lt_span){b.hi, a.hi};
+	out[2] = (struct lt_span){a.hi, a.hi};
+}
+
+/* lt_pick_loads draws a priority (step 6: choosePriority; no load anywhere:
+ * P0 healthy) and picks in its healthy spans, its degraded spans, or in
+ * panic all of them (Envoy's hostSourceToUse). */
+static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u64 *labels, struct lt_loads *l,
+					 __u64 draw, __u32 *out)
+{
+	struct lt_walk_ctx c = {.svc = svc, .labels = labels, .l = l};
+	__u32 p;
+
+	l->draw = draw % 100 + 1;
+	l->agg = 0;
+	l->chosen = 0;
+	l->chosen_deg = 0;
+	if (l->draw > l->lh[0]) /* else P0 healthy, without a loop */
+		bpf_loop(2 * l->n, lt_choose_cb, &c, 0);
+	p = l->chosen;
+	for (int i = 0; i < LT_PICK_SPANS; i++)
+		l->pick[i] = (struct lt_span){0, 0};
+	if (p >= LT_MAX_PRIO)
+		return LT_STAT_BAD_INDEX;
+	if (l->panic & (1U << p)) {
+		lt_spans_of(l, 0, p, &l->pick[0]);
+		lt_spans_of(l, 1, p, &l->pick[3]);
+		lt_spans_of(l, 2, p, &l->pick[6]);
+	} else {
+		lt_spans_of(l, l->chosen_deg ? 1 : 0, p, &l->pick[0]);
+	}
+	return lt_pick_spans(l, out);
+}
+
+/* lt_loads_in is lt_loads_compute for the service and labels in l, and
+ * lt_pick_in lt_pick_loads: global functions, each checked once on its
+ * own, not once per state its caller is in (lt_select). */
+__noinline int lt_loads_in(struct lt_loads *l)
+{
+	if (!l)
+		return LT_STAT_BAD_INDEX;
+	return lt_loads_compute(&l->svc, l->labels, l);
+}
+
+__noinline int lt_pick_in(struct lt_loads *l, __u64 draw, __u32 *out)
+{
+	if (!l || !out)
+		return LT_STAT_BAD_INDEX;
+	return lt_pick_loads(&l->svc, l->labels, l, draw, out);
+}
+
+#endif /* LOCTREE_LIB_PRIORITY_H */
