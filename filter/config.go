@@ -108,7 +108,7 @@ func (t *TreeSource) validate() error {
 		return fmt.Errorf("tree.path %q: must start with /", t.Path)
 	}
 	if t.Authority == "" {
-		t.Authority = clusterHost(t.Cluster)
+		t.Authority = shared.ClusterHost(t.Cluster)
 	}
 	if t.RefreshMS == 0 {
 		t.RefreshMS = defaultRefreshMS
@@ -120,13 +120,4 @@ func (t *TreeSource) validate() error {
 		return err
 	}
 	return checkRange("tree.timeout_ms", t.TimeoutMS, minTimeoutMS, maxTimeoutMS)
-}
-
-// clusterHost returns HOST of an Istio cluster name "outbound|PORT|SUBSET|HOST",
-// or the name itself.
-func clusterHost(cluster string) string {
-	if i := strings.LastIndexByte(cluster, '|'); i >= 0 {
-		return cluster[i+1:]
-	}
-	return cluster
 }

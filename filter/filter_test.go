@@ -60,16 +60,6 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestHostOf(t *testing.T) {
-	for in, want := range map[string]string{
-		"reviews:9080": "reviews", "reviews": "reviews", "[::1]:80": "::1", "::1": "::1", "a.b.c": "a.b.c",
-	} {
-		if got := hostOf(in); got != want {
-			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(inline(`,"fallbacks":2`)))
 	f.Add([]byte(`{"tree":{"cluster":"a","path":"/x"}}`))

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/base64"
 	"fmt"
-	"strings"
 
 	"github.com/loctree/loctree/filter/internal/abi"
 	"github.com/loctree/loctree/shared"
@@ -143,7 +142,7 @@ func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
 		return shared.HashKey(v), true
 	}
 	if a, err := abi.GetPropertyString(sourceAddressPath); err == nil && a != "" {
-		return shared.HashKey(hostOf(a)), true
+		return shared.HashKey(shared.HostOf(a)), true
 	}
 	return 0, false
 }
@@ -156,19 +155,6 @@ func serviceKey() (key string, fromCluster bool) {
 	}
 	a, _ := abi.GetHttpRequestHeader(":authority")
 	return a, false
-}
-
-// hostOf strips the port from "host:port" or "[v6]:port".
-func hostOf(a string) string {
-	if strings.HasPrefix(a, "[") {
-		if i := strings.IndexByte(a, ']'); i > 0 {
-			return a[1:i]
-		}
-	}
-	if strings.Count(a, ":") == 1 {
-		return a[:strings.IndexByte(a, ':')]
-	}
-	return a
 }
 
 func (h *httpContext) reject(reason string) types.Action {

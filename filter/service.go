@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"unsafe"
 
 	"github.com/loctree/loctree/shared"
 )
@@ -29,60 +28,9 @@ func (p *pluginContext) service(st *treeState, key string, fromCluster bool) *sh
 	return svc
 }
 
-// resolveService finds the tree service a request names. From an Istio
-// cluster name "outbound|PORT|SUBSET|HOST" it tries "HOST:PORT", then HOST
-// (any other cluster name is taken whole); from an authority it tries the
-// authority as given ("host:port"), then the host without its port. The
-// Kubernetes source names one tree service per Service port and every port
-// answers to "HOST:PORT", so a port reaches its own endpoints; the bare HOST
-// is the first TCP port's (or a topology's service without ports). scratch
-// is reused to build "HOST:PORT".
+// resolveService finds the tree service a request names, by the rule
+// shared.RequestNames states (also what `loctree wasm run` explains).
 func resolveService(t *shared.Tree, key string, fromCluster bool, scratch *[]byte) *shared.Service {
-	first, second := key, ""
-	if fromCluster {
-		host, port, ok := splitClusterName(key)
-		switch {
-		case ok:
-			*scratch = append(append(append((*scratch)[:0], host...), ':'), port...)
-			// The tree only reads the key during the lookup.
-			first, second = unsafe.String(unsafe.SliceData(*scratch), len(*scratch)), host
-		default:
-			first = clusterHost(key)
-		}
-	} else if h := hostOf(key); h != key {
-		second = h
-	}
-	if svc, ok := t.Service(first); ok {
-		return svc
-	}
-	if second == "" {
-		return nil
-	}
-	svc, _ := t.Service(second)
+	svc, _ := t.ServiceForRequest(key, fromCluster, scratch)
 	return svc
-}
-
-// splitClusterName splits an Istio cluster name
-// "DIRECTION|PORT|SUBSET|HOST" into HOST and PORT; ok is false unless it
-// has four fields, a decimal PORT and a HOST.
-func splitClusterName(c string) (host, port string, ok bool) {
-	_, rest, ok1 := strings.Cut(c, "|")
-	port, rest, ok2 := strings.Cut(rest, "|")
-	_, host, ok3 := strings.Cut(rest, "|")
-	if !ok1 || !ok2 || !ok3 || host == "" || strings.IndexByte(host, '|') >= 0 || !decimal(port) {
-		return "", "", false
-	}
-	return host, port, true
-}
-
-func decimal(s string) bool {
-	if s == "" || len(s) > 5 {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

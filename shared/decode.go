@@ -1,7 +1,6 @@
 package shared
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 )
@@ -55,8 +54,8 @@ func checkHeader(b []byte) error {
 	if len(b) < HeaderSize {
 		return corrupt("%d bytes, shorter than the %d-byte header", len(b), HeaderSize)
 	}
-	if !bytes.Equal(b[hMagic:hMagic+4], Magic[:]) {
-		return corrupt("bad magic %q (want %q)", b[:4], Magic[:])
+	if string(b[hMagic:hMagic+MagicSize]) != magic {
+		return corrupt("bad magic %q (want %q)", b[:4], magic)
 	}
 	if v := le.Uint16(b[hVersion:]); v != FormatVersion {
 		return corrupt("format version %d (this build reads %d)", v, FormatVersion)

@@ -63,7 +63,7 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 }
 
 func putHeader(b []byte, generation uint64, c sections) {
-	copy(b[hMagic:], Magic[:])
+	copy(b[hMagic:], magic)
 	le.PutUint16(b[hVersion:], FormatVersion)
 	le.PutUint16(b[hHeaderSize:], HeaderSize)
 	le.PutUint64(b[hGeneration:], generation)

@@ -31,8 +31,15 @@ const (
 	MaxOverprovisioningFactor = 1<<16 - 1
 )
 
-// Magic opens every encoded tree.
-var Magic = [4]byte{'L', 'T', 'R', 'E'}
+// magic opens every encoded tree (docs/FORMAT.md, "Header").
+const magic = "LTRE"
+
+// MagicSize is the length of the magic that opens every encoded tree.
+const MagicSize = len(magic)
+
+// IsEncoded reports whether head, the first bytes of a file, opens an
+// encoded tree (as opposed to a topology file).
+func IsEncoded(head []byte) bool { return len(head) >= MagicSize && string(head[:MagicSize]) == magic }
 
 // Header field offsets.
 const (

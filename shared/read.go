@@ -46,8 +46,8 @@ const preallocMax = 64 << 20
 // blobSize checks the fields of a header that say what the input is and
 // how long, and returns total_size.
 func blobSize(hdr []byte) (uint32, error) {
-	if !bytes.Equal(hdr[hMagic:hMagic+4], Magic[:]) {
-		return 0, corrupt("bad magic %q (want %q): not a loctree tree", hdr[:4], Magic[:])
+	if string(hdr[hMagic:hMagic+MagicSize]) != magic {
+		return 0, corrupt("bad magic %q (want %q): not a loctree tree", hdr[:4], magic)
 	}
 	if v := le.Uint16(hdr[hVersion:]); v != FormatVersion {
 		return 0, corrupt("format version %d (this build reads %d)", v, FormatVersion)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -18,9 +17,6 @@ type treeInput struct {
 	top  *shared.Topology // nil when the input is an encoded tree
 	tree *shared.Tree
 }
-
-// treeMagic opens every encoded tree (docs/FORMAT.md).
-var treeMagic = []byte("LTRE")
 
 func loadTreeInput(path string) (*treeInput, error) {
 	if path != "" && isTree(path) {
@@ -59,7 +55,7 @@ func isTree(path string) bool {
 		return false
 	}
 	defer f.Close()
-	head := make([]byte, len(treeMagic))
+	head := make([]byte, shared.MagicSize)
 	_, err = io.ReadFull(f, head)
-	return err == nil && bytes.Equal(head, treeMagic)
+	return err == nil && shared.IsEncoded(head)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/loctree/loctree/host"
@@ -25,22 +24,20 @@ func publishedTree(sd *host.SharedData) *shared.Tree {
 }
 
 // requestNames is what a request names its service by, in the order the
-// filter tries (filter/service.go): from an Istio cluster name
-// "outbound|PORT|SUBSET|HOST", HOST:PORT then HOST; from :authority, as
-// given then without its port.
+// filter tries them (shared.RequestNames, the filter's rule): the cluster
+// name when there is one, else :authority.
 func requestNames(cluster, authority string) (what string, names []string) {
+	key, fromCluster, what := authority, false, fmt.Sprintf(":authority %q", authority)
 	if cluster != "" {
-		parts := strings.Split(cluster, "|")
-		if len(parts) == 4 && parts[3] != "" {
-			return fmt.Sprintf("cluster %q", cluster), []string{parts[3] + ":" + parts[1], parts[3]}
-		}
-		return fmt.Sprintf("cluster %q", cluster), []string{cluster}
+		key, fromCluster, what = cluster, true, fmt.Sprintf("cluster %q", cluster)
 	}
-	names = []string{authority}
-	if h, _, err := net.SplitHostPort(authority); err == nil {
-		names = append(names, h)
+	var scratch []byte
+	first, second := shared.RequestNames(key, fromCluster, &scratch)
+	names = []string{strings.Clone(first)}
+	if second != "" {
+		names = append(names, second)
 	}
-	return fmt.Sprintf(":authority %q", authority), names
+	return what, names
 }
 
 // unknownService says that no service of t answers to the request's
