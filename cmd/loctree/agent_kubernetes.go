@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loctree/loctree/loader/source/kubernetes"
 	"github.com/loctree/loctree/loader/source"
+	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 
 // kubeFlags are the agent's endpoint-source flags.
