@@ -48,11 +48,11 @@ type agent struct {
 	in         *kernel.Installer
 	trees      TreeServer
 	metrics    *Metrics
-	ready      atomic.Bool    // the programs are attached: the kernel path is live
-	pinsOK     atomic.Bool    // every pin is in the bpffs directory (agent_pins.go)
-	background sync.WaitGroup // goroutines that use the installer
-	tree       *shared.Tree   // the tree installed last
-	builder    shared.Builder // makes the next tree from the last per service
+	ready      atomic.Bool      // the programs are attached: the kernel path is live
+	pinsOK     atomic.Bool      // every pin is in the bpffs directory (agent_pins.go)
+	background sync.WaitGroup   // goroutines that use the installer
+	tree       *shared.Tree     // the tree installed last
+	builder    shared.Builder   // makes the next tree from the last per service
 	refused    map[string]error // a source's services the tree refused, each keeping its last installed version
 }
 

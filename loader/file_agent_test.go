@@ -50,7 +50,9 @@ func TestAgentDirectoryPastBadEntries(t *testing.T) {
 		}
 	}
 	kerneltest.Eventually(t, 10*time.Second, "the first tree", lands(old))
-	rejected := func() int { return strings.Count(logs.String(), `msg="source state rejected; keeping the installed tree"`) }
+	rejected := func() int {
+		return strings.Count(logs.String(), `msg="source state rejected; keeping the installed tree"`)
+	}
 	for i, bad := range [][]string{{"l2.yaml", "l1.yaml", "l1.yaml", "l2.yaml"}, {"/nonexistent", "zz.yaml"}} {
 		before := rejected()
 		for j := 0; j < len(bad); j += 2 {
