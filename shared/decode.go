@@ -142,7 +142,7 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := t.checkAuxTrees(s); err != nil {
 		return err
 	}
-	s.kids = [2]children{newChildren(t.nodes, s.Root, s.NodeCount), newChildren(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
+	s.kids = [2]kids{newKids(t.nodes, s.Root, s.NodeCount), newKids(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
 	s.slots = newScopeSlots(s.Scopes)
 	s.precomputeDistribute()
 	return nil

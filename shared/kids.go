@@ -1,6 +1,6 @@
 package shared
 
-// children is a service's child index, kept beside its node records (it is
+// kids is a service's child index (the kernel's is loader/kernel/kids.go), kept beside its node records (it is
 // not part of the encoded format): an open-addressing hash table from
 // (parent, label) to the child, with node indices relative to the tree's
 // first node so that the Builder places a service anywhere without
@@ -8,25 +8,25 @@ package shared
 // where a binary search over the sorted children reads about log2(children)
 // records, each a branch a changing source mispredicts every other time
 // (docs/PERFORMANCE.md, "The child search").
-type children struct {
-	slots []childSlot // a power of two, at most half full
+type kids struct {
+	slots []kidSlot // a power of two, at most half full
 }
 
-type childSlot struct {
+type kidSlot struct {
 	label         uint64
 	parent, child uint32 // relative indices; parent noParent: empty slot
 }
 
 const noParent = ^uint32(0)
 
-// newChildren indexes the count node records of one service's trees in
+// newKids indexes the count node records of one service's trees in
 // nodes, from index base, whose links Decode has checked.
-func newChildren(nodes []byte, base, count uint32) children {
+func newKids(nodes []byte, base, count uint32) kids {
 	size := 1
 	for size < 2*int(count) {
 		size *= 2
 	}
-	c := children{slots: make([]childSlot, size)}
+	c := kids{slots: make([]kidSlot, size)}
 	for i := range c.slots {
 		c.slots[i].parent = noParent
 	}
@@ -34,13 +34,13 @@ func newChildren(nodes []byte, base, count uint32) children {
 		rec := nodes[int(base+p)*NodeRecordSize:][:NodeRecordSize]
 		first := le.Uint32(rec[nFirstChild:]) - base
 		for k := first; k < first+le.Uint32(rec[nChildCount:]); k++ {
-			c.put(childSlot{le.Uint64(nodes[int(base+k)*NodeRecordSize+nLabel:]), p, k})
+			c.put(kidSlot{le.Uint64(nodes[int(base+k)*NodeRecordSize+nLabel:]), p, k})
 		}
 	}
 	return c
 }
 
-func (c *children) put(s childSlot) {
+func (c *kids) put(s kidSlot) {
 	mask := uint64(len(c.slots) - 1)
 	i := slotOf(s.parent, s.label) & mask
 	for c.slots[i].parent != noParent {
@@ -50,7 +50,7 @@ func (c *children) put(s childSlot) {
 }
 
 // child is the child labelled want of node parent (relative indices).
-func (c *children) child(parent uint32, want uint64) (uint32, bool) {
+func (c *kids) child(parent uint32, want uint64) (uint32, bool) {
 	if len(c.slots) == 0 {
 		return 0, false // a Service not decoded from a tree
 	}
