@@ -88,7 +88,7 @@ func (c *spilloverCase) config(t testing.TB) string {
 // source (the ztunnel rule, written from the topology, not from the tree).
 func (c *spilloverCase) rank(loc shared.Locality) int {
 	r := 0
-	for _, sc := range shared.DefaultScopes {
+	for _, sc := range shared.DefaultScopes() {
 		if loc[sc] != c.src[sc] {
 			break
 		}
@@ -346,7 +346,7 @@ func targetOf(l *shared.Loads, loc shared.Locality) int {
 
 func patternMatches(pattern string, loc shared.Locality) bool {
 	for k, seg := range strings.Split(pattern, "/") {
-		if seg != "*" && loc[shared.DefaultScopes[k]] != seg {
+		if seg != "*" && loc[shared.DefaultScopes()[k]] != seg {
 			return false
 		}
 	}

@@ -154,7 +154,7 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 		return nil, err
 	}
 	if len(s.scopes) == 0 {
-		s.scopes = DefaultScopes
+		s.scopes = DefaultScopes()
 	}
 	var err error
 	if s.mode, err = ParseMode(spec.Mode); err != nil {

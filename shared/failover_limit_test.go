@@ -36,7 +36,7 @@ func withoutBelow(spec *ServiceSpec, src Locality, limit int) *ServiceSpec {
 func limitOf(rng *rand.Rand, spec *ServiceSpec) (string, int) {
 	scopes := spec.Scopes
 	if len(scopes) == 0 {
-		scopes = DefaultScopes
+		scopes = DefaultScopes()
 	}
 	i := rng.IntN(len(scopes) + 1)
 	if i == len(scopes) {

@@ -148,8 +148,10 @@ type NodeSpec struct {
 	Locality Locality `json:"locality" yaml:"locality"`
 }
 
-// DefaultScopes are the routing scopes of a service that names none.
-var DefaultScopes = []string{"region", "zone", "subzone"}
+// DefaultScopes are the routing scopes of a service that names none (a
+// new slice each call: a built service's scopes are never shared with a
+// caller that could change them).
+func DefaultScopes() []string { return []string{"region", "zone", "subzone"} }
 
 // Mode says what a lookup returns when the source matches no endpoint fully.
 type Mode uint8

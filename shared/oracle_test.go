@@ -22,7 +22,7 @@ import (
 func oracle(spec *ServiceSpec, src Locality) (cands []string, depth int, crossNetwork bool) {
 	scopes := spec.Scopes
 	if len(scopes) == 0 {
-		scopes = DefaultScopes
+		scopes = DefaultScopes()
 	}
 	networkPreferred := scopes[0] == "network" && spec.NetworkRule != "plain"
 	best, bestMatched, bestCross := -1, 0, false

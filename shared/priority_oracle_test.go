@@ -260,7 +260,7 @@ type oraclePriority struct {
 func priorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []oraclePriority {
 	scopes := spec.Scopes
 	if len(scopes) == 0 {
-		scopes = DefaultScopes
+		scopes = DefaultScopes()
 	}
 	regionAt, to := slices.Index(scopes, "region"), ""
 	for _, f := range spec.Failover {

@@ -145,7 +145,7 @@ func topologyScopes(top *shared.Topology) map[string]bool {
 	for _, s := range top.Services {
 		scopes := s.Scopes
 		if len(scopes) == 0 {
-			scopes = shared.DefaultScopes
+			scopes = shared.DefaultScopes()
 		}
 		for _, sc := range scopes {
 			out[sc] = true
