@@ -51,7 +51,7 @@ Examples:
 
 (/sys/fs/cgroup on a cgroup v2 host; on a cgroup v1 host mount cgroup2
 elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
-		Args: cobra.NoArgs,
+		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkAgentFlags(&cfg); err != nil {
 				return err
