@@ -66,7 +66,7 @@ Examples:
 	f.IntVar(&o.count, "count", 1, "number of picks")
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for reproducible picks (0: random)")
 	f.StringVar(&o.key, "key", "", "request key for consistent_hash (a header value, a client IP, ...)")
-	addFormatFlag(cmd, &o.format, "table", "json")
+	addFormatFlag(cmd, &o.format, "table", "json", "yaml")
 	_ = cmd.MarkFlagRequired("service")
 	cmd.MarkFlagsMutuallyExclusive("from", "node")
 	_ = cmd.RegisterFlagCompletionFunc("service", completeServices)
@@ -160,7 +160,7 @@ func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *tree
 }
 
 func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
-	if err := checkFormat(o.format, "table", "json"); err != nil {
+	if err := checkFormat(o.format, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	if o.count < 0 || o.count > 100_000_000 {
@@ -193,8 +193,8 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 		res.Picks, res.Error = map[string]int{}, ""
 		pickLoads(t, svc, src, o, res)
 	}
-	if o.format == "json" {
-		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+	if isData(o.format) {
+		if err := writeData(cmd.OutOrStdout(), o.format, res); err != nil {
 			return err
 		}
 	} else {

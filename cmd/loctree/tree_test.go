@@ -109,7 +109,7 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 		{[]string{"tree", "pick"}, `"service" not set`},
 		{[]string{"tree", "inspect", badTree}, "corrupt tree"},
 		{[]string{"tree", "build"}, `"out" not set`},
-		{[]string{"tree", "build", "-o", "tree.bin"}, `-o is the output format (text or json); write the tree with --out tree.bin`},
+		{[]string{"tree", "build", "-o", "tree.bin"}, `-o is the output format (text, json or yaml); write the tree with --out tree.bin`},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(t, c.args...)
