@@ -99,7 +99,7 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"tree", "pick", "-f", filepath.Join(dir, "missing.yaml"), "--service", "a"}, "missing.yaml"},
-		{[]string{"tree", "pick", "-f", badYAML, "--service", "a"}, "line 4: field adress not found"},
+		{[]string{"tree", "pick", "-f", badYAML, "--service", "a"}, "line 4: unknown key adress (did you mean address?)"},
 		{[]string{"tree", "pick", "--service", "nope"}, `unknown service "nope"`},
 		{[]string{"tree", "pick", "--service", "reviews", "--from", "region"}, "bad --from"},
 		{[]string{"tree", "pick", "--service", "reviews", "--from", "zone=a,zone=b"}, `scope "zone" given twice`},
