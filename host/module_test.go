@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 )
 
 var cache = wazero.NewCompilationCache()
+
+//go:generate sh testdata/assemblyscript/build.sh
 
 // otherSDK builds testdata/othersdk, a module with another SDK's export set.
 func otherSDK(t testing.TB) []byte {
@@ -113,6 +116,47 @@ func TestOtherSDKModule(t *testing.T) {
 	want := "create 1 0,vm_start 0,configure 2,create 2 1,request_headers 2 1,log 2,done 2,delete 2,done 1,delete 1"
 	if got := vmLogs(h, vm.ID()); got != want {
 		t.Fatalf("callback order\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestRootID runs a module built with another SDK (AssemblyScript,
+// testdata/assemblyscript) that registers its root context under "peer":
+// with that root id it starts and reads it back as plugin_root_id, with
+// the vm id as plugin_vm_id (Envoy source/extensions/common/wasm/context.cc,
+// PLUGIN_ROOT_ID and PLUGIN_VM_ID); with Envoy's default root id "" it
+// fails to start, naming the root id, as it would in Envoy.
+func TestRootID(t *testing.T) {
+	mod, err := os.ReadFile("testdata/assemblyscript/peer.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plugin configuration, as Istio always passes: with an empty one
+	// this SDK's onConfigure reads a stale buffer (testdata/assemblyscript).
+	h := newTestHost(t, mod, Options{RootID: "peer", VMID: "vm-3", PluginConfig: []byte("{}")})
+	if h.ABIVersion() != "0.2.0" {
+		t.Fatalf("ABI %s, want 0.2.0", h.ABIVersion())
+	}
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	res, err := vm.Do(context.Background(), &Request{Headers: Headers{{":path", "/"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"x-peer-root-id": "peer", "x-peer-vm-id": "vm-3"} {
+		if v, _ := res.Request.Headers.Get(k); v != want {
+			t.Errorf("header %s = %q, want %q (headers %v)", k, v, want, res.Request.Headers)
+		}
+	}
+	var logs []string
+	h2 := newTestHost(t, mod, Options{PluginConfig: []byte("{}"), OnLog: func(e LogEntry) { logs = append(logs, e.Message) }})
+	if vm, err := h2.NewVM(context.Background()); err == nil {
+		vm.Close()
+		t.Fatal("root id \"\": the module started")
+	} else if all := err.Error() + strings.Join(logs, "\n"); !strings.Contains(all, "root id") {
+		t.Fatalf("root id \"\": %v (logs %q): want the missing root id named", err, logs)
 	}
 }
 

@@ -61,7 +61,7 @@ func TestClusterRoleIsWhatTheAgentCalls(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, func(kubernetes.Update) {}) }()
+	go func() { done <- src.Run(ctx, func(kubernetes.Update) error { return nil }) }()
 	defer func() { cancel(); <-done }()
 
 	svcs := corev1.SchemeGroupVersion.WithResource("services")

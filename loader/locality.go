@@ -19,6 +19,9 @@ func ParseLocality(s string) (shared.Locality, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("locality %q: want scope=value pairs separated by commas, got %q", s, kv)
 		}
+		if strings.Contains(v, "=") {
+			return nil, fmt.Errorf("locality %q: the value %q of %s holds '=': separate scope=value pairs with commas (region=r1,zone=z1)", s, v, k)
+		}
 		if _, dup := loc[k]; dup {
 			return nil, fmt.Errorf("locality %q: scope %q given twice", s, k)
 		}

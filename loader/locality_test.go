@@ -21,6 +21,8 @@ func TestParseLocality(t *testing.T) {
 		{"region", nil, "want scope=value"},
 		{"=r1", nil, "want scope=value"},
 		{"region=a,region=b", nil, "given twice"},
+		{"region=us-east zone=us-east-1a", nil, "separate scope=value pairs with commas"}, // issue 20: two pairs without their comma
+		{"region=us east", shared.Locality{"region": "us east"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

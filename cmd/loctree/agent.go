@@ -52,7 +52,7 @@ Examples:
 
 (/sys/fs/cgroup on a cgroup v2 host; on a cgroup v1 host mount cgroup2
 elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
-		Args: cobra.NoArgs,
+		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkAgentFlags(&cfg); err != nil {
 				return err
@@ -82,7 +82,11 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return loader.Run(ctx, cfg)
+			if err := loader.Run(ctx, cfg); err != nil {
+				return err
+			}
+			logLeftInPlace(cfg.Logger, &cfg, ctx.Err() != nil)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -101,6 +105,19 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 	cmd.MarkFlagRequired("bpffs")
 	cmd.AddCommand(newAgentUninstallCmd())
 	return cmd
+}
+
+// logLeftInPlace says, when the agent exits after a signal or --once, what
+// stays on the node (by design: the kernel path keeps serving without the
+// agent) and how to remove it.
+func logLeftInPlace(log *slog.Logger, cfg *loader.AgentConfig, signalled bool) {
+	why := "--once"
+	if signalled {
+		why = "signal"
+	}
+	log.Info("agent exiting; its programs stay attached to the cgroup and its maps pinned, so connections keep being balanced by the last tree; "+
+		"a restarted agent re-adopts them, and `loctree agent uninstall --cgroup "+cfg.Cgroup+" --bpffs "+cfg.BPFFS+"` removes them",
+		"reason", why, "cgroup", cfg.Cgroup, "bpffs", cfg.BPFFS)
 }
 
 // checkAgentSetup checks, before anything is installed, what would

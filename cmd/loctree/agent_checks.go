@@ -123,6 +123,24 @@ func fsName(magic int64) string {
 		return "bpffs"
 	case unix.SYSFS_MAGIC:
 		return "sysfs"
+	case unix.EXT4_SUPER_MAGIC: // also ext2 and ext3
+		return "ext4"
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs"
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs"
+	case unix.OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs"
+	case unix.PROC_SUPER_MAGIC:
+		return "proc"
+	case unix.NFS_SUPER_MAGIC:
+		return "nfs"
+	case unix.SQUASHFS_MAGIC:
+		return "squashfs"
+	case unix.DEBUGFS_MAGIC:
+		return "debugfs"
+	case unix.TRACEFS_MAGIC:
+		return "tracefs"
 	}
 	return fmt.Sprintf("type %#x", magic)
 }

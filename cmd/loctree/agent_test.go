@@ -161,6 +161,10 @@ func TestAgentLifecycle(t *testing.T) {
 	if err := landsOn("127.0.7.3:9100")(); err != nil {
 		t.Fatalf("after a clean stop the programs stay: %v", err)
 	}
+	// Issue 20, section 2: the agent says what it leaves in place.
+	if want := "loctree agent uninstall --cgroup " + cg + " --bpffs " + fs; !strings.Contains(again.log.String(), want) {
+		t.Fatalf("agent after SIGTERM does not say what it leaves and how to remove it (%q):\n%s", want, again.log)
+	}
 
 	for range 2 {
 		runLoctree(t, "agent", "uninstall", "--cgroup", cg, "--bpffs", fs)

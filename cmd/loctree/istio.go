@@ -7,11 +7,10 @@ import (
 )
 
 func newIstioCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCmd(&cobra.Command{
 		Use:   "istio",
-		Short: "Istio objects for loctree",
-		Args:  cobra.NoArgs,
-	}
+		Short: "Istio objects for loctree, and a check of a node's agent and filters",
+	})
 	cmd.AddCommand(newIstioRenderCmd(), newIstioCheckCmd())
 	return cmd
 }
@@ -57,6 +56,8 @@ Examples:
 	f.StringVar(&steering, "steering", string(render.SteeringOverrideHost), "override-host or persistent-session")
 	f.StringVar(&o.Domain, "domain", render.DefaultDomain, "cluster DNS domain")
 	addFormatFlag(cmd, &format, render.FormatYAML, render.FormatJSON)
+	_ = cmd.RegisterFlagCompletionFunc("steering", cobra.FixedCompletions(
+		[]string{string(render.SteeringOverrideHost), string(render.SteeringPersistentSession)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagRequired("service")
 	_ = cmd.MarkFlagRequired("port")
 	_ = cmd.MarkFlagRequired("wasm-url")

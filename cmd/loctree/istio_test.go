@@ -64,7 +64,7 @@ func TestIstioCheck(t *testing.T) {
 	defer srv.Close()
 	step.Store(2)
 	code, out, errs := runCLI(t, "istio", "check", "--agent", srv.URL, "--window", "10ms", "-o", "json")
-	if code != 0 || !strings.Contains(out, `"treeRequests": 2`) {
+	if code != 0 || !strings.Contains(out, `"tree_requests": 2`) {
 		t.Errorf("polled: exit %d, out %s, err %s", code, out, errs)
 	}
 	step.Store(0)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -62,4 +63,37 @@ Without -f, commands use the embedded example mesh (examples/mesh.yaml).`,
 	root.AddCommand(newIstioCmd())
 	root.AddCommand(newDemoCmd())
 	return root
+}
+
+// groupCmd makes cmd, a command that groups subcommands, answer as
+// kubectl does: alone it prints its help; with an unknown subcommand it
+// fails with cobra's "did you mean" suggestions (cobra does that only for
+// the root command; a non-runnable child prints its help and exits 0).
+func groupCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = noSubcommand
+	if cmd.RunE == nil {
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	return cmd
+}
+
+// noSubcommand refuses arguments, naming the nearest subcommands of cmd
+// (cobra.Command.SuggestionsFor) when the first reads as a misspelt one.
+func noSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for the root
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		b.WriteString("\n\nDid you mean this?\n")
+		for _, name := range s {
+			fmt.Fprintf(&b, "\t%s\n", name)
+		}
+	}
+	fmt.Fprintf(&b, "\nRun '%s --help' for usage.", cmd.CommandPath())
+	return errors.New(b.String())
 }

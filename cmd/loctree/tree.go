@@ -3,11 +3,10 @@ package main
 import "github.com/spf13/cobra"
 
 func newTreeCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCmd(&cobra.Command{
 		Use:   "tree",
-		Short: "Build, inspect and query locality trees",
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newTreeBuildCmd(), newTreeInspectCmd(), newTreePickCmd())
+		Short: "Build, validate, inspect and query locality trees",
+	})
+	cmd.AddCommand(newTreeBuildCmd(), newTreeValidateCmd(), newTreeInspectCmd(), newTreePickCmd())
 	return cmd
 }

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/loctree/loctree/internal/topology"
 	"github.com/loctree/loctree/shared"
 )
 
-// treeInput is what `tree pick` and `tree inspect` read: a topology file
-// (built here, generation 1) or an encoded tree, told apart by the tree's
+// treeInput is what `tree pick` and `tree inspect` read: a topology file or
+// directory (built here, generation 1) or an encoded tree, told apart by the tree's
 // magic; "" is the embedded example mesh.
 type treeInput struct {
 	name string
@@ -19,7 +22,7 @@ type treeInput struct {
 }
 
 func loadTreeInput(path string) (*treeInput, error) {
-	if path != "" && isTree(path) {
+	if path != "" && (isTree(path) || missingTree(path)) {
 		t, err := readTree(path)
 		if err != nil {
 			return nil, err
@@ -37,6 +40,19 @@ func loadTreeInput(path string) (*treeInput, error) {
 	return &treeInput{name: name, top: top, tree: t}, nil
 }
 
+// missingTree reports whether path names no file and is not named as a
+// topology (.json, .yaml, .yml): its error is then the tree reader's.
+func missingTree(path string) bool {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	switch filepath.Ext(path) {
+	case ".json", ".yaml", ".yml":
+		return false
+	}
+	return true
+}
+
 // isTree reports whether the file at path is to be read as an encoded
 // tree: a regular file that begins with the tree magic, or something that
 // is not a regular file (a pipe, /dev/zero: the topology reader refuses
@@ -46,6 +62,9 @@ func isTree(path string) bool {
 	st, err := os.Stat(path)
 	if err != nil {
 		return false
+	}
+	if st.IsDir() {
+		return false // a directory of topology files
 	}
 	if !st.Mode().IsRegular() {
 		return true

@@ -16,42 +16,45 @@ import (
 )
 
 func newTreeInspectCmd() *cobra.Command {
-	var format string
+	var format, file string
 	cmd := &cobra.Command{
-		Use:   "inspect [TREE|TOPOLOGY]",
+		Use:   "inspect [-f TREE|TOPOLOGY|DIR]",
 		Short: "Draw a tree, per service, with endpoint counts",
 		Long: `Inspect draws each service's tree: one line per node with its scope value
 and the number of endpoints below it, siblings in name order; leaves list
 their endpoints, and endpoints that are not eligible are listed with the
-reason. The file is an encoded tree (decoded checking every invariant of
-docs/FORMAT.md) or a topology (built as tree build does); without one, the
-embedded example mesh.
+reason. -f (or the one argument, as before) is an encoded tree (decoded
+checking every invariant of docs/FORMAT.md), a topology file or a directory
+of them (built as tree build does); without one, the embedded example mesh.
 
 Examples:
   loctree tree inspect
-  loctree tree build --out tree.bin && loctree tree inspect tree.bin
-  loctree tree inspect mesh.yaml -o json`,
+  loctree tree build --out tree.bin && loctree tree inspect -f tree.bin
+  loctree tree inspect -f examples/mesh.yaml -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "table", "json"); err != nil {
+			if err := checkFormat(format, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			var path string
 			if len(args) == 1 {
-				path = args[0]
+				if file != "" {
+					return fmt.Errorf("-f %s and the argument %s: give the file once, with -f", file, args[0])
+				}
+				file = args[0]
 			}
-			in, err := loadTreeInput(path)
+			in, err := loadTreeInput(file)
 			if err != nil {
 				return err
 			}
-			if format == "json" {
-				return writeJSON(cmd.OutOrStdout(), inspectJSON(in.tree))
+			if isData(format) {
+				return writeData(cmd.OutOrStdout(), format, inspectJSON(in.tree))
 			}
 			drawTree(cmd.OutOrStdout(), in.name, in.tree)
 			return nil
 		},
 	}
-	addFormatFlag(cmd, &format, "table", "json")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "encoded tree, topology file or directory of them (default: the embedded examples/mesh.yaml)")
+	addFormatFlag(cmd, &format, "table", "json", "yaml")
 	return cmd
 }
 
@@ -142,8 +145,7 @@ func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
 }
 
 func drawTree(w io.Writer, name string, t *shared.Tree) {
-	fmt.Fprintf(w, "%s: generation %d, %d services, %d endpoints, %d nodes, %d bytes\n",
-		safe(name), t.Generation(), len(t.Services()), endpointCount(t), t.NumNodes(), len(t.Bytes()))
+	fmt.Fprintf(w, "%s: %s\n", safe(name), summarize(t, name).text())
 	for i := range t.Services() {
 		s := &t.Services()[i]
 		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name), s.Mode, s.Policy, joinSafe(s.Scopes, "/"))
@@ -260,6 +262,16 @@ func endpointCount(t *shared.Tree) int {
 	n := 0
 	for _, s := range t.Services() {
 		n += int(s.EpTotal)
+	}
+	return n
+}
+
+// eligibleCount is the number of eligible endpoints of all services (the
+// agent's loctree_endpoints gauge counts these).
+func eligibleCount(t *shared.Tree) int {
+	n := 0
+	for _, s := range t.Services() {
+		n += int(s.EpEligible)
 	}
 	return n
 }

@@ -60,7 +60,7 @@ func TestInspectNetworkRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, errs := runCLI(t, "tree", "build", "-f", file, "--out", out)
-	if code != 0 || !strings.Contains(stdout, " 3 endpoints,") {
+	if code != 0 || !strings.Contains(stdout, " 3 endpoints (3 eligible),") {
 		t.Fatalf("exit %d: %s%s, want 3 endpoints", code, stdout, errs)
 	}
 	code, stdout, errs = runCLI(t, "tree", "inspect", out, "-o", "json")

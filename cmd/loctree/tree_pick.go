@@ -66,7 +66,7 @@ Examples:
 	f.IntVar(&o.count, "count", 1, "number of picks")
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for reproducible picks (0: random)")
 	f.StringVar(&o.key, "key", "", "request key for consistent_hash (a header value, a client IP, ...)")
-	addFormatFlag(cmd, &o.format, "table", "json")
+	addFormatFlag(cmd, &o.format, "table", "json", "yaml")
 	_ = cmd.MarkFlagRequired("service")
 	cmd.MarkFlagsMutuallyExclusive("from", "node")
 	_ = cmd.RegisterFlagCompletionFunc("service", completeServices)
@@ -147,7 +147,7 @@ func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *tree
 	}
 	res.Distribute = distributeOf(&l)
 	if l.N == 0 {
-		res.Error = noCandidateReason(svc, shared.Range{})
+		res.Error = noLoadsReason(svc, &l)
 		return
 	}
 	p := shared.NewPicker(t, shared.PickerOptions{Seed: o.seed})
@@ -160,7 +160,7 @@ func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *tree
 }
 
 func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
-	if err := checkFormat(o.format, "table", "json"); err != nil {
+	if err := checkFormat(o.format, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	if o.count < 0 || o.count > 100_000_000 {
@@ -193,8 +193,8 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 		res.Picks, res.Error = map[string]int{}, ""
 		pickLoads(t, svc, src, o, res)
 	}
-	if o.format == "json" {
-		if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+	if isData(o.format) {
+		if err := writeData(cmd.OutOrStdout(), o.format, res); err != nil {
 			return err
 		}
 	} else {
@@ -262,8 +262,31 @@ func noCandidateReason(svc *shared.Service, r shared.Range) string {
 		return fmt.Sprintf("%s: %v: failover_limit %s and the source matches only %d of %d scopes (%s)",
 			svc.Name, shared.ErrNoCandidate, svc.Scopes[svc.MinRank-1], r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
 	}
-	return fmt.Sprintf("%s: %v: strict mode and the source matches only %d of %d scopes (%s)",
+	if svc.Mode == shared.ModeStrict {
+		return fmt.Sprintf("%s: %v: strict mode and the source matches only %d of %d scopes (%s)",
+			svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+	}
+	return fmt.Sprintf("%s: %v: the source matches %d of %d scopes (%s) and no eligible endpoint there",
 		svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+}
+
+// noLoadsReason says why a spillover service has no priority for the
+// source: its distribute rule sends it only to targets without an eligible
+// endpoint, or the reasons of noCandidateReason.
+func noLoadsReason(svc *shared.Service, l *shared.Loads) string {
+	if l.NTargets == 0 {
+		return noCandidateReason(svc, shared.Range{})
+	}
+	rule := "distribute (no rule's from matches the source: every locality)"
+	if l.Rule > 0 && l.Rule <= len(svc.Distribute) {
+		rule = fmt.Sprintf("distribute rule %d (from %s)", l.Rule, safe(svc.Distribute[l.Rule-1].From))
+	}
+	var to []string
+	for _, t := range l.Targets[:l.NTargets] {
+		to = append(to, safe(t.Pattern))
+	}
+	return fmt.Sprintf("%s: %v: %s sends the source to %s, which have no eligible endpoint",
+		svc.Name, shared.ErrNoCandidate, rule, strings.Join(to, ", "))
 }
 
 func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Range, res *pickResult) {

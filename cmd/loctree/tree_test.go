@@ -99,7 +99,7 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"tree", "pick", "-f", filepath.Join(dir, "missing.yaml"), "--service", "a"}, "missing.yaml"},
-		{[]string{"tree", "pick", "-f", badYAML, "--service", "a"}, "line 4: field adress not found"},
+		{[]string{"tree", "pick", "-f", badYAML, "--service", "a"}, "line 4: unknown key adress (did you mean address?)"},
 		{[]string{"tree", "pick", "--service", "nope"}, `unknown service "nope"`},
 		{[]string{"tree", "pick", "--service", "reviews", "--from", "region"}, "bad --from"},
 		{[]string{"tree", "pick", "--service", "reviews", "--from", "zone=a,zone=b"}, `scope "zone" given twice`},
@@ -109,7 +109,7 @@ func TestBadInputsFailWithOneLine(t *testing.T) {
 		{[]string{"tree", "pick"}, `"service" not set`},
 		{[]string{"tree", "inspect", badTree}, "corrupt tree"},
 		{[]string{"tree", "build"}, `"out" not set`},
-		{[]string{"tree", "build", "-o", "tree.bin"}, `-o is the output format (text or json); write the tree with --out tree.bin`},
+		{[]string{"tree", "build", "-o", "tree.bin"}, `-o is the output format (text, json or yaml); write the tree with --out tree.bin`},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(t, c.args...)

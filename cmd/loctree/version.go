@@ -75,20 +75,20 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the module version, VCS revision, Go version and tree format version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format, "text", "json"); err != nil {
+			if err := checkFormat(format, "text", "json", "yaml"); err != nil {
 				return err
 			}
 			return printVersion(cmd.OutOrStdout(), format)
 		},
 	}
-	addFormatFlag(cmd, &format, "text", "json")
+	addFormatFlag(cmd, &format, "text", "json", "yaml")
 	return cmd
 }
 
 func printVersion(w io.Writer, format string) error {
 	v := buildVersion()
-	if format == "json" {
-		return writeJSON(w, v)
+	if isData(format) {
+		return writeData(w, format, v)
 	}
 	_, err := io.WriteString(w, v.String())
 	return err

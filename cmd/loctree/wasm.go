@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +34,7 @@ type wasmOptions struct {
 	timeout      time.Duration
 	logLevel     string
 	cacheDir     string
+	rootID, vmID string
 }
 
 func (o *wasmOptions) register(cmd *cobra.Command) {
@@ -47,10 +47,28 @@ func (o *wasmOptions) register(cmd *cobra.Command) {
 	f.DurationVar(&o.timeout, "timeout", 0, "time limit of one plugin callback, e.g. 5s (0: none, as in Envoy; a limit costs time on every call)")
 	f.StringVar(&o.logLevel, "log-level", "info", "Envoy log level the plugin sees (proxy_get_log_level) and below which its log lines are dropped: trace|debug|info|warn|error|critical")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (compile once across runs)")
+	f.StringVar(&o.rootID, "root-id", "", `the plugin's root_id, the name the module registered its root context under (Envoy's default ""; Istio sets the WasmPlugin's pluginName)`)
+	f.StringVar(&o.vmID, "vm-id", "", `the VM's vm_id (Envoy's default ""; Istio leaves it empty)`)
 	cmd.MarkFlagRequired("module")
 }
 
 // newHost compiles the module with the options' configuration.
+//
+// The root id and the VM id are the plugin's, as Envoy takes them from its
+// configuration: PluginConfig root_id and vm_config.vm_id, both empty
+// unless set (envoy api/envoy/extensions/wasm/v3/wasm.proto; Istio sets
+// root_id to the WasmPlugin's pluginName and no vm_id, pilot/pkg/model/
+// extensions.go toEnvoyWasmPluginConfig). The host never passes the root id
+// to a callback: proxy-wasm-cpp-host keeps it in PluginBase
+// (include/proxy-wasm/context.h:43-59 at 52a02917b301c679ff43565064cffd2c3c750f6d)
+// and a module reads it as the plugin_root_id property (Envoy
+// source/extensions/common/wasm/context.cc, PLUGIN_ROOT_ID and
+// PLUGIN_VM_ID), then picks the root context registered under it, as the
+// cpp-host's null plugin does (src/null/null_plugin.cc:300-317). A module
+// that registered its root context under another id than the one given
+// fails to start (AssemblyScript: "Missing root context factory for root
+// id"). The vm_id selects which VM a plugin shares (src/wasm.cc:92-94,
+// makeVmKey); here every host has its own VMs, so it is only the property.
 func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(host.LogEntry)) (*host.Host, error) {
 	module, err := fileread.Regular(o.module, maxModuleBytes, "module")
 	if err != nil {
@@ -88,7 +106,7 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 		PluginConfig: plugin, VMConfig: vmConfig, Properties: props, Upstreams: ups, CallTimeout: o.timeout,
 		LogLevel: level,
 		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnLog:    onLog, PluginName: "loctree", RootID: "loctree",
+		OnLog:    onLog, PluginName: "loctree", RootID: o.rootID, VMID: o.vmID,
 	}
 	if o.cacheDir != "" {
 		if opts.Cache, err = wazero.NewCompilationCacheWithDir(o.cacheDir); err != nil {
@@ -96,6 +114,16 @@ func (o *wasmOptions) newHost(ctx context.Context, stderr io.Writer, onLog func(
 		}
 	}
 	return host.New(ctx, module, opts)
+}
+
+// startError adds to a failed plugin start, under Envoy's default root id
+// "", that a module which registered its root context under a name (other
+// SDKs, e.g. AssemblyScript's registerRootContext(..., "NAME")) needs it.
+func (o *wasmOptions) startError(err error) error {
+	if o.rootID != "" {
+		return err
+	}
+	return fmt.Errorf(`%w (the plugin's root id is "", Envoy's default: a module that registered its root context under a name needs --root-id NAME, Istio's WasmPlugin pluginName)`, err)
 }
 
 // Limits of the files `wasm run` and `wasm serve` read. A configuration
@@ -114,10 +142,10 @@ func textOrFile(s string) ([]byte, error) {
 }
 
 func newWasmCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCmd(&cobra.Command{
 		Use:   "wasm",
 		Short: "Run proxy-wasm modules (the loctree filter or any other) in the wazero host",
-	}
+	})
 	cmd.AddCommand(newWasmRunCmd(), newWasmServeCmd())
 	return cmd
 }
@@ -169,6 +197,9 @@ and prints the action, the request headers as the plugin left them, its local
 response and its logs. Any proxy-wasm module (ABI 0.1.0, 0.2.0 or 0.2.1) runs,
 not only loctree's; one that Envoy would refuse to load (an import Envoy does
 not offer, a callback of the wrong signature) fails with the reason.
+--root-id and --vm-id are the plugin's root_id and vm_id, empty by default as
+in Envoy: give --root-id the name a module registered its root context under
+(Istio's WasmPlugin pluginName); the loctree filter takes any.
 
 Examples:
   loctree wasm run --module bin/loctree.wasm \
@@ -180,6 +211,7 @@ Examples:
   loctree wasm run --module bin/loctree.wasm --plugin-config @mesh.json \
     --header :authority=reviews --count 1000   # picks per endpoint and per priority
   loctree wasm run --module other-sdk-filter.wasm --header x-user=alice -o json
+  loctree wasm run --module peer.wasm --root-id peer   # a module whose root context is "peer"
 
 With --count N it sends N requests on the same worker VM and adds the
 endpoint each one was sent to ("picks") and, for the loctree filter, its
@@ -187,17 +219,15 @@ picks per priority of a spillover service ("priorities"; docs/WASM.md), the
 spread loctree tree pick shows as loads.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "json" {
-				return fmt.Errorf("unknown output format %q (want json)", output)
+			if err := checkFormat(output, "json", "yaml"); err != nil {
+				return err
 			}
 			if count < 1 || count > maxRunCount {
 				return fmt.Errorf("--count %d: want 1 to %d", count, maxRunCount)
 			}
 			out, err := runOnce(cmd.Context(), &o, headers, count, cmd.ErrOrStderr())
 			if out != nil {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if werr := enc.Encode(out); werr != nil {
+				if werr := writeData(cmd.OutOrStdout(), output, out); werr != nil {
 					return werr
 				}
 			}
@@ -206,7 +236,7 @@ spread loctree tree pick shows as loads.`,
 	}
 	o.register(cmd)
 	cmd.Flags().StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (pseudo-headers too: :authority=...); repeatable")
-	cmd.Flags().StringVarP(&output, "output", "o", "json", "output format: json")
+	addFormatFlag(cmd, &output, "json", "yaml")
 	cmd.Flags().IntVar(&count, "count", 1, "requests to send; with more than 1, show the picks per endpoint and per priority")
 	return cmd
 }
@@ -234,7 +264,7 @@ func runOnce(ctx context.Context, o *wasmOptions, headers []string, count int, s
 	}
 	vm, err := h.NewVM(ctx)
 	if err != nil {
-		return out, err
+		return out, o.startError(err)
 	}
 	defer vm.Close()
 	if err := drive(vm, slices.Clone(req), out); err != nil {
@@ -432,7 +462,7 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 	defer h.Close(context.Background())
 	pool, err := h.NewPool(ctx, so.workers)
 	if err != nil {
-		return err
+		return o.startError(err)
 	}
 	defer pool.Close()
 	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}

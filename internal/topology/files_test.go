@@ -60,11 +60,11 @@ func TestSplitErrors(t *testing.T) {
 	for doc, want := range map[string]string{
 		`{"services": [` + svcJSON("a", 1) + `] } x`:                                                    "data after",
 		`{"services": [` + svcJSON("a", 1) + ` ` + svcJSON("b", 2) + `]}`:                               "line 1",
-		`{"services": [` + svcJSON("a", 1) + `], "extra": 1}`:                                           `unknown field "extra"`,
+		`{"services": [` + svcJSON("a", 1) + `], "extra": 1}`:                                           `unknown key extra`,
 		`{"services": [` + svcJSON("a", 1):                                                              "ends early",
 		`{"services": [{"name": "a", "endpoints": [}]}`:                                                 "line 1",
 		`{"services": [{"name": "a"}, {"name": "a"}]}`:                                                  `service "a" appears twice`,
-		`{"services": [{"name": "a", "colour": 1}]}`:                                                    `unknown field "colour"`,
+		`{"services": [{"name": "a", "colour": 1}]}`:                                                    `unknown key colour`,
 		"{\"services\": [\n{\"name\": \"a\", \"endpoints\": [{\"address\": \"x\", \"weight\": 2.5}]}]}": "line 2",
 		`{"services": "a"}`: "want a list",
 	} {

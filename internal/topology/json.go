@@ -29,6 +29,9 @@ func parseJSON(data []byte) (*shared.Topology, error) {
 	dec.DisallowUnknownFields()
 	var top shared.Topology
 	if err := decodeTopology(dec, &top); err != nil {
+		if kerr := unknownKeyIn(err, data, 0, topologyType); kerr != nil {
+			return nil, kerr
+		}
 		return nil, jsonError(data, dec, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

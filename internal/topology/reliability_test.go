@@ -113,7 +113,7 @@ func TestReliabilityJSONIsJSON(t *testing.T) {
 		"{\n\"services\": [\n{\"name\": \"a\",]}":                   "line 3",
 		"{\n\"services\": [\n{\"name\": \"a\"},\n":                  "ends early",
 		"{\"services\": {}}":                                        "want a list",
-		"{\"services\": [], \"x\": 1}":                              `unknown field "x"`,
+		"{\"services\": [], \"x\": 1}":                              `unknown key x`,
 	} {
 		_, err := Parse([]byte(doc), "t.json")
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "t.json: ") || strings.Contains(err.Error(), "\n") {

@@ -91,6 +91,9 @@ func (p *part) decode(data []byte, name string) (*shared.ServiceSpec, error) {
 	dec.DisallowUnknownFields()
 	var s shared.ServiceSpec
 	if err := dec.Decode(&s); err != nil {
+		if kerr := unknownKeyIn(err, data, p.start, serviceType); kerr != nil {
+			return nil, fmt.Errorf("%s: %w", name, kerr)
+		}
 		return nil, fmt.Errorf("%s: %w", name, partError(data, p.start, err))
 	}
 	if err := checkLocalityKeys(&s); err != nil {
@@ -225,7 +228,8 @@ func (s *scanner) field(d *document) error {
 	case "nodes":
 		return s.nodes(d)
 	}
-	return s.errorf("unknown field %q", key)
+	names, _ := structKeys(topologyType, "json")
+	return fmt.Errorf("%s: %w", s.name, unknownKey(lineAt(s.data, int64(s.pos)), key, names))
 }
 
 // key reads an object key and its colon.
@@ -284,6 +288,9 @@ func (s *scanner) nodes(d *document) error {
 	dec.DisallowUnknownFields()
 	d.nodes = nil
 	if err := dec.Decode(&d.nodes); err != nil {
+		if kerr := unknownKeyIn(err, s.data, from, nodesType); kerr != nil {
+			return fmt.Errorf("%s: %w", s.name, kerr)
+		}
 		return fmt.Errorf("%s: %w", s.name, partError(s.data, from, err))
 	}
 	return nil

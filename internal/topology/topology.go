@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/loctree/loctree/examples"
@@ -15,13 +16,35 @@ import (
 // DefaultName is how the embedded default topology is named in messages.
 const DefaultName = "examples/mesh.yaml (embedded)"
 
-// Load reads a topology file (see ReadFile): YAML, or one JSON object.
+// Load reads a topology file (see ReadFile): YAML, or one JSON object; or
+// a directory of them, read as the agent follows it (Files): its *.json,
+// *.yaml and *.yml files, each service once across them.
 func Load(path string) (*shared.Topology, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return loadDir(path)
+	}
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(data, path)
+}
+
+// loadDir reads a directory of topology files through Files, so that what
+// it accepts is what the agent's file source installs.
+func loadDir(path string) (*shared.Topology, error) {
+	ch, err := NewFiles(path).Poll()
+	if err != nil {
+		return nil, err
+	}
+	if ch == nil {
+		return nil, fmt.Errorf("%s: no topology files (*.json, *.yaml, *.yml) in the directory", path)
+	}
+	svcs, err := ch.Services()
+	if err != nil {
+		return nil, err
+	}
+	return &shared.Topology{Services: svcs, Nodes: ch.Nodes}, nil
 }
 
 // Default returns the embedded example topology.

@@ -39,7 +39,7 @@ func TestParseErrors(t *testing.T) {
 	cases := []struct{ name, doc, want string }{
 		{"empty", "", "empty topology"},
 		{"no services", "services: []\n", "no services"},
-		{"unknown field", "services:\n- name: a\n  endpoint: []\n", "line 3: field endpoint not found"},
+		{"unknown field", "services:\n- name: a\n  endpoint: []\n", "line 3: unknown key endpoint (did you mean endpoints?)"},
 		{"syntax", "services:\n- name: [a\n", "did not find expected"},
 		{"bad weight", "services:\n- name: a\n  endpoints:\n  - address: 127.0.0.1:1\n    weight: -1\n", "line 5"},
 		{"dup node", "services:\n- name: a\n  endpoints: []\nnodes:\n- name: n\n- name: n\n", `node "n"`},

@@ -12,9 +12,9 @@ import (
 )
 
 // parseYAML decodes exactly one YAML document. It reads the document twice:
-// once as a node tree, to refuse a second document and fractional weights
-// (yaml.v3 truncates 2.7 to 2 when it decodes into an integer), then into
-// the model with unknown fields refused.
+// once as a node tree, to refuse a second document, fractional weights
+// (yaml.v3 truncates 2.7 to 2 when it decodes into an integer) and unknown
+// keys (named with the nearest known one), then into the model.
 func parseYAML(data []byte) (*shared.Topology, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -25,6 +25,9 @@ func parseYAML(data []byte) (*shared.Topology, error) {
 		return nil, err
 	}
 	if err := checkWeights(&doc); err != nil {
+		return nil, err
+	}
+	if err := checkYAMLKeys(root(&doc), topologyType); err != nil {
 		return nil, err
 	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))

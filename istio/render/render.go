@@ -97,10 +97,36 @@ func checkWasmURL(u string) error {
 	}
 	for _, s := range wasmSchemes {
 		if strings.HasPrefix(u, s) && len(u) > len(s) {
-			return nil
+			return checkDigest(u)
 		}
 	}
 	return fmt.Errorf("%w: wasm URL %q: want one of %s followed by a location", ErrOptions, u, strings.Join(wasmSchemes, ", "))
+}
+
+// digestHex is the length of each registered OCI digest algorithm's
+// encoded part (opencontainers/image-spec descriptor.md, "Registered
+// algorithms": sha256 [a-f0-9]{64}, sha512 [a-f0-9]{128}).
+var digestHex = map[string]int{"sha256": 64, "sha512": 128}
+
+// checkDigest refuses an oci:// reference pinned by something that is not
+// a digest: the docs' placeholder sha256:DIGEST would otherwise render a
+// WasmPlugin that no registry can serve, found only when the pull fails.
+func checkDigest(u string) error {
+	ref, ok := strings.CutPrefix(u, "oci://")
+	if !ok {
+		return nil
+	}
+	_, digest, pinned := strings.Cut(ref, "@")
+	if !pinned {
+		return nil
+	}
+	alg, hex, _ := strings.Cut(digest, ":")
+	n, known := digestHex[alg]
+	if known && len(hex) == n && strings.Trim(hex, "0123456789abcdef") == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: wasm URL %q: the digest %q is not sha256: and 64 lowercase hex characters (or sha512: and 128); "+
+		"give the image's digest (the manifest digest make wasm-image prints, or crane digest IMAGE)", ErrOptions, u, digest)
 }
 
 func or(s, def string) string {

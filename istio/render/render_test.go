@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -188,5 +189,37 @@ func TestBadOptions(t *testing.T) {
 	}
 	if err := Write(&bytes.Buffer{}, nil, "table"); !errors.Is(err, ErrOptions) {
 		t.Errorf("Write(table) err = %v", err)
+	}
+}
+
+// Issue 20, section 2: an oci:// URL pinned by digest must carry a real
+// digest (the docs' placeholder sha256:DIGEST is refused), as the OCI
+// image spec defines it (descriptor.md, "Digests": sha256 is 64 and sha512
+// 128 lowercase hex characters).
+func TestWasmURLDigest(t *testing.T) {
+	hex64 := strings.Repeat("0123456789abcdef", 4)
+	for _, u := range []string{
+		"oci://REGISTRY/loctree-wasm@sha256:DIGEST",
+		"oci://r.test/loctree-wasm@sha256:" + hex64[:63],
+		"oci://r.test/loctree-wasm@sha256:" + strings.ToUpper(hex64),
+		"oci://r.test/loctree-wasm@sha256:" + hex64 + "0",
+		"oci://r.test/loctree-wasm@md5:" + hex64[:32],
+		"oci://r.test/loctree-wasm@" + hex64,
+	} {
+		_, err := Render(Options{Service: "reviews.default", Port: 9080, WasmURL: u})
+		if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "digest") {
+			t.Errorf("%s: err = %v, want a bad digest", u, err)
+		}
+	}
+	for _, u := range []string{
+		"oci://r.test/loctree-wasm@sha256:" + hex64,
+		"oci://r.test/loctree-wasm:1.2@sha256:" + hex64,
+		"oci://r.test/loctree-wasm@sha512:" + hex64 + hex64,
+		"oci://r.test/loctree-wasm:1",
+		"https://r.test/loctree.wasm",
+	} {
+		if _, err := Render(Options{Service: "reviews.default", Port: 9080, WasmURL: u}); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
 	}
 }
