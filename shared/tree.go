@@ -71,7 +71,7 @@ type Service struct {
 	dist      []distRule  // the distribute rules, hashed
 	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
 	values    []string    // node values, node Root+1 first
-	kids      [2]kids // child indexes: the eligible tree, the aux trees
+	kids      [2]kids     // child indexes: the eligible tree, the aux trees
 	slots     scopeSlots  // where a Source keeps each scope's label
 }
 
