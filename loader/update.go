@@ -163,7 +163,7 @@ func (a *agent) install(tree *shared.Tree, changed []string) error {
 	}
 	a.metrics.installed(res)
 	a.log.Info("tree installed", "source", a.name, "generation", res.Generation, "services", res.Services,
-		"endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
+		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
 	return nil
 }
 
