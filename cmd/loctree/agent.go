@@ -144,15 +144,15 @@ func checkAgentSetup(cmd *cobra.Command, cfg *loader.AgentConfig, source string)
 			"whose scope values are empty, so every failover service spreads over all its endpoints and strict services refuse; "+
 			"give this node's locality, e.g. --locality region=us-east,zone=us-east-1a")
 	}
-	if err := checkCgroup2(cfg.Cgroup); err != nil {
-		return err
+	if err := kernel.CheckCgroup(cfg.Cgroup); err != nil {
+		return fmt.Errorf("--cgroup %s: %w", cfg.Cgroup, err)
 	}
 	if cfg.BPFFS != "" {
-		if err := checkBPFFS(cfg.BPFFS); err != nil {
-			return err
+		if err := kernel.CheckBPFFS(cfg.BPFFS); err != nil {
+			return fmt.Errorf("--bpffs %s: %w", cfg.BPFFS, err)
 		}
 	}
-	return requireCaps("loctree agent", agentCaps...)
+	return kernel.CheckCapabilities("loctree agent", kernel.Load|kernel.Attach)
 }
 
 // checkAgentFlags range-checks the numeric flags before anything runs.
@@ -210,11 +210,11 @@ so and passes).`,
 			if bpffs == "" {
 				return errors.New("--bpffs is required")
 			}
-			need := []capability{capBPF}
+			need := kernel.Pins
 			if cgroup != "" {
-				need = append(need, capNetAdmin)
+				need |= kernel.Attach
 			}
-			if err := requireCaps("loctree agent uninstall", need...); err != nil {
+			if err := kernel.CheckCapabilities("loctree agent uninstall", need); err != nil {
 				return err
 			}
 			return uninstall(cmd.OutOrStdout(), cgroup, bpffs)

@@ -17,26 +17,14 @@ import (
 
 // cgroupID is the id of a cgroup v2 directory (its inode number).
 func cgroupID(dir string) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	if err := CheckCgroup(dir); err != nil {
 		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	if st.Type != cgroup2Magic {
-		return 0, fmt.Errorf("%s is not a cgroup v2 directory (mount one with `mount -t cgroup2 none DIR`)", dir)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
 	}
 	return fi.Sys().(*syscall.Stat_t).Ino, nil
-}
-
-// cgroup2Magic is CGROUP2_SUPER_MAGIC.
-const cgroup2Magic = 0x63677270
-
-func isCgroup2(dir string) bool {
-	var st syscall.Statfs_t
-	return syscall.Statfs(dir, &st) == nil && st.Type == cgroup2Magic
 }
 
 // cgroupLevel is the depth of a cgroup v2 directory below the root of its
