@@ -11,13 +11,11 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/loctree/loctree/internal/agentimage"
-	"github.com/loctree/loctree/internal/wasmimage"
+	"github.com/loctree/loctree/internal/ociimage"
 )
 
 func main() {
@@ -28,7 +26,7 @@ func main() {
 }
 
 // binaryFlags collects --binary OS/ARCH=PATH.
-type binaryFlags []agentimage.Binary
+type binaryFlags []ociimage.Binary
 
 func (b *binaryFlags) String() string { return fmt.Sprint(len(*b), " binaries") }
 
@@ -45,7 +43,7 @@ func (b *binaryFlags) Set(v string) error {
 	if err != nil {
 		return fmt.Errorf("--binary %q: %w", v, err)
 	}
-	*b = append(*b, agentimage.Binary{Platform: *p, Data: data})
+	*b = append(*b, ociimage.Binary{Platform: *p, Data: data})
 	return nil
 }
 
@@ -60,25 +58,23 @@ func run(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	idx, err := agentimage.Index(bins)
+	idx, err := ociimage.AgentIndex(bins)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(*dir, "oci-layout")); err == nil {
-		if err := os.RemoveAll(*dir); err != nil {
-			return err
-		}
+	if err := ociimage.ClearLayout(*dir); err != nil {
+		return err
 	}
-	digest, err := agentimage.WriteLayout(idx, *dir, *tag)
+	digest, err := ociimage.WriteLayout(idx, *dir, *tag)
 	if err != nil {
 		return err
 	}
 	if *tarPath != "" {
-		if err := wasmimage.WriteTar(*dir, *tarPath); err != nil {
+		if err := ociimage.WriteTar(*dir, *tarPath); err != nil {
 			return err
 		}
 	}
-	v, err := agentimage.ReadLayout(*dir)
+	v, err := ociimage.ReadAgentLayout(*dir)
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", *dir, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/agentimage"
+	"github.com/loctree/loctree/internal/ociimage"
 )
 
 // TestRun packs two stand-in binaries twice into the same paths (a rerun
@@ -28,7 +28,7 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v, err := agentimage.ReadLayout(dir)
+	v, err := ociimage.ReadAgentLayout(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
-	"github.com/loctree/loctree/internal/wasmimage"
+	"github.com/loctree/loctree/internal/ociimage"
 )
 
 func main() {
@@ -35,35 +34,26 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read module: %w (build it with make wasm)", err)
 	}
-	img, err := wasmimage.Image(b, *rootID)
+	img, err := ociimage.WasmImage(b, *rootID)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *module, err)
 	}
-	if err := clearLayout(*dir); err != nil {
+	if err := ociimage.ClearLayout(*dir); err != nil {
 		return err
 	}
-	digest, err := wasmimage.WriteLayout(img, *dir, *tag)
+	digest, err := ociimage.WriteLayout(img, *dir, *tag)
 	if err != nil {
 		return err
 	}
 	if *tarPath != "" {
-		if err := wasmimage.WriteTar(*dir, *tarPath); err != nil {
+		if err := ociimage.WriteTar(*dir, *tarPath); err != nil {
 			return err
 		}
 	}
-	_, layer, err := wasmimage.ReadLayout(*dir)
+	_, layer, err := ociimage.ReadWasmLayout(*dir)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "layout %s (tar %s)\nmanifest %s\nmodule layer %s (%d bytes)\n", *dir, *tarPath, digest, layer, len(b))
-	return nil
-}
-
-// clearLayout removes dir if it holds an earlier OCI layout, so reruns work;
-// any other non-empty directory is left alone and is an error later.
-func clearLayout(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err == nil {
-		return os.RemoveAll(dir)
-	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wasmimage"
+	"github.com/loctree/loctree/internal/ociimage"
 )
 
 // TestRun packs a module twice into the same paths (a rerun replaces the
@@ -31,7 +31,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("output %q lacks %q", out.String(), want)
 		}
 	}
-	got, _, err := wasmimage.ReadLayout(dir)
+	got, _, err := ociimage.ReadWasmLayout(dir)
 	if err != nil || !bytes.Equal(got, module) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
 	}

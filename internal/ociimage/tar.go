@@ -1,4 +1,4 @@
-package wasmimage
+package ociimage
 
 import (
 	"archive/tar"
@@ -9,27 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
-
-// WriteLayout writes img as a fresh OCI image layout in dir (which must not
-// exist or be empty), its index entry tagged tag, and returns the manifest digest.
-func WriteLayout(img v1.Image, dir, tag string) (v1.Hash, error) {
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return v1.Hash{}, fmt.Errorf("write layout: %s is not empty", dir)
-	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return v1.Hash{}, fmt.Errorf("write layout: %w", err)
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{annRefName: tag})); err != nil {
-		return v1.Hash{}, fmt.Errorf("write layout: %w", err)
-	}
-	return img.Digest()
-}
 
 // WriteTar writes the layout directory dir as a tar (the oci-archive format:
 // oci-layout, index.json and blobs/ at the archive root). Entries are sorted

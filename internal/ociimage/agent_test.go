@@ -1,4 +1,4 @@
-package agentimage
+package ociimage
 
 import (
 	"archive/tar"
@@ -14,8 +14,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-
-	"github.com/loctree/loctree/internal/wasmimage"
 )
 
 var (
@@ -30,11 +28,11 @@ func binaries() []Binary {
 	}
 }
 
-// TestRoundTrip writes the index as a layout and as a tar of it, reads both
+// TestAgentRoundTrip writes the index as a layout and as a tar of it, reads both
 // back with go-containerregistry, and checks every digest, each platform's
 // binary (by sha256) and the tag; building twice gives the same digest.
-func TestRoundTrip(t *testing.T) {
-	idx, err := Index(binaries())
+func TestAgentRoundTrip(t *testing.T) {
+	idx, err := AgentIndex(binaries())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,16 +41,16 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := Index(binaries())
+	again, _ := AgentIndex(binaries())
 	if d, _ := again.Digest(); d != digest {
 		t.Errorf("two builds of the same binaries: digests %s and %s", digest, d)
 	}
 	tarPath := filepath.Join(t.TempDir(), "oci.tar")
-	if err := wasmimage.WriteTar(dir, tarPath); err != nil {
+	if err := WriteTar(dir, tarPath); err != nil {
 		t.Fatal(err)
 	}
 	for from, d := range map[string]string{"layout": dir, "tar": untar(t, tarPath)} {
-		v, err := ReadLayout(d)
+		v, err := ReadAgentLayout(d)
 		if err != nil {
 			t.Fatalf("%s: %v", from, err)
 		}
@@ -67,10 +65,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestReadLayoutRejectsTampering: a layer blob changed after the build is
+// TestAgentReadRejectsTampering: a layer blob changed after the build is
 // found by its digest.
-func TestReadLayoutRejectsTampering(t *testing.T) {
-	idx, err := Index(binaries())
+func TestAgentReadRejectsTampering(t *testing.T) {
+	idx, err := AgentIndex(binaries())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +88,7 @@ func TestReadLayoutRejectsTampering(t *testing.T) {
 	if err := os.WriteFile(blob, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadLayout(dir); !errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), "the manifest says "+ld.String()) {
+	if _, err := ReadAgentLayout(dir); !errors.Is(err, ErrBadAgentImage) || !strings.Contains(err.Error(), "the manifest says "+ld.String()) {
 		t.Fatalf("a changed layer blob: err = %v, want its digest mismatch", err)
 	}
 }
@@ -104,17 +102,17 @@ func mustManifest(t *testing.T, idx v1.ImageIndex) v1.Hash {
 	return im.Manifests[0].Digest
 }
 
-func TestRejects(t *testing.T) {
+func TestAgentRejects(t *testing.T) {
 	for name, bs := range map[string][]Binary{
 		"none":        nil,
 		"no platform": {{Data: []byte("x")}},
 		"empty":       {{Platform: amd64}},
 	} {
-		if _, err := Index(bs); !errors.Is(err, ErrBadImage) {
-			t.Errorf("%s: err = %v, want ErrBadImage", name, err)
+		if _, err := AgentIndex(bs); !errors.Is(err, ErrBadAgentImage) {
+			t.Errorf("%s: err = %v, want ErrBadAgentImage", name, err)
 		}
 	}
-	idx, _ := Index(binaries())
+	idx, _ := AgentIndex(binaries())
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -124,49 +122,15 @@ func TestRejects(t *testing.T) {
 	}
 }
 
-func untar(t *testing.T, tarPath string) string {
-	t.Helper()
-	out := t.TempDir()
-	f, err := os.Open(tarPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(out, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// TestBuiltImage checks the layout `make image` wrote, when it is there:
+// TestBuiltAgentImage checks the layout `make image` wrote, when it is there:
 // both platforms, each image's binary equal (by sha256) to the one built
 // for it, and the linux/amd64 binary, taken out of the image, runs here.
-func TestBuiltImage(t *testing.T) {
+func TestBuiltAgentImage(t *testing.T) {
 	dir := "../../bin/loctree-oci"
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
 		t.Skip("no bin/loctree-oci: run make image")
 	}
-	v, err := ReadLayout(dir)
+	v, err := ReadAgentLayout(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +189,7 @@ func extract(t *testing.T, dir, platform string) []byte {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Name == BinaryPath {
+			if h.Name == agentBinaryPath {
 				b, err := io.ReadAll(tr)
 				if err != nil {
 					t.Fatal(err)

@@ -1,12 +1,10 @@
-package wasmimage
+package ociimage
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,18 +19,18 @@ import (
 // are not only the header.
 var tinyModule = append(append([]byte{}, wasmHeader...), 0x00, 0x05, 0x04, 'n', 'a', 'm', 'e')
 
-func TestRoundTripTiny(t *testing.T) { roundTrip(t, tinyModule) }
+func TestWasmRoundTripTiny(t *testing.T) { wasmRoundTrip(t, tinyModule) }
 
-// TestRoundTripRealModule packs the real filter, built as `make wasm` does.
-func TestRoundTripRealModule(t *testing.T) {
-	roundTrip(t, wasmtest.Bytes(t, "../../filter"))
+// TestWasmRoundTripRealModule packs the real filter, built as `make wasm` does.
+func TestWasmRoundTripRealModule(t *testing.T) {
+	wasmRoundTrip(t, wasmtest.Bytes(t, "../../filter"))
 }
 
-// roundTrip writes module as a layout and a tar, reads both back the way
+// wasmRoundTrip writes module as a layout and a tar, reads both back the way
 // Istio extracts the module, and checks bytes, digests and media types.
-func roundTrip(t *testing.T, module []byte) {
+func wasmRoundTrip(t *testing.T, module []byte) {
 	t.Helper()
-	img, err := Image(module, "loctree")
+	img, err := WasmImage(module, "loctree")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +41,14 @@ func roundTrip(t *testing.T, module []byte) {
 	}
 	sum := sha256.Sum256(module)
 	check := func(from string, layoutDir string) {
-		got, layerDigest, err := ReadLayout(layoutDir)
+		got, layerDigest, err := ReadWasmLayout(layoutDir)
 		if err != nil {
 			t.Fatalf("%s: %v", from, err)
 		}
 		if !bytes.Equal(got, module) || layerDigest.Hex != hex.EncodeToString(sum[:]) || layerDigest.Algorithm != "sha256" {
 			t.Fatalf("%s: module of %d bytes, layer digest %s; want %d bytes, sha256:%x", from, len(got), layerDigest, len(module), sum)
 		}
-		checkManifest(t, layoutDir, digest.String())
+		checkWasmManifest(t, layoutDir, digest.String())
 	}
 	check("layout", dir)
 
@@ -68,7 +66,7 @@ func roundTrip(t *testing.T, module []byte) {
 	}
 }
 
-func checkManifest(t *testing.T, dir, digest string) {
+func checkWasmManifest(t *testing.T, dir, digest string) {
 	t.Helper()
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
@@ -83,60 +81,17 @@ func checkManifest(t *testing.T, dir, digest string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.MediaType != types.OCIManifestSchema1 || m.Config.MediaType != ConfigMediaType ||
-		m.Layers[0].MediaType != ConfigMediaType || m.Layers[1].MediaType != LayerMediaType {
+	if m.MediaType != types.OCIManifestSchema1 || m.Config.MediaType != wasmConfigMediaType ||
+		m.Layers[0].MediaType != wasmConfigMediaType || m.Layers[1].MediaType != wasmLayerMediaType {
 		t.Errorf("manifest media types: %s, config %s, layers %s %s", m.MediaType, m.Config.MediaType, m.Layers[0].MediaType, m.Layers[1].MediaType)
 	}
 }
 
-func untar(t *testing.T, tarPath string) string {
-	t.Helper()
-	out := t.TempDir()
-	f, err := os.Open(tarPath)
-	if err != nil {
-		t.Fatal(err)
+func TestWasmRejects(t *testing.T) {
+	if _, err := WasmImage([]byte("#!/bin/sh\n")); !errors.Is(err, ErrNotWasm) {
+		t.Errorf("WasmImage(script) err = %v, want ErrNotWasm", err)
 	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(out, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func readFile(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func TestRejects(t *testing.T) {
-	if _, err := Image([]byte("#!/bin/sh\n")); !errors.Is(err, ErrNotWasm) {
-		t.Errorf("Image(script) err = %v, want ErrNotWasm", err)
-	}
-	img, _ := Image(tinyModule)
+	img, _ := WasmImage(tinyModule)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
