@@ -146,6 +146,7 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	s.kids = [2]children{newChildren(t.nodes, s.Root, s.NodeCount), newChildren(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
 	s.slots = newScopeSlots(s.Scopes)
 	s.precomputeDistribute()
+	s.precomputeLocalities()
 	return nil
 }
 

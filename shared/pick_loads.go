@@ -44,11 +44,32 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
 		return 0, false
 	}
+	if loc, ok := p.chooseLocality(s, l, pr, degraded, key); ok {
+		return p.pool.pick(s.Policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
+	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if u.n == 1 {
 		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
 	}
 	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
+}
+
+// chooseLocality draws the locality of priority pr for a service that
+// draws one (locality.go), from a random number or, for consistent_hash,
+// the key.
+func (p *Picker) chooseLocality(s *Service, l *Loads, pr int, degraded bool, key uint64) (*localityRec, bool) {
+	if s.locDepth <= int(l.Rank[pr]) {
+		return nil, false
+	}
+	set := setEligible
+	if degraded {
+		set = setDegraded
+	}
+	loc, ok := s.chooseLocality(l, pr, set, p.targetDraw(s, key))
+	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) || loc.span.Hi <= loc.span.Lo {
+		return nil, false
+	}
+	return loc, true
 }
 
 // pickTarget picks for a service with distribute rules: in panic, among
