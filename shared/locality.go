@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 )
 
 // The locality-weighted choice inside a priority (docs/FORMAT.md, "Priority
@@ -149,6 +148,14 @@ func (s *Service) precomputeLocalities() {
 		}
 		s.locs[set] = recs
 	}
+	s.locAt = make([]uint32, s.EpEligible+s.EpDegraded)
+	for set := range setUnhealthy {
+		for i, r := range s.locs[set] {
+			for e := r.span.Lo; e < r.span.Hi; e++ {
+				s.locAt[e-s.EpFirst] = uint32(i)
+			}
+		}
+	}
 	s.locDepth = d
 }
 
@@ -205,13 +212,12 @@ func (s *Service) spanWeight(sp Span) uint64 {
 // localityRun is the localities [lo, hi) of one set that make up a span.
 type localityRun struct{ lo, hi int }
 
-// runOf is the localities of set whose endpoints are the span sp (a union
-// of whole localities, as a priority of rank below locDepth is).
+// runOf is the localities of set whose endpoints are the span sp, a
+// non-empty union of whole localities (as a priority of rank below
+// locDepth is): the localities of its first and its last endpoint.
 func (s *Service) runOf(set int, sp Span) localityRun {
-	recs := s.locs[set]
-	lo := sort.Search(len(recs), func(i int) bool { return recs[i].span.Lo >= sp.Lo })
-	hi := sort.Search(len(recs), func(i int) bool { return recs[i].span.Lo >= sp.Hi })
-	return localityRun{lo, hi}
+	_ = set // locAt covers both sets' endpoints, each indexing its own set's localities
+	return localityRun{int(s.locAt[sp.Lo-s.EpFirst]), int(s.locAt[sp.Hi-1-s.EpFirst]) + 1}
 }
 
 // cumBefore is the running effective weight before locality i of set.
@@ -241,16 +247,22 @@ func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRe
 	if total == 0 {
 		return nil, false
 	}
-	x := draw % total
+	x, _ := bits.Mul64(draw, total) // uniform in [0, total) (Lemire)
 	for _, r := range runs {
 		base, w := s.cumBefore(set, r.lo), s.cumBefore(set, r.hi)-s.cumBefore(set, r.lo)
 		if x >= w {
 			x -= w
 			continue
 		}
-		recs := s.locs[set]
-		i := r.lo + sort.Search(r.hi-r.lo, func(i int) bool { return recs[r.lo+i].cum > base+x })
-		return &recs[i], true
+		recs, a, b := s.locs[set], r.lo, r.hi-1 // the first with cum > base+x; b always qualifies
+		for a < b {
+			if m := a + (b-a)/2; recs[m].cum > base+x {
+				b = m
+			} else {
+				a = m + 1
+			}
+		}
+		return &recs[a], true
 	}
 	return nil, false
 }
