@@ -114,7 +114,7 @@ type loctreeLtLoads struct {
 	DistAt    uint32
 	DistFound uint32
 	DistSet   uint32
-	_         [4]byte
+	LocBase   uint32
 	Aff       loctreeLtAffKey
 	AffHash   uint64
 	Svc       loctreeLtService
@@ -176,6 +176,10 @@ type loctreeLtService struct {
 	NetRule         uint8
 	Kids            uint32
 	KidSlots        uint32
+	Loc             uint32
+	LocN            [2]uint32
+	LocDepth        uint8
+	LocPad          [3]uint8
 }
 
 type loctreeLtSock struct {

@@ -353,6 +353,36 @@ func BenchmarkPickLoads(b *testing.B) {
 	}
 }
 
+// BenchmarkPickLoadsLocality measures the locality draw inside a priority
+// (locality.go): cached loads of sources whose subzone has no endpoint, so
+// that the priority drawn is a zone of several subzones, on spillTree's
+// mesh without a failover rule (loads=cached-zone: no draw) and with one
+// per region (loads=cached-locality: istiod turns locality weighting on,
+// every pick draws a locality first).
+func BenchmarkPickLoadsLocality(b *testing.B) {
+	for _, n := range benchSizes {
+		for _, rules := range []bool{false, true} {
+			top, leaves := spillMesh(n, true)
+			if rules {
+				for r := range 6 {
+					top.Services[0].Failover = append(top.Services[0].Failover,
+						FailoverSpec{From: fmt.Sprintf("region-%d", r), To: fmt.Sprintf("region-%d", (r+1)%6)})
+				}
+			}
+			var zones []Locality
+			for _, l := range leaves {
+				zones = append(zones, Locality{"region": l["region"], "zone": l["zone"], "subzone": "rack-none"})
+			}
+			_, svc, srcs := buildPrepared(b, top, zones)
+			name := map[bool]string{false: "cached-zone", true: "cached-locality"}[rules]
+			if rules && svc.LocalityDepth() == 0 {
+				b.Fatal("no locality weighting")
+			}
+			benchCachedLoads(b, fmt.Sprintf("loads=%s/N=%d", name, n), svc, srcs)
+		}
+	}
+}
+
 // TestPickLoadsDoesNotAllocate asserts the spillover hot path allocates
 // nothing, for every policy (one benchmark run; the policy rotates).
 func TestPickLoadsDoesNotAllocate(t *testing.T) {

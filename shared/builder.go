@@ -369,6 +369,7 @@ func (b *Builder) assemble(generation uint64) (*Tree, error) {
 		s.AuxRoot[1] += uint32(auxBase)
 		s.NetRoot += uint32(auxBase)
 		s.precomputeDistribute() // its ranges are absolute
+		s.precomputeLocalities()
 		for _, n := range append([]string{s.Name}, s.Hosts...) {
 			t.byName[n] = i
 		}

@@ -145,6 +145,7 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	s.kids = [2]kids{newKids(t.nodes, s.Root, s.NodeCount), newKids(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
 	s.slots = newScopeSlots(s.Scopes)
 	s.precomputeDistribute()
+	s.precomputeLocalities()
 	return nil
 }
 

@@ -11,10 +11,9 @@ import (
 // the other policies a random number), then, within that priority's healthy
 // or degraded endpoints, or all of them in panic (hostSourceToUse), one
 // endpoint by the service's policy. A priority's endpoints are up to two
-// spans per set (six in panic): random, weighted, round_robin and
-// least_request treat them as one list; least_connections takes the least
-// loaded of the spans' winners; consistent_hash is weighted rendezvous over
-// all of them. It returns false when l has no priority, l or s is of another
+// spans per set (six in panic): random, weighted, round_robin,
+// least_request and least_connections treat them as one list;
+// consistent_hash is weighted rendezvous over all of them. It returns false when l has no priority, l or s is of another
 // tree, or the chosen set is empty (Envoy: no host). It allocates nothing.
 func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if s.tree != p.tree || l.tree != p.tree || l.N <= 0 || l.N > MaxPriorities {
@@ -45,11 +44,32 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
 		return 0, false
 	}
+	if loc, ok := p.chooseLocality(s, l, pr, degraded, key); ok {
+		return p.pool.pick(s.Policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
+	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if u.n == 1 {
 		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
 	}
 	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
+}
+
+// chooseLocality draws the locality of priority pr for a service that
+// draws one (locality.go), from a random number or, for consistent_hash,
+// the key.
+func (p *Picker) chooseLocality(s *Service, l *Loads, pr int, degraded bool, key uint64) (*localityRec, bool) {
+	if s.locDepth <= int(l.Rank[pr]) {
+		return nil, false
+	}
+	set := setEligible
+	if degraded {
+		set = setDegraded
+	}
+	loc, ok := s.chooseLocality(l, pr, set, p.targetDraw(s, key))
+	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) || loc.span.Hi <= loc.span.Lo {
+		return nil, false
+	}
+	return loc, true
 }
 
 // pickTarget picks for a service with distribute rules: in panic, among
@@ -182,17 +202,44 @@ func (p *pool) pickSpans(pol Policy, u *spanSet, key uint64, src *source, rr *at
 		}
 		return u.at(a)
 	case PolicyLeastConnections:
-		best := u.s[0].Lo
-		for _, s := range u.s[:u.n] {
-			if i := p.pickLeast(s.Lo, s.Hi, src); p.load(i) < p.load(best) {
-				best = i
-			}
-		}
-		return best
+		return p.pickSpansLeast(u, src)
 	case PolicyConsistentHash:
 		return p.pickSpansHash(u, key)
 	}
 	return u.at(src.below(u.total))
+}
+
+// pickSpansLeast is pickLeast over the spans as one list: the fewest in
+// flight, ties broken uniformly over all the spans (issue 26 item 1: the
+// first span's winner used to win every tie). If the counts change between
+// the two passes, it falls back to the first minimum seen.
+func (p *pool) pickSpansLeast(u *spanSet, src *source) uint32 {
+	best, first, ties := int64(math.MaxInt64), u.s[0].Lo, uint32(0)
+	for _, s := range u.s[:u.n] {
+		for i := s.Lo; i < s.Hi; i++ {
+			switch v := p.load(i); {
+			case v < best:
+				best, first, ties = v, i, 1
+			case v == best:
+				ties++
+			}
+		}
+	}
+	if ties == 1 {
+		return first
+	}
+	k := src.below(ties)
+	for _, s := range u.s[:u.n] {
+		for i := s.Lo; i < s.Hi; i++ {
+			if p.load(i) <= best {
+				if k == 0 {
+					return i
+				}
+				k--
+			}
+		}
+	}
+	return first
 }
 
 // spanWeight is the sum of the weights of [lo, hi), lo < hi.

@@ -66,13 +66,16 @@ type Service struct {
 	NetRoot, NetCount uint32
 
 	tree      *Tree
-	regionAt  int         // index of the "region" scope, or -1
-	failTo    [][2]uint64 // labels of the failover rules: from, to
-	dist      []distRule  // the distribute rules, hashed
-	distLoads []Loads     // per rule, then for no rule: the loads of a source it applies to
-	values    []string    // node values, node Root+1 first
-	kids      [2]kids     // child indexes: the eligible tree, the aux trees
-	slots     scopeSlots  // where a Source keeps each scope's label
+	regionAt  int              // index of the "region" scope, or -1
+	failTo    [][2]uint64      // labels of the failover rules: from, to
+	dist      []distRule       // the distribute rules, hashed
+	distLoads []Loads          // per rule, then for no rule: the loads of a source it applies to
+	locDepth  int              // localities are the nodes at this depth (locality.go); 0: no locality draw
+	locs      [2][]localityRec // the localities of the eligible and the degraded set
+	locAt     []uint32         // by endpoint - EpFirst (eligible and degraded): its locality in its set's locs
+	values    []string         // node values, node Root+1 first
+	kids      [2]kids          // child indexes: the eligible tree, the aux trees
+	slots     scopeSlots       // where a Source keeps each scope's label
 }
 
 // child is the child labelled want of node n (an absolute index) in the

@@ -82,6 +82,7 @@ struct lt_loads {
 	__u32 dist_at;           /* distribute: map index of the applying rule's block */
 	__u32 dist_found;
 	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
+	__u32 loc_base;          /* locality.h: map index of the drawn set's first locality */
 	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
 	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */

@@ -94,6 +94,16 @@ struct lt_service {
 	 * kid_slots 0: no table, as the service has no node with children. */
 	__u32 kids;
 	__u32 kid_slots;
+	/* The locality-weighted choice inside a priority (locality.h): with a
+	 * priority load, loc_n[0] records of the eligible set's localities
+	 * then loc_n[1] of the degraded set's, from map index loc (after the
+	 * failover rules), each a node record whose lo and hi are the
+	 * locality's endpoints and whose label is the running sum of the
+	 * set's effective locality weights up to it. loc_depth 0: no draw. */
+	__u32 loc;
+	__u32 loc_n[2];
+	__u8 loc_depth;
+	__u8 loc_pad[3];
 };
 
 /*

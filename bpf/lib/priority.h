@@ -17,6 +17,7 @@
 #include "kids.h"
 #include "loads.h"
 #include "spans.h"
+#include "locality.h"
 
 /* lt_tree_root is the map index of set's root, and the delta of its records. */
 static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 set, __u32 *delta)
@@ -517,7 +518,8 @@ static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u
 
 /* lt_pick_loads draws a priority (step 6: choosePriority; no load anywhere:
  * P0 healthy) and picks in its healthy spans, its degraded spans, or in
- * panic all of them (Envoy's hostSourceToUse). */
+ * panic all of them (Envoy's hostSourceToUse); a service with locality
+ * weighting draws a locality of those spans first (locality.h). */
 static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u64 *labels, struct lt_loads *l,
 					 __u64 draw, __u32 *out)
 {
@@ -540,7 +542,15 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 		lt_spans_of(l, 1, p, &l->pick[3]);
 		lt_spans_of(l, 2, p, &l->pick[6]);
 	} else {
-		lt_spans_of(l, l->chosen_deg ? 1 : 0, p, &l->pick[0]);
+		__u32 set = l->chosen_deg ? 1 : 0;
+		int ret;
+
+		lt_spans_of(l, set, p, &l->pick[0]);
+		if (svc->loc_depth > l->rank[p]) { /* a locality first (locality.h) */
+			ret = lt_loc_pick(l, set, lt_loc_draw(l));
+			if (ret != LT_OK)
+				return ret;
+		}
 	}
 	return lt_pick_spans(l, out);
 }

@@ -114,7 +114,7 @@ type lookuptestLtLoads struct {
 	DistAt    uint32
 	DistFound uint32
 	DistSet   uint32
-	_         [4]byte
+	LocBase   uint32
 	Aff       lookuptestLtAffKey
 	AffHash   uint64
 	Svc       lookuptestLtService
@@ -169,6 +169,10 @@ type lookuptestLtService struct {
 	NetRule         uint8
 	Kids            uint32
 	KidSlots        uint32
+	Loc             uint32
+	LocN            [2]uint32
+	LocDepth        uint8
+	LocPad          [3]uint8
 }
 
 type lookuptestLtStat uint32

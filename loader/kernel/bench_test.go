@@ -182,11 +182,13 @@ func BenchmarkConnect(b *testing.B) {
 	spill := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 2}, Port: 80}
 	dist := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 3}, Port: 80}
 	netVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 4}, Port: 80}
+	locVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 5}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
 			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
-				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port))
+				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port),
+				localityService("loc", "127.77.3.5:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -196,6 +198,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Run(fmt.Sprintf("spillover/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, spill, direct) })
 			b.Run(fmt.Sprintf("distribute/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, dist, direct) })
 			b.Run(fmt.Sprintf("network_rule/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netVIP, direct) })
+			b.Run(fmt.Sprintf("spillover-locality/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, locVIP, direct) })
 		}
 	}
 }
@@ -252,6 +255,25 @@ func spilloverService(name, vip string, n, port int) shared.ServiceSpec {
 			e.Healthy = new(bool)
 		case i%11 == 0:
 			e.Degraded = true
+		}
+	}
+	return s
+}
+
+// localityService is spilloverService where the source's subzone has no
+// endpoint and its zone only the two listeners, each in a subzone of its
+// own, with a failover rule (istiod then turns locality weighting on): a
+// connect draws priority 0 (the zone) and then one of its two localities
+// (bpf/lib/locality.h).
+func localityService(name, vip string, n, port int) shared.ServiceSpec {
+	s := spilloverService(name, vip, n, port)
+	s.Failover = []shared.FailoverSpec{{From: "r0", To: "r1"}}
+	for i := range s.Endpoints {
+		switch loc := s.Endpoints[i].Locality; {
+		case i < 2:
+			loc["subzone"] = fmt.Sprintf("s-local-%d", i)
+		case loc["region"] == "r0" && loc["zone"] == "z0":
+			loc["zone"] = "z-other"
 		}
 	}
 	return s

@@ -23,7 +23,32 @@ func nodeLen(s *shared.Service) uint32 {
 	if !hasLoads(s) {
 		return s.NodeCount + netCount(s)
 	}
-	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s)
+	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s) + locLen(s)
+}
+
+// locLen is the node map entries of s's localities (bpf/lib/locality.h):
+// the eligible set's, then the degraded set's.
+func locLen(s *shared.Service) uint32 {
+	if !hasLoads(s) || s.LocalityDepth() == 0 {
+		return 0
+	}
+	return uint32(len(s.LocalityWeights(false)) + len(s.LocalityWeights(true)))
+}
+
+// locRecords are s's localities as the kernel searches them: per set, in
+// endpoint order, a node record with the locality's endpoints in lo and hi
+// and the running sum of the set's effective weights in label.
+func locRecords(s *shared.Service) []byte {
+	if locLen(s) == 0 {
+		return nil
+	}
+	out := make([]byte, 0, int(locLen(s))*shared.NodeRecordSize)
+	for _, degraded := range []bool{false, true} {
+		for _, w := range s.LocalityWeights(degraded) {
+			out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
+		}
+	}
+	return out
 }
 
 // distStride is the node records of one distribute rule's block
@@ -110,6 +135,11 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.Rules = aux + s.AuxCount[0] + s.AuxCount[1]
 	v.RuleCount = uint8(len(s.Failover))
 	v.DistCount = uint8(len(s.Distribute))
+	if locLen(s) > 0 {
+		v.Loc = v.Rules + uint32(len(s.Failover))
+		v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
+		v.LocDepth = uint8(s.LocalityDepth())
+	}
 }
 
 // distRecords are s's distribute rules as the kernel reads them

@@ -19,7 +19,7 @@ import (
 // table's home slots. scratch is reused space for placing the table.
 func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
 	nodes, _ := records(t, s)
-	aux, rules, net := auxRecords(t, s), ruleRecords(s), netRecords(t, s)
+	aux, rules, net := auxRecords(t, s), append(ruleRecords(s), locRecords(s)...), netRecords(t, s)
 	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*shared.NodeRecordSize)
 	region = append(append(append(append(region, nodes...), aux...), rules...), net...)
 	region, slots, err := appendKids(region, kidTrees(s), scratch)

@@ -1,0 +1,324 @@
+package shared
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// The locality-weighted choice inside a priority (docs/FORMAT.md, "Priority
+// load", step 6; issue 26 item 2). istiod turns Envoy's locality weighted
+// load balancing on for a cluster with failover (outlier detection) and
+// failover or failoverPriority rules, or with distribute (istio/istio
+// pilot/pkg/networking/core/loadbalancer/loadbalancer.go
+// LocalityLBSettings.ApplyToCluster at 86c9f01fd735, lines 137-145). Envoy
+// then draws a locality of the chosen priority by its effective weight,
+// weight · min(1, factor/100 · eligible/hosts) (source/common/upstream/
+// locality_wrr.cc effectiveLocalityWeight at e8e02bb2), the weight being
+// what istiod sends: the sum of the locality's endpoint weights
+// (pilot/pkg/xds/endpoints/endpoint_builder.go generate, lines 552-566),
+// and picks by the policy inside it (load_balancer_impl.cc hostSourceToUse
+// at 00cf9a05: in panic, all hosts without localities).
+//
+// A locality is a node of the service's trees at depth locDepth, one past
+// the deepest of the scopes region, zone and subzone: a priority of rank r
+// below that depth is whole localities (the source's node at depth r
+// without its child at r+1), and one of rank r at or past it lies in one
+// locality, which needs no draw. The localities' weights and health do not
+// depend on the source, so they are computed once per tree: per set
+// (eligible, degraded), the localities in endpoint order with the running
+// sum of their effective weights; a priority's localities are a few runs of
+// them, found by binary search, and the draw is one more.
+
+// localityRec is one locality of one set: its endpoints in the set, its
+// node (a Picker's round-robin counter), and the effective weights of the
+// set's localities up to and including it.
+type localityRec struct {
+	span Span
+	node uint32 // index into Picker.rr: an eligible node, or NumNodes + an aux node
+	cum  uint64
+	key  uint64 // a hash of its label path, the same in every set
+}
+
+// LocalityWeight is one locality of a set as LocalityWeights lists it: its
+// endpoints in the set (absolute indices) and the running sum of the set's
+// effective locality weights up to and including it (fixed point).
+type LocalityWeight struct {
+	Span Span
+	Cum  uint64
+}
+
+// localityWeighted is ApplyToCluster's condition in loctree's terms: a
+// priority load (outlier detection) with failover rules, or with scopes
+// other than Istio's default locality failover (a failoverPriority list,
+// docs/ISTIO.md), and no distribute rules (their targets are drawn by
+// distribute.go).
+func (s *Service) localityWeighted() bool {
+	if s.OverprovisioningFactor == 0 || len(s.Distribute) > 0 || slices.Equal(s.Scopes, []string{NoLocalityScope}) {
+		return false
+	}
+	return len(s.Failover) > 0 || !slices.Equal(s.Scopes, DefaultScopes())
+}
+
+// localityDepth is one past the deepest of region, zone and subzone among
+// the scopes, or 0.
+func localityDepth(scopes []string) int {
+	d := 0
+	for i, sc := range scopes {
+		if sc == "region" || sc == "zone" || sc == "subzone" {
+			d = i + 1
+		}
+	}
+	return d
+}
+
+// LocalityDepth is the depth of the service's localities when it draws a
+// locality inside a priority (priorities of a rank below it), else 0.
+func (s *Service) LocalityDepth() int { return s.locDepth }
+
+// LocalityWeights are the localities of the eligible set (or of the
+// degraded one) in endpoint order, with their running effective weights:
+// what the kernel's draw reads (read-only).
+func (s *Service) LocalityWeights(degraded bool) []LocalityWeight {
+	recs := s.locs[setEligible]
+	if degraded {
+		recs = s.locs[setDegraded]
+	}
+	out := make([]LocalityWeight, len(recs))
+	for i, r := range recs {
+		out[i] = LocalityWeight{Span: r.span, Cum: r.cum}
+	}
+	return out
+}
+
+// localityNode is a node at the locality depth of one set's tree.
+type localityNode struct {
+	path [MaxLevels]uint64
+	node uint32
+	span Span
+}
+
+// localityTotals is one locality over the three sets.
+type localityTotals struct {
+	weight uint64
+	count  [numSets]uint32
+}
+
+// precomputeLocalities fills locDepth and locs. The service's trees must
+// be checked (Decode) or placed (Builder) first.
+func (s *Service) precomputeLocalities() {
+	s.locDepth, s.locs = 0, [2][]localityRec{}
+	d := localityDepth(s.Scopes)
+	if !s.localityWeighted() || d == 0 {
+		return
+	}
+	var nodes [numSets][]localityNode
+	totals := map[[MaxLevels]uint64]*localityTotals{}
+	var sum uint64
+	for set := range numSets {
+		root := s.Root
+		if set != setEligible {
+			root = s.AuxRoot[set-1]
+		}
+		var path [MaxLevels]uint64
+		nodes[set] = s.collectLocalities(set, root, 0, d, &path, nodes[set])
+		for _, n := range nodes[set] {
+			t := totals[n.path]
+			if t == nil {
+				t = &localityTotals{}
+				totals[n.path] = t
+			}
+			w := s.spanWeight(n.span)
+			t.weight += w
+			sum += w
+			t.count[set] += uint32(n.span.Len())
+		}
+	}
+	shift := max(0, bits.Len64(sum)+bits.Len64(fixedOne)-1-40) // running sums below 2^40
+	for set := range setUnhealthy {
+		recs := make([]localityRec, len(nodes[set]))
+		var cum uint64
+		for i, n := range nodes[set] {
+			t := totals[n.path]
+			cum += localityWeight(s.OverprovisioningFactor, t, set) >> shift
+			recs[i] = localityRec{span: n.span, node: n.node, cum: cum, key: pathKey(&n.path)}
+			if set != setEligible {
+				recs[i].node += uint32(s.tree.NumNodes())
+			}
+		}
+		s.locs[set] = recs
+	}
+	s.locAt = make([]uint32, s.EpEligible+s.EpDegraded)
+	for set := range setUnhealthy {
+		for i, r := range s.locs[set] {
+			for e := r.span.Lo; e < r.span.Hi; e++ {
+				s.locAt[e-s.EpFirst] = uint32(i)
+			}
+		}
+	}
+	s.locDepth = d
+}
+
+// localityWeight is a locality's effective weight for one set (Envoy's
+// effectiveLocalityWeight, scaled by fixedOne), its weight Istio's sum of
+// its endpoint weights, saturated at 2^32-1 as endpoint_builder.go's
+// addUint32 does.
+func localityWeight(of uint32, t *localityTotals, set int) uint64 {
+	hosts := uint64(t.count[0]) + uint64(t.count[1]) + uint64(t.count[2])
+	if hosts == 0 {
+		return 0
+	}
+	ratio := min(fixedOne, uint64(of)*uint64(t.count[set])*fixedOne/(100*hosts))
+	return min(t.weight, math.MaxUint32) * ratio
+}
+
+// collectLocalities appends the nodes at depth d below n (at depth at) of
+// one set's tree, in order, with their label paths.
+func (s *Service) collectLocalities(set int, n uint32, at, d int, path *[MaxLevels]uint64, out []localityNode) []localityNode {
+	rec := s.nodesOf(set)[int(n)*NodeRecordSize:][:NodeRecordSize]
+	if at > 0 {
+		path[at-1] = le.Uint64(rec[nLabel:])
+	}
+	if at == d {
+		return append(out, localityNode{path: *path, node: n, span: Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}})
+	}
+	first, count := le.Uint32(rec[nFirstChild:]), le.Uint32(rec[nChildCount:])
+	for c := first; c < first+count; c++ {
+		out = s.collectLocalities(set, c, at+1, d, path, out)
+	}
+	return out
+}
+
+// pathKey hashes a label path.
+func pathKey(p *[MaxLevels]uint64) uint64 {
+	var h uint64
+	for _, l := range p {
+		h = mix64(h ^ l)
+	}
+	return h
+}
+
+// spanWeight is the sum of the endpoint weights of sp (any set).
+func (s *Service) spanWeight(sp Span) uint64 {
+	if sp.Hi <= sp.Lo {
+		return 0
+	}
+	e := s.tree.eps
+	cum := func(i uint32) uint64 { return le.Uint64(e[int(i)*EndpointRecordSize+eCumWeight:]) }
+	w := uint64(le.Uint32(e[int(sp.Lo)*EndpointRecordSize+eWeight:]))
+	return cum(sp.Hi-1) - cum(sp.Lo) + w
+}
+
+// localityRun is the localities [lo, hi) of one set that make up a span.
+type localityRun struct{ lo, hi int }
+
+// runOf is the localities of set whose endpoints are the span sp, a
+// non-empty union of whole localities (as a priority of rank below
+// locDepth is): the localities of its first and its last endpoint.
+func (s *Service) runOf(set int, sp Span) localityRun {
+	_ = set // locAt covers both sets' endpoints, each indexing its own set's localities
+	return localityRun{int(s.locAt[sp.Lo-s.EpFirst]), int(s.locAt[sp.Hi-1-s.EpFirst]) + 1}
+}
+
+// cumBefore is the running effective weight before locality i of set.
+func (s *Service) cumBefore(set, i int) uint64 {
+	if i == 0 {
+		return 0
+	}
+	return s.locs[set][i-1].cum
+}
+
+// chooseLocality draws a locality of priority p's spans in set by its
+// effective weight (Envoy's chooseHealthyLocality or
+// chooseDegradedLocality); false when p does not draw one (panic, a rank
+// at or past locDepth) or has no effective weight (Envoy: no scheduler).
+func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRec, bool) {
+	if s.locDepth <= int(l.Rank[p]) || l.InPanic(p) || set > setDegraded {
+		return nil, false
+	}
+	var runs [3]localityRun
+	var total uint64
+	for k, sp := range l.spans(set, p) {
+		if sp.Hi > sp.Lo {
+			runs[k] = s.runOf(set, sp)
+			total += s.cumBefore(set, runs[k].hi) - s.cumBefore(set, runs[k].lo)
+		}
+	}
+	if total == 0 {
+		return nil, false
+	}
+	x, _ := bits.Mul64(draw, total) // uniform in [0, total) (Lemire)
+	for _, r := range runs {
+		base, w := s.cumBefore(set, r.lo), s.cumBefore(set, r.hi)-s.cumBefore(set, r.lo)
+		if x >= w {
+			x -= w
+			continue
+		}
+		recs, a, b := s.locs[set], r.lo, r.hi-1 // the first with cum > base+x; b always qualifies
+		for a < b {
+			if m := a + (b-a)/2; recs[m].cum > base+x {
+				b = m
+			} else {
+				a = m + 1
+			}
+		}
+		return &recs[a], true
+	}
+	return nil, false
+}
+
+// LocalityShare is one locality of a priority and the part of the
+// priority's healthy and degraded picks it gets.
+type LocalityShare struct {
+	// Eligible and Degraded are the locality's endpoints in each set.
+	Eligible, Degraded Span
+	// HealthyShare and DegradedShare are its parts (0..1) of the
+	// priority's healthy and degraded load.
+	HealthyShare, DegradedShare float64
+}
+
+// LocalityShares lists the localities that priority p of l draws among,
+// with their shares, or nil when p draws no locality (a service without
+// locality weighting, a rank at or past its LocalityDepth, panic).
+func (s *Service) LocalityShares(l *Loads, p int) []LocalityShare {
+	if p < 0 || p >= l.N || l.NTargets > 0 || s.locDepth <= int(l.Rank[p]) || l.InPanic(p) {
+		return nil
+	}
+	var out []LocalityShare
+	byKey := map[uint64]int{} // a locality's entry in out
+	for set := range setUnhealthy {
+		var total uint64
+		var idx []int
+		for _, sp := range l.spans(set, p) {
+			if sp.Hi > sp.Lo {
+				r := s.runOf(set, sp)
+				for i := r.lo; i < r.hi; i++ {
+					idx = append(idx, i)
+				}
+				total += s.cumBefore(set, r.hi) - s.cumBefore(set, r.lo)
+			}
+		}
+		for _, k := range idx {
+			r := &s.locs[set][k]
+			i, ok := byKey[r.key]
+			if !ok {
+				i = len(out)
+				out = append(out, LocalityShare{})
+				byKey[r.key] = i
+			}
+			w := float64(r.cum - s.cumBefore(set, k))
+			if set == setEligible {
+				out[i].Eligible = r.span
+				if total > 0 {
+					out[i].HealthyShare = w / float64(total)
+				}
+			} else {
+				out[i].Degraded = r.span
+				if total > 0 {
+					out[i].DegradedShare = w / float64(total)
+				}
+			}
+		}
+	}
+	return out
+}
