@@ -46,7 +46,7 @@ import (
 
 // istioLocalityWeighted transcribes ApplyToCluster's condition.
 func istioLocalityWeighted(spec *ServiceSpec) bool {
-	failoverPriority := len(spec.Scopes) > 0 && !slices.Equal(spec.Scopes, DefaultScopes) && !slices.Equal(spec.Scopes, []string{NoLocalityScope})
+	failoverPriority := len(spec.Scopes) > 0 && !slices.Equal(spec.Scopes, DefaultScopes()) && !slices.Equal(spec.Scopes, []string{NoLocalityScope})
 	enableFailover := spec.Spillover != nil
 	return (enableFailover && (len(spec.Failover) > 0 || failoverPriority)) || len(spec.Distribute) > 0
 }
@@ -314,7 +314,7 @@ func TestLocalityWeightedEnvoyVectors(t *testing.T) {
 // PickLoads spreads as the oracle says.
 func TestLocalityWeightedMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 2))
-	forms := [][]string{DefaultScopes, {"region", "zone", "subzone", "node"}, {"region", "zone"}}
+	forms := [][]string{DefaultScopes(), {"region", "zone", "subzone", "node"}, {"region", "zone"}}
 	for it := range 150 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200, 110}[rng.IntN(4)]
