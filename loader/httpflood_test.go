@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,4 +159,22 @@ func nonReading(ctx context.Context, c net.Conn) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// docs/AGENT.md gives the connection cap and the waiting room.
+func TestDocsConnectionCap(t *testing.T) {
+	doc, err := os.ReadFile("../docs/AGENT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("keeps at most %d client connections open", serverLimits.MaxConns),
+		fmt.Sprintf("The %d are shared between clients", serverLimits.MaxConns),
+		fmt.Sprintf("newcomers wait (%d at most", serverLimits.MaxConns/4), // httpserve: a quarter of the cap
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("docs/AGENT.md does not say %q", want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,5 +258,18 @@ func TestTreeAllowlistForgets(t *testing.T) {
 	}
 	if allow.Allowed(netip.MustParseAddrPort("127.0.0.1:1")) {
 		t.Error("an address of no tree allowed")
+	}
+}
+
+// docs/WASM.md says how many trees before the current one wasm serve still
+// forwards to.
+func TestDocsRecentTrees(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/WASM.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("endpoints of the %d trees\npublished before the current one", recentTrees-1)
+	if !strings.Contains(strings.Join(strings.Fields(string(doc)), " "), strings.Join(strings.Fields(want), " ")) {
+		t.Errorf("docs/WASM.md does not say %q (recentTrees is %d)", want, recentTrees)
 	}
 }
