@@ -34,6 +34,7 @@ type fairListener struct {
 	err        error         // why, set before done is closed
 
 	mu      sync.Mutex
+	closed  bool
 	open    int
 	clients map[netip.Addr][]*slotConn // open connections per client, oldest first
 	waiting []net.Conn
@@ -62,12 +63,14 @@ func (l *fairListener) Addr() net.Addr { return l.inner.Addr() }
 func (l *fairListener) Close() error {
 	err := l.inner.Close()
 	l.mu.Lock()
+	l.closed = true
 	waiting := l.waiting
 	l.waiting = nil
 	l.mu.Unlock()
 	for _, c := range waiting {
 		c.Close()
 	}
+	l.drainReady()
 	return err
 }
 
@@ -115,6 +118,9 @@ func (l *fairListener) admit(c net.Conn) (evicted net.Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case l.closed:
+		c.Close()
+		return nil
 	case l.open < l.max:
 	case l.fairer(client):
 		top, _ := l.heaviest()
@@ -164,7 +170,7 @@ func (l *fairListener) serve(c net.Conn, client netip.Addr) {
 func (l *fairListener) free(sc *slotConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.remove(sc) || len(l.waiting) == 0 {
+	if !l.remove(sc) || l.closed || len(l.waiting) == 0 {
 		return
 	}
 	c := l.waiting[0]

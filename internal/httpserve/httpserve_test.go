@@ -143,3 +143,25 @@ func TestFairWaitingBounded(t *testing.T) {
 		t.Fatal("a sixth connection with 4 slots and 1 waiting place was kept open")
 	}
 }
+
+// Closing the listener closes the connections still waiting for a slot.
+func TestFairCloseClosesWaiting(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := dialFrom(t, "127.0.0.1", ln.Addr().String())
+	if _, err := ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := dialFrom(t, "127.0.0.1", ln.Addr().String())
+	time.Sleep(50 * time.Millisecond) // accepted by the loop, waiting for the one slot
+	ln.Close()
+	if !closedWithin(waiting, time.Second) {
+		t.Fatal("a waiting connection stayed open after the listener closed")
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Fatal("Accept after Close returned a connection")
+	}
+	_ = served
+}
