@@ -44,9 +44,9 @@ topology's scopes, before anything is installed. Without --locality the
 node has no locality and the agent warns.
 
 Examples:
-  loctree agent -f mesh.yaml --locality region=us-east,zone=us-east-1a \
+  loctree agent -f examples/mesh.yaml --locality region=us-east,zone=us-east-1a \
       --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
-  loctree agent --once -f mesh.yaml --locality region=us-east,zone=us-east-1a \
+  loctree agent --once -f examples/mesh.yaml --locality region=us-east,zone=us-east-1a \
       --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
   loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
 

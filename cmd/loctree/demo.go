@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,7 +45,8 @@ way in, the endpoints of us-east-1a are marked unhealthy (failover within the
 region), and two thirds in they come back.
 
 It needs root (BPF programs, cgroup2 and bpffs mounts). Ctrl-C or the end
-removes everything it set up. -o json prints a summary with, per phase and
+removes everything it set up (Ctrl-C then exits with status 130); what a demo
+killed with SIGKILL left, the next demo removes. -o json prints a summary with, per phase and
 source, the candidate set shared computes and the spread each plane gave.
 
 Examples:
@@ -90,7 +93,7 @@ func runDemo(cmd *cobra.Command, o *demoOptions) error {
 		cfg.View = cmd.OutOrStdout()
 		cfg.Live = isTerminal(cmd.OutOrStdout())
 	}
-	ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
+	ctx, caught, stop := signalContext(contextOf(cmd))
 	defer stop()
 	sum, err := demo.Run(ctx, cfg)
 	if err != nil {
@@ -100,12 +103,34 @@ func runDemo(cmd *cobra.Command, o *demoOptions) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	if o.format == "json" {
-		return writeJSON(cmd.OutOrStdout(), sum)
-	}
-	if sum.Interrupted {
+		if err := writeJSON(cmd.OutOrStdout(), sum); err != nil {
+			return err
+		}
+	} else if sum.Interrupted {
 		fmt.Fprintln(cmd.OutOrStdout(), "interrupted: everything the demo set up is removed")
 	}
+	if sig := caught(); sig != 0 {
+		return &exitError{code: 128 + int(sig), err: errors.New("")} // as a shell reports a signal
+	}
 	return nil
+}
+
+// signalContext is ctx cancelled on SIGINT or SIGTERM; caught returns the
+// signal that cancelled it (0: none).
+func signalContext(ctx context.Context) (_ context.Context, caught func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Int32
+	go func() {
+		select {
+		case s := <-ch:
+			got.Store(int32(s.(syscall.Signal)))
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() syscall.Signal { return syscall.Signal(got.Load()) }, func() { signal.Stop(ch); cancel() }
 }
 
 // isTerminal reports whether w is a terminal (the view is then redrawn in

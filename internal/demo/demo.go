@@ -7,7 +7,8 @@
 //
 // Every address is in 127.0.0.0/8: backends on 127.0.77.0/24, the VIP in
 // 127.77.0.0/16. Everything the demo mounts, creates, attaches and pins is
-// removed when it ends or is interrupted.
+// removed when it ends or is interrupted, and what a demo killed with
+// SIGKILL left is removed by the next one.
 package demo
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/loctree/loctree/internal/pidstamp"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
@@ -148,6 +150,7 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	if d.env, err = setUp(); err != nil {
 		return nil, err
 	}
+	d.reportSweep()
 	defer func() {
 		if err != nil && ctx.Err() != nil { // interrupted while setting up
 			sum, err = &Summary{Service: ServiceName, VIP: VIP, Interrupted: true}, nil
@@ -177,11 +180,28 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	return d.run(ctx)
 }
 
+// reportSweep says what setUp removed of killed demos, and what it could
+// not (a warning: this demo uses names of its own).
+func (d *demo) reportSweep() {
+	if len(d.env.swept) > 0 {
+		d.log.Info("removed what killed demos left", "pids", d.env.swept)
+		if d.cfg.View != nil {
+			fmt.Fprintf(d.cfg.View, "loctree demo: removed what killed demos (pids %v) left: mounts, cgroups, programs, pins\n", d.env.swept)
+		}
+	}
+	if d.env.sweepErr != nil {
+		d.log.Warn("could not remove all a killed demo left", "err", d.env.sweepErr)
+		if d.cfg.View != nil {
+			fmt.Fprintf(d.cfg.View, "loctree demo: warning: could not remove all a killed demo left: %v\n", d.env.sweepErr)
+		}
+	}
+}
+
 // startAgent writes the topology and starts the agent in this process
 // until the demo ends; the undo stops it and uninstalls its programs and
 // pins.
 func (d *demo) startAgent(ctx context.Context) (*agentRun, error) {
-	dir, err := os.MkdirTemp("", "loctree-demo-")
+	dir, err := os.MkdirTemp("", pidstamp.Prefix(stampDir, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

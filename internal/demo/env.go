@@ -9,18 +9,23 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/loctree/loctree/internal/pidstamp"
 )
 
 // env is what the demo set up on the machine: a private cgroup2 mount with
 // a child cgroup of its own (the agent attaches there, never to the root of
 // the hierarchy) and one cgroup per source below it, and a private bpffs
-// mount. close undoes all of it, in reverse order.
+// mount. close undoes all of it, in reverse order. Every name carries the
+// pid, so the next demo can remove what a killed one left (sweep.go).
 type env struct {
 	cgroupMount string
 	attach      string            // the child cgroup the programs attach to
 	sourceCg    map[string]string // source name → its cgroup below attach
 	home        string            // the process's own cgroup, to go back to
 	bpffsMount  string
+	swept       []int // pids of killed demos whose leftovers setUp removed
+	sweepErr    error // what it could not remove
 	undo        []func() error
 	mu          sync.Mutex // one cgroup move at a time
 }
@@ -34,13 +39,14 @@ func setUp() (e *env, err error) {
 			e.close()
 		}
 	}()
-	if e.cgroupMount, err = e.mount("cgroup2"); err != nil {
+	if e.cgroupMount, err = e.mount("cgroup2", stampCgroup); err != nil {
 		return nil, err
 	}
+	e.swept, e.sweepErr = sweep(e.cgroupMount)
 	if e.home, err = ownCgroup(e.cgroupMount); err != nil {
 		return nil, err
 	}
-	e.attach = filepath.Join(e.cgroupMount, fmt.Sprintf("loctree-demo-%d", os.Getpid()))
+	e.attach = filepath.Join(e.cgroupMount, fmt.Sprintf("%s-%d", stampDir, os.Getpid()))
 	if err = e.mkdir(e.attach); err != nil {
 		return nil, err
 	}
@@ -51,15 +57,16 @@ func setUp() (e *env, err error) {
 		}
 		e.sourceCg[s.Name] = dir
 	}
-	if e.bpffsMount, err = e.mount("bpf"); err != nil {
+	if e.bpffsMount, err = e.mount("bpf", stampBPFFS); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// mount mounts a filesystem of fstype on a new temporary directory.
-func (e *env) mount(fstype string) (string, error) {
-	dir, err := os.MkdirTemp("", "loctree-demo-"+fstype+"-")
+// mount mounts a filesystem of fstype on a new temporary directory named
+// kind and the pid.
+func (e *env) mount(fstype, kind string) (string, error) {
+	dir, err := os.MkdirTemp("", pidstamp.Prefix(kind, os.Getpid()))
 	if err != nil {
 		return "", err
 	}

@@ -2,14 +2,15 @@
 // control (the agent's tree server, `wasm serve`): every phase of a
 // connection has a deadline, and the number of open connections is capped
 // below the process's file limit, so idle or slow clients cannot hold file
-// descriptors the process needs for its own work.
+// descriptors the process needs for its own work, and shared between
+// clients, so one client that holds many connections (slowloris, or
+// requests whose answers it never reads) cannot keep another out.
 package httpserve
 
 import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -49,9 +50,11 @@ func Describe(l Limits) string {
 	return fmt.Sprintf("read-header %s, read %s, write %s, idle %s, %d connections", l.ReadHeader, l.Read, l.Write, l.Idle, l.MaxConns)
 }
 
-// Listen listens on addr and accepts at most maxConns connections at once
+// Listen listens on addr and serves at most maxConns connections at once
 // (0: Default.MaxConns), and never more than half the process's open-file
-// limit: the other half stays for the process's own files and sockets.
+// limit: the other half stays for the process's own files and sockets. The
+// connections are shared fairly between clients (source addresses): see
+// fairListener.
 func Listen(addr string, maxConns int) (net.Listener, error) {
 	if maxConns <= 0 {
 		maxConns = Default.MaxConns
@@ -60,35 +63,5 @@ func Listen(addr string, maxConns int) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := capToFiles(maxConns)
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}, nil
-}
-
-// limitListener blocks Accept while every slot is taken.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-}
-
-// slotConn gives its slot back once, on the first Close.
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.free)
-	return err
+	return newFairListener(ln, capToFiles(maxConns)), nil
 }

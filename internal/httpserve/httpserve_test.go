@@ -88,3 +88,80 @@ func TestMaxConnsFollowsFileLimit(t *testing.T) {
 		t.Fatal("Describe omits the cap")
 	}
 }
+
+// dialFrom connects to addr from the loopback address ip.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A client holding every slot loses its oldest connection to a client that
+// holds none, which is served at once; the flooding client's next
+// connection waits.
+func TestFairShareBetweenClients(t *testing.T) {
+	addr := start(t, Limits{ReadHeader: 10 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Idle: 10 * time.Second, MaxConns: 4})
+	var flood []net.Conn
+	for range 4 {
+		flood = append(flood, dialFrom(t, "127.0.0.1", addr))
+	}
+	time.Sleep(50 * time.Millisecond) // all four served
+	other := dialFrom(t, "127.0.0.2", addr)
+	other.SetDeadline(time.Now().Add(2 * time.Second))
+	get(t, other)
+	if !closedWithin(flood[0], time.Second) {
+		t.Fatal("the flooding client's oldest connection kept its slot")
+	}
+	for _, c := range flood[1:] {
+		if closedWithin(c, 50*time.Millisecond) {
+			t.Fatal("a connection other than the flooding client's oldest was closed")
+		}
+	}
+	// 3 + 1 slots taken, 3 vs 1: the flooding client's next one waits.
+	next := dialFrom(t, "127.0.0.1", addr)
+	next.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	io.WriteString(next, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := next.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection over the flooding client's share was served")
+	}
+}
+
+// Past max/4 waiting connections, more are closed at once.
+func TestFairWaitingBounded(t *testing.T) {
+	addr := start(t, Limits{ReadHeader: 10 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Idle: 10 * time.Second, MaxConns: 4})
+	for range 4 + 1 { // every slot, and the one waiting place (4/4)
+		dialFrom(t, "127.0.0.1", addr)
+	}
+	time.Sleep(50 * time.Millisecond)
+	extra := dialFrom(t, "127.0.0.1", addr)
+	if !closedWithin(extra, time.Second) {
+		t.Fatal("a sixth connection with 4 slots and 1 waiting place was kept open")
+	}
+}
+
+// Closing the listener closes the connections still waiting for a slot.
+func TestFairCloseClosesWaiting(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := dialFrom(t, "127.0.0.1", ln.Addr().String())
+	if _, err := ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := dialFrom(t, "127.0.0.1", ln.Addr().String())
+	time.Sleep(50 * time.Millisecond) // accepted by the loop, waiting for the one slot
+	ln.Close()
+	if !closedWithin(waiting, time.Second) {
+		t.Fatal("a waiting connection stayed open after the listener closed")
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Fatal("Accept after Close returned a connection")
+	}
+	_ = served
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/loctree/loctree/internal/pidstamp"
 )
 
 // A test binary that is killed (a timeout, ^C) runs no Cleanup: its bpffs
@@ -20,7 +22,7 @@ var sweepOnce sync.Once
 // mountPrefix is the prefix of the temporary directory of a mount of
 // fstype made by process pid.
 func mountPrefix(fstype string, pid int) string {
-	return "loctree-" + fstype + "-" + strconv.Itoa(pid) + "-"
+	return pidstamp.Prefix("loctree-"+fstype, pid)
 }
 
 // sweep removes what killed test processes left: their bpffs mounts first
@@ -66,19 +68,9 @@ func sweepCgroups(root string) {
 	}
 }
 
-// gone reports whether pid is a number no process has, or a zombie's: a
-// killed test binary's whose parent was killed with it may wait a while
-// to be reaped.
+// gone reports whether pid is a number no process has, or a zombie's
+// (pidstamp.Gone).
 func gone(pid string) bool {
 	n, err := strconv.Atoi(pid)
-	if err != nil || n <= 0 {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(n) + "/stat")
-	if os.IsNotExist(err) {
-		return true
-	}
-	// "pid (comm) state ...": comm may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(stat), ')')
-	return err == nil && i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z")
+	return err == nil && pidstamp.Gone(n)
 }

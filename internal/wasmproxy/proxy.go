@@ -1,7 +1,8 @@
 // Package wasmproxy is a small HTTP reverse proxy that runs a proxy-wasm
 // filter on every request in the wazero host and forwards the request to the
 // endpoint the filter wrote into a header (Envoy's OverrideHost contract),
-// but only to addresses of the current locality tree.
+// but only to addresses of the current locality tree (or of one a worker
+// may still hold while the tree changes).
 package wasmproxy
 
 import (
@@ -88,9 +89,13 @@ func (p *Proxy) run(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		p.fail(w, http.StatusServiceUnavailable, "wasm plugin unavailable", err)
 		return
 	}
-	props := host.NewProperties()
-	props.SetString([]string{"source", "address"}, r.RemoteAddr)
-	res, err := vm.Do(ctx, &host.Request{Headers: requestHeaders(r), Body: body, Properties: props}, p.forward)
+	res, err := p.do(ctx, vm, r, body)
+	if errors.Is(err, errNotInTree) && vm.Tick() == nil {
+		// The worker holds a tree older than any Allowed still knows: its
+		// tick picks up the published one (the loctree filter's OnTick),
+		// as its own timer would have, and the request is filtered again.
+		res, err = p.do(ctx, vm, r, body)
+	}
 	switch {
 	case res != nil && res.Local != nil:
 		writeLocal(w, res.Local)
@@ -101,6 +106,13 @@ func (p *Proxy) run(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	default:
 		writeResponse(w, res.Response)
 	}
+}
+
+// do runs the request through the filter of vm and forwards it.
+func (p *Proxy) do(ctx context.Context, vm *host.VM, r *http.Request, body []byte) (*host.Result, error) {
+	props := host.NewProperties()
+	props.SetString([]string{"source", "address"}, r.RemoteAddr)
+	return vm.Do(ctx, &host.Request{Headers: requestHeaders(r), Body: body, Properties: props}, p.forward)
 }
 
 // heldKey is the context key of a request's held response body bytes.
@@ -145,6 +157,9 @@ func (p *Proxy) fail(w http.ResponseWriter, status int, msg string, err error) {
 
 var errBadGateway = errors.New("no allowed endpoint")
 
+// errNotInTree: the filter named an address Allowed refuses.
+var errNotInTree = errors.New("is not an endpoint of the current tree")
+
 // forward sends the filtered request to the endpoint named in the header.
 func (p *Proxy) forward(ctx context.Context, req *host.Request) (*host.Response, error) {
 	v, _ := req.Headers.Get(p.Header)
@@ -186,7 +201,7 @@ func (p *Proxy) target(v string) (netip.AddrPort, error) {
 		return ap, fmt.Errorf("%w: header %s = %q names no endpoint", errBadGateway, p.Header, v)
 	}
 	if p.Allowed == nil || !p.Allowed(ap) {
-		return ap, fmt.Errorf("%w: %s is not an endpoint of the current tree", errBadGateway, ap)
+		return ap, fmt.Errorf("%w: %s %w", errBadGateway, ap, errNotInTree)
 	}
 	return ap, nil
 }
