@@ -9,7 +9,7 @@ import (
 )
 
 // writeAffinityEps lets the kernel find a consistent_hash service's
-// backends by address (bpf/affinity.h): (frontend, backend) → the map index
+// backends by address (bpf/lib/affinity.h): (frontend, backend) → the map index
 // of its endpoint record in the region at base. Written before the service
 // is published, so a client's backend that stays in the service is found
 // however the update moved it. Old entries need no delete: the kernel uses

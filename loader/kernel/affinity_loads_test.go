@@ -30,14 +30,14 @@ func affLoadsTopology(timeout uint32) *shared.Topology {
 }
 
 // affPriorityKey is the constant the kernel mixes into a client's hash to
-// draw its priority (bpf/priority.h LT_AFF_PRIO_SALT): the priority draw
+// draw its priority (bpf/lib/priority.h LT_AFF_PRIO_SALT): the priority draw
 // and the jump hash inside the priority must not use the same number.
 const affPriorityKey = 0x6a09e667f3bcc909
 
 // modelLoadsPick is the endpoint a client with no affinity gets from a
 // consistent_hash service with a priority load: Envoy's choosePriority
 // (load_balancer_impl.cc: hash % 100 + 1 against the cumulative healthy
-// loads) with the client's hash, then bpf/affinity.h's first pick, the jump
+// loads) with the client's hash, then bpf/lib/affinity.h's first pick, the jump
 // hash of (client, service), over that priority's healthy endpoints as one
 // list.
 func modelLoadsPick(tree *shared.Tree, client uint64) string {

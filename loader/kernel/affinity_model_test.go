@@ -13,7 +13,7 @@ import (
 	"github.com/loctree/loctree/internal/kerneltest"
 )
 
-// The Go model of consistent_hash in the kernel (bpf/affinity.h), written
+// The Go model of consistent_hash in the kernel (bpf/lib/affinity.h), written
 // from its description, for the differential tests and the simulation.
 
 // mix64 is the splitmix64 finalizer (Steele, Lea and Flood, "Fast
@@ -74,7 +74,7 @@ func TestJumpMatchesPaper(t *testing.T) {
 
 // TestKernelJumpMatchesModel is the differential test of the first pick:
 // the kernel's hash of (client, service) and its jump bucket
-// (bpf/affinity.h, run through BPF_PROG_TEST_RUN) equal the Go model's,
+// (bpf/lib/affinity.h, run through BPF_PROG_TEST_RUN) equal the Go model's,
 // for random clients, services and candidate counts.
 func TestKernelJumpMatchesModel(t *testing.T) {
 	kerneltest.RequireRoot(t)

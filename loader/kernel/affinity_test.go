@@ -133,7 +133,7 @@ func backendString(b bpf.Backend) string {
 	return netip.AddrPortFrom(netip.AddrFrom4(a), b.Port<<8|b.Port>>8).String()
 }
 
-// modelPick is the endpoint the Go model of bpf/affinity.h picks for a
+// modelPick is the endpoint the Go model of bpf/lib/affinity.h picks for a
 // client with no affinity: jump hash of (client, service) in the range.
 func modelPick(tree *shared.Tree, client uint64) string {
 	s, _ := tree.Service("aff")

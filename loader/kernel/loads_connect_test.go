@@ -115,7 +115,7 @@ func distributeCase() loadsCase {
 // says (chi-square at p = 0.001 over the endpoints with a share; never on
 // an endpoint without one), for a spillover, a degraded, a panic, a
 // failover and a distribute case; connects beyond a failover_limit are refused. The kernel
-// before bpf/priority.h served these services all-or-nothing (only the
+// before bpf/lib/priority.h served these services all-or-nothing (only the
 // deepest healthy match) and fails this test.
 func TestConnectLoadsFrequencies(t *testing.T) {
 	kerneltest.RequireRoot(t)

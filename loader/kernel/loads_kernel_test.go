@@ -83,7 +83,7 @@ func loadsFailover(rng *rand.Rand) []shared.FailoverSpec {
 	return out
 }
 
-// kernelLoads runs the kernel's priority load (bpf/priority.h) for a
+// kernelLoads runs the kernel's priority load (bpf/lib/priority.h) for a
 // service and a source through the test-only program.
 func (kl *kernelLoads) run(t testing.TB, fe bpf.Frontend, labels [shared.MaxLevels]uint64) bpftest.LoadsOut {
 	t.Helper()

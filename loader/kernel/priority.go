@@ -52,7 +52,7 @@ func locRecords(s *shared.Service) []byte {
 }
 
 // distStride is the node records of one distribute rule's block
-// (bpf/distribute.h): three for its from and priority, three per target.
+// (bpf/lib/distribute.h): three for its from and priority, three per target.
 const distStride = 3 + 3*shared.MaxDistributeTargets
 
 // distLen is the node map entries of s's distribute rules: a block per
@@ -143,7 +143,7 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 }
 
 // distRecords are s's distribute rules as the kernel reads them
-// (bpf/distribute.h): per rule, then for a source no rule applies to, the
+// (bpf/lib/distribute.h): per rule, then for a source no rule applies to, the
 // precomputed priority of shared.Service.RuleLoads: the from prefix, the
 // loads, panic and counts, and per target its span and effective weight
 // in each set.
