@@ -257,7 +257,7 @@ func (s *builtService) parseFailover(rules []FailoverSpec) error {
 	case len(rules) > MaxFailover:
 		return invalid("service %q: %d failover rules (limit %d)", s.name, len(rules), MaxFailover)
 	case !s.spill:
-		return invalid("service %q: failover needs spillover (the priority load); the plain lookup and the kernel path do not apply failover yet", s.name)
+		return invalid("service %q: failover needs spillover: failover rules order the priorities of the priority load (add spillover: {}), which the plain lookup does not have", s.name)
 	case !slices.Contains(s.scopes, "region"):
 		return invalid("service %q: failover names regions, but the scopes %v have no \"region\"", s.name, s.scopes)
 	}
