@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,7 +156,9 @@ func (p *Proxy) fail(w http.ResponseWriter, status int, msg string, err error) {
 	http.Error(w, msg+": "+err.Error(), status)
 }
 
-var errBadGateway = errors.New("no allowed endpoint")
+// errBadGateway: the request cannot be forwarded (502): the filter named no
+// usable endpoint, or the endpoint did not answer.
+var errBadGateway = errors.New("cannot forward")
 
 // errNotInTree: the filter named an address Allowed refuses.
 var errNotInTree = errors.New("is not an endpoint of the current tree")
@@ -213,7 +216,11 @@ func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
 	}
 	resp, err := client.Do(out)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBadGateway, err)
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // "dial tcp ADDR: connect: connection refused", not the URL again
+		}
+		return nil, fmt.Errorf("%w: endpoint %s: %w", errBadGateway, out.URL.Host, err)
 	}
 	defer resp.Body.Close()
 	body, n, err := readBody(out.Context(), resp.Body, resp.ContentLength, p.budget(responseBodies))

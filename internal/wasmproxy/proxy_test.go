@@ -1,10 +1,15 @@
 package wasmproxy
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/host"
 )
 
 func TestTarget(t *testing.T) {
@@ -39,4 +44,22 @@ func FuzzTarget(f *testing.F) {
 			t.Fatalf("accepted invalid address from %q", v)
 		}
 	})
+}
+
+// TestForwardEndpointDown: a chosen endpoint that refuses the connection
+// is reported as such, naming it, not as "no allowed endpoint".
+func TestForwardEndpointDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := &Proxy{Header: "x-gateway-destination-endpoint", Allowed: func(netip.AddrPort) bool { return true }}
+	req := &host.Request{Headers: host.Headers{{":method", "GET"}, {":path", "/"}, {":authority", "reviews"}, {"x-gateway-destination-endpoint", down}}}
+	_, err = p.forward(context.Background(), req)
+	if !errors.Is(err, errBadGateway) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), down) ||
+		strings.Contains(err.Error(), "no allowed endpoint") {
+		t.Fatalf("forward to a closed port: %v, want a bad gateway naming %s and the refused connection", err, down)
+	}
 }
