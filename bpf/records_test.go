@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/loctree/loctree/internal/treetest"
+	"github.com/loctree/loctree/internal/testing/treetest"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/internal/topology"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/tetratelabs/wazero"
 )
 

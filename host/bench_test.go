@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	wt "github.com/loctree/loctree/internal/wasmtest"
+	wt "github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // BenchmarkStreamOverhead is the host's own cost of one request: a module

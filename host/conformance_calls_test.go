@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/internal/pairs"
-	wt "github.com/loctree/loctree/internal/wasmtest"
+	wt "github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // callCase runs a probe that makes hostcalls and checks its answer (the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	wt "github.com/loctree/loctree/internal/wasmtest"
+	wt "github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // The conformance table: one row per behaviour of Envoy's proxy-wasm host

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/tetratelabs/wazero"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/istio/render"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/syncbuf"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/syncbuf"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
 	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"

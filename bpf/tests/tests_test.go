@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // TestLoad loads the test programs on the socket programs' maps through the

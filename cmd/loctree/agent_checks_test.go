@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // Issue 14, section 3: the agent refuses a --locality key that no service

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // An agent stopped by SIGTERM or SIGINT says what it leaves in place

@@ -9,8 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/loctree/loctree/internal/kerneltest"
 	"github.com/loctree/loctree/internal/manifest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/istio"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // agentTopology has one VIP whose local (zone z1) endpoint is addr.

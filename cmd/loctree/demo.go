@@ -16,7 +16,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"golang.org/x/sys/unix"
 
-	"github.com/loctree/loctree/internal/demo"
+	"github.com/loctree/loctree/cmd/loctree/demo"
 	"github.com/loctree/loctree/internal/fileread"
 )
 

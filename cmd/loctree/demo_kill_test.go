@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // A demo killed with SIGKILL runs no clean-up: its two mounts, its cgroup

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/demo"
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/cmd/loctree/demo"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/shared"
 )
 

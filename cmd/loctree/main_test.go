@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // TestMain lets the test binary run as `loctree` in a child process, so the

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/syncbuf"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )

@@ -18,9 +18,9 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/host/proxy"
 	"github.com/loctree/loctree/internal/fileread"
 	"github.com/loctree/loctree/internal/httpserve"
-	"github.com/loctree/loctree/internal/wasmproxy"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -465,8 +465,8 @@ func serve(ctx context.Context, o *wasmOptions, so *serveOptions, stdout, stderr
 		return o.startError(err)
 	}
 	defer pool.Close()
-	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
-	proxy := &wasmproxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log,
+	allow := &proxy.TreeAllowlist{Shared: h.Shared()}
+	proxy := &proxy.Proxy{Pool: pool, Header: strings.ToLower(so.header), Allowed: allow.Allowed, Log: log,
 		Explain: serveExplain(h.Shared())}
 	ln, err := httpserve.Listen(so.listen, so.limits.MaxConns)
 	if err != nil {

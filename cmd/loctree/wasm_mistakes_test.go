@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // Issue 14, section 3: `wasm run` with an :authority that names no service

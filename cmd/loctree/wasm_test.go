@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/shared"
 )
 

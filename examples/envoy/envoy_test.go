@@ -21,7 +21,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 func loadBootstrap(t *testing.T) *bootstrap.Bootstrap {

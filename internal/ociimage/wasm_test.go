@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // tinyModule is a valid empty wasm module plus a custom section, so its bytes

@@ -1,7 +1,7 @@
 // Package pidstamp names what a process leaves on the machine (mounts,
 // cgroups, temporary directories) after its pid, so that a later process
 // can tell what a killed one left: the things whose process is gone. The
-// test kit (internal/kerneltest) and `loctree demo` sweep with it.
+// test kit (internal/testing/kerneltest) and `loctree demo` sweep with it.
 package pidstamp
 
 import (

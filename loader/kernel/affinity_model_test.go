@@ -10,7 +10,7 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	bpftest "github.com/loctree/loctree/bpf/tests"
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // The Go model of consistent_hash in the kernel (bpf/lib/affinity.h), written

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	bpftest "github.com/loctree/loctree/bpf/tests"
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/treetest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/treetest"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	bpftest "github.com/loctree/loctree/bpf/tests"
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/treetest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/treetest"
 	"github.com/loctree/loctree/shared"
 )
 

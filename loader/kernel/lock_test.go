@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // TestOneAgentPerBPFFS: while an agent holds a bpffs directory, a second

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/loader/source/kubernetes"
 )
 

@@ -26,8 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/kerneltest"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/source/kubernetes"

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/source/kubernetes"
 )

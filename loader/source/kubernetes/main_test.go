@@ -3,7 +3,7 @@ package kubernetes
 import (
 	"testing"
 
-	"github.com/loctree/loctree/internal/kerneltest"
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 )
 
 // TestMain runs the kernel tests in a network namespace of their own.

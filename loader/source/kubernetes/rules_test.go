@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/loctree/loctree/internal/syncbuf"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmtest"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 )
 
 // TestWasmRandomRules is TestKernelRandomRules' other data plane: random

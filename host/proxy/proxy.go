@@ -1,9 +1,9 @@
-// Package wasmproxy is a small HTTP reverse proxy that runs a proxy-wasm
+// Package proxy is `loctree wasm serve`: a small HTTP reverse proxy that runs a proxy-wasm
 // filter on every request in the wazero host and forwards the request to the
 // endpoint the filter wrote into a header (Envoy's OverrideHost contract),
 // but only to addresses of the current locality tree (or of one a worker
 // may still hold while the tree changes).
-package wasmproxy
+package proxy
 
 import (
 	"bytes"

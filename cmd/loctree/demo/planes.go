@@ -14,7 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/internal/wasmproxy"
+	wasmproxy "github.com/loctree/loctree/host/proxy"
 	"github.com/loctree/loctree/shared"
 )
 

@@ -17,7 +17,7 @@ import (
 // that keep them attached, and its topology directory stay. All of them
 // carry the demo's pid (stamp), so the next demo removes those of a demo
 // whose process is gone, as the test kit does for killed test runs
-// (internal/kerneltest/sweep.go); a pid that runs again is left alone.
+// (internal/testing/kerneltest/sweep.go); a pid that runs again is left alone.
 
 // Names of what a demo makes, stamped with its pid (pidstamp.Prefix).
 const (

@@ -1,4 +1,4 @@
-package wasmproxy
+package proxy
 
 import (
 	"context"
