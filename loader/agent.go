@@ -270,17 +270,3 @@ func (a *agent) attach() error {
 	a.log.Info("agent ready", "cgroup", a.cfg.Cgroup, "bpffs", a.cfg.BPFFS, "listen", a.listenLog())
 	return nil
 }
-
-// every runs f every d until ctx is done.
-func every(ctx context.Context, d time.Duration, f func()) {
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			f()
-		}
-	}
-}

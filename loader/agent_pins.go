@@ -1,10 +1,14 @@
 package loader
 
-import "context"
+import (
+	"context"
+
+	"github.com/loctree/loctree/internal/ticker"
+)
 
 // guardPinsFrom checks the pins every watch interval until ctx is done.
 func (a *agent) guardPinsFrom(ctx context.Context) {
-	a.background.Go(func() { every(ctx, a.cfg.Watch, a.checkPins) })
+	a.background.Go(func() { ticker.Every(ctx, a.cfg.Watch, a.checkPins) })
 }
 
 // checkPins checks the pins once, and keeps pinsOK, /healthz and the

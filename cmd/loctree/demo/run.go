@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loctree/loctree/internal/ticker"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -105,7 +106,7 @@ func (d *demo) traffic(ctx context.Context, res *PhaseResult, dur time.Duration)
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		d.loop(ctx, d.cfg.Interval, func() {
+		ticker.Every(ctx, d.cfg.Interval, func() {
 			for i, s := range sources {
 				addr, err := d.askKernel(s)
 				d.count(i, true, addr, err)
@@ -114,7 +115,7 @@ func (d *demo) traffic(ctx context.Context, res *PhaseResult, dur time.Duration)
 	})
 	for i, p := range d.proxies {
 		wg.Go(func() {
-			d.loop(ctx, d.cfg.Interval, func() {
+			ticker.Every(ctx, d.cfg.Interval, func() {
 				addr, err := askProxy(d.client, p)
 				d.count(i, false, addr, err)
 			})
@@ -122,25 +123,11 @@ func (d *demo) traffic(ctx context.Context, res *PhaseResult, dur time.Duration)
 	}
 	if d.cfg.View != nil && d.cfg.Live {
 		wg.Go(func() {
-			d.loop(ctx, d.cfg.RedrawEvery, d.redraw)
+			ticker.Every(ctx, d.cfg.RedrawEvery, d.redraw)
 			d.redraw()
 		})
 	}
 	wg.Wait()
-}
-
-// loop calls f every interval until ctx is done.
-func (d *demo) loop(ctx context.Context, interval time.Duration, f func()) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			f()
-		}
-	}
 }
 
 func (d *demo) count(i int, kernel bool, addr string, err error) {

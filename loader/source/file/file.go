@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/loctree/loctree/internal/ticker"
 	"github.com/loctree/loctree/internal/topology"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
@@ -55,16 +56,8 @@ func (s *Source) Run(ctx context.Context, publish func(source.Update) error) err
 		return ignoreEnd(ctx, err)
 	}
 	ch.Commit()
-	tick := time.NewTicker(s.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			poll(files, publish)
-		}
-	}
+	ticker.Every(ctx, s.cfg.Interval, func() { poll(files, publish) })
+	return nil
 }
 
 // poll publishes what changed since the last state the agent applied, or
