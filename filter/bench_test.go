@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/shared"
 )
@@ -139,8 +140,8 @@ func fetchedHostAt(b *testing.B, top *shared.Topology, src shared.Locality, opts
 // publishes it (blob, then its version).
 func publishShared(h *host.Host, tree *shared.Tree) {
 	ver := blobVersion(tree.Bytes())
-	h.Shared().Set(keyTree, tree.Bytes(), 0)
-	h.Shared().Set(keyGen, ver[:], 0)
+	h.Shared().Set(shareddata.Tree, tree.Bytes(), 0)
+	h.Shared().Set(shareddata.Generation, ver[:], 0)
 }
 
 // TestPickLoadsPathAllocs: the filter's pick for a spillover service with

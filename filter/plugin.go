@@ -9,15 +9,9 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/filter/internal/abi"
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/shared"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
-)
-
-// Shared data keys, common to every VM of the plugin.
-const (
-	keyTree  = "loctree/tree"        // the encoded tree (latest generation)
-	keyGen   = "loctree/generation"  // its version: generation (8 bytes LE) and checksum (4)
-	keyLease = "loctree/fetch-lease" // owner (8 bytes) and expiry (unix ns, 8 bytes)
 )
 
 type vmContext struct{ types.DefaultVMContext }
@@ -147,11 +141,11 @@ func (p *pluginContext) install(t *shared.Tree, etag string) {
 
 // pickUp installs the shared tree when its version differs from ours.
 func (p *pluginContext) pickUp() {
-	g, _, err := abi.GetSharedData(keyGen)
+	g, _, err := abi.GetSharedData(shareddata.Generation)
 	if err != nil || len(g) != len(version{}) || version(g) == p.cur.version() {
 		return
 	}
-	blob, _, err := abi.GetSharedData(keyTree)
+	blob, _, err := abi.GetSharedData(shareddata.Tree)
 	if err != nil {
 		return
 	}
@@ -170,16 +164,16 @@ func (p *pluginContext) pickUp() {
 func (p *pluginContext) publish(blob []byte) {
 	ver := blobVersion(blob)
 	for range 3 {
-		cur, cas, err := abi.GetSharedData(keyTree)
+		cur, cas, err := abi.GetSharedData(shareddata.Tree)
 		if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 			return
 		}
 		if err == nil && blobVersion(cur) == ver {
 			return
 		}
-		err = abi.SetSharedData(keyTree, blob, cas)
+		err = abi.SetSharedData(shareddata.Tree, blob, cas)
 		if err == nil {
-			abi.SetSharedData(keyGen, ver[:], 0)
+			abi.SetSharedData(shareddata.Generation, ver[:], 0)
 			return
 		}
 		if !errors.Is(err, types.ErrorStatusCasMismatch) {
@@ -193,7 +187,7 @@ func (p *pluginContext) publish(blob []byte) {
 // unexpired lease.
 func (p *pluginContext) acquireLease() bool {
 	now := time.Now().UnixNano()
-	cur, cas, err := abi.GetSharedData(keyLease)
+	cur, cas, err := abi.GetSharedData(shareddata.FetchLease)
 	switch {
 	case err == nil && len(cur) == 16:
 		if owner, exp := binary.LittleEndian.Uint64(cur), int64(binary.LittleEndian.Uint64(cur[8:])); owner != p.owner && exp > now {
@@ -204,7 +198,7 @@ func (p *pluginContext) acquireLease() bool {
 	}
 	exp := now + 3*int64(p.cfg.Tree.RefreshMS)*int64(time.Millisecond)
 	v := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, p.owner), uint64(exp))
-	return abi.SetSharedData(keyLease, v, cas) == nil
+	return abi.SetSharedData(shareddata.FetchLease, v, cas) == nil
 }
 
 func (p *pluginContext) fetch() {

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/host"
-	"github.com/loctree/loctree/host/proxy"
 	"github.com/loctree/loctree/shared"
 )
 
 // publishedTree is the tree the loctree filter published in the host's
 // shared data; nil before it has one (or for another module).
 func publishedTree(sd *host.SharedData) *shared.Tree {
-	blob, _, ok := sd.Get(proxy.TreeKey)
+	blob, _, ok := sd.Get(shareddata.Tree)
 	if !ok {
 		return nil
 	}

@@ -4,13 +4,10 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/shared"
 )
-
-// TreeKey is the shared-data key under which the loctree filter publishes
-// its current encoded tree.
-const TreeKey = "loctree/tree"
 
 // recentTrees is how many trees TreeAllowlist allows at once: the one in
 // shared data and the ones it saw there before. A worker picks up the
@@ -34,7 +31,7 @@ type TreeAllowlist struct {
 func (a *TreeAllowlist) Allowed(ap netip.AddrPort) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	cas, ok := a.Shared.CAS(TreeKey)
+	cas, ok := a.Shared.CAS(shareddata.Tree)
 	if !ok {
 		return false
 	}
@@ -54,7 +51,7 @@ func (a *TreeAllowlist) Allowed(ap netip.AddrPort) bool {
 // is not added: the filter rejects it and keeps its last good tree.
 func (a *TreeAllowlist) observe(cas uint32) {
 	a.gen = cas
-	blob, _, _ := a.Shared.Get(TreeKey)
+	blob, _, _ := a.Shared.Get(shareddata.Tree)
 	t, err := shared.Decode(blob)
 	if err != nil {
 		return

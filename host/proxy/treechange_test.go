@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/shared"
@@ -181,7 +182,7 @@ func rotatingAgent(t *testing.T, backends []string) *agent {
 // awaitTree waits until a worker published a tree in shared data.
 func awaitTree(t *testing.T, sd *host.SharedData) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, ok := sd.CAS(TreeKey); ok {
+		if _, ok := sd.CAS(shareddata.Tree); ok {
 			time.Sleep(300 * time.Millisecond) // every worker past its first tick
 			return
 		}
@@ -243,7 +244,7 @@ func TestTreeAllowlistForgets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.Shared().Set(TreeKey, tree.Bytes(), 0)
+		h.Shared().Set(shareddata.Tree, tree.Bytes(), 0)
 		if !allow.Allowed(addr(g)) {
 			t.Fatalf("tree %d: its own endpoint refused", g)
 		}

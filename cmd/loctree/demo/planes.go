@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/host"
 	wasmproxy "github.com/loctree/loctree/host/proxy"
 	"github.com/loctree/loctree/shared"
@@ -84,7 +85,7 @@ func startProxy(ctx context.Context, module []byte, cache wazero.CompilationCach
 // generation is the generation of the tree the proxy's filter published
 // (0: none yet).
 func (p *proxy) generation() uint64 {
-	blob, _, ok := p.host.Shared().Get(wasmproxy.TreeKey)
+	blob, _, ok := p.host.Shared().Get(shareddata.Tree)
 	if !ok {
 		return 0
 	}
