@@ -46,7 +46,7 @@ region), and two thirds in they come back.
 
 It needs root (BPF programs, cgroup2 and bpffs mounts). Ctrl-C or the end
 removes everything it set up (Ctrl-C then exits with status 130); what a demo
-killed with SIGKILL left, the next demo removes. -o json prints a summary with, per phase and
+killed with SIGKILL left, the next demo removes. -o json (or yaml) prints a summary with, per phase and
 source, the candidate set shared computes and the spread each plane gave.
 
 Examples:
@@ -62,12 +62,12 @@ Examples:
 	f.StringVar(&o.module, "module", "bin/loctree.wasm", "the loctree filter (make wasm builds it)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep the compiled filter in this directory (compile once across runs; the demo does not remove it)")
 	f.DurationVar(&o.duration, "duration", 30*time.Second, "how long to run (three phases of a third each; 3s..1h)")
-	addFormatFlag(cmd, &o.format, "table", "json")
+	addFormatFlag(cmd, &o.format, "table", "json", "yaml")
 	return cmd
 }
 
 func runDemo(cmd *cobra.Command, o *demoOptions) error {
-	if err := checkFormat(o.format, "table", "json"); err != nil {
+	if err := checkFormat(o.format, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	if o.duration < 3*time.Second || o.duration > time.Hour {
@@ -92,6 +92,8 @@ func runDemo(cmd *cobra.Command, o *demoOptions) error {
 	if o.format == "table" {
 		cfg.View = cmd.OutOrStdout()
 		cfg.Live = isTerminal(cmd.OutOrStdout())
+	} else { // nothing is drawn while it runs: say what the wait is for
+		fmt.Fprintf(cmd.ErrOrStderr(), "running the demo for %s (three phases); the %s summary follows at the end\n", o.duration, o.format)
 	}
 	ctx, caught, stop := signalContext(contextOf(cmd))
 	defer stop()
@@ -102,8 +104,8 @@ func runDemo(cmd *cobra.Command, o *demoOptions) error {
 		}
 		return fmt.Errorf("demo: %w", err)
 	}
-	if o.format == "json" {
-		if err := writeJSON(cmd.OutOrStdout(), sum); err != nil {
+	if isData(o.format) {
+		if err := writeData(cmd.OutOrStdout(), o.format, sum); err != nil {
 			return err
 		}
 	} else if sum.Interrupted {

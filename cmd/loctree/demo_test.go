@@ -26,6 +26,9 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+	if !strings.Contains(errs, "running the demo for 3s") {
+		t.Errorf("-o json said nothing of what it waits for: stderr %q", errs)
+	}
 	var sum demo.Summary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -74,4 +77,15 @@ func candidateSet(t *testing.T, top *shared.Topology, src shared.Locality) []str
 		out = append(out, tree.Endpoint(i).Addr.String())
 	}
 	return out
+}
+
+// TestDemoFormats: -o takes yaml as every data command does (checked before
+// anything runs), and refuses what it does not know.
+func TestDemoFormats(t *testing.T) {
+	if code, _, errs := runCLI(t, "demo", "--duration", "1s", "-o", "yaml"); code == 0 || !strings.Contains(errs, "--duration 1s") {
+		t.Errorf("-o yaml: exit %d, %q; want the format accepted and the duration refused", code, errs)
+	}
+	if code, _, errs := runCLI(t, "demo", "-o", "xml"); code == 0 || !strings.Contains(errs, "unknown output format") {
+		t.Errorf("-o xml: exit %d, %q", code, errs)
+	}
 }
