@@ -25,6 +25,9 @@ func TestHealthAndTreeUnderConnectionFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("600 connections for 5s")
 	}
+	if raceEnabled {
+		t.Skip("a latency bound under 600 connections: the race detector's slowdown (answers took 2 s) measures the detector, not the server; make test runs it")
+	}
 	addr, open := startFloodedServer(t)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
