@@ -35,12 +35,23 @@ const (
 	spillHost  = "spill"
 	distVIP    = "127.77.65.2:9080"
 	distHost   = "dist"
+	locVIP     = "127.77.65.3:9080"
+	locHost    = "loc"
 	spreadAsks = 600 // per source and data plane
 )
 
 // distShares are the dist service's target shares for a us-east source,
 // worked by hand in testdata/spill.yaml, by the target's endpoints.
 var distShares = map[string]int{"127.0.66.2:9080": 70, "127.0.66.3:9080": 70, "127.0.66.4:9080": 30}
+
+// locShares are the loc service's shares per endpoint (percent) per source,
+// worked by hand in testdata/spill.yaml from Envoy's locality weighted LB
+// (issue 26 item 2): the draw of a locality inside the priority.
+var locShares = map[string]map[string]float64{
+	"node":    {"127.0.67.2:9080": 93 * 3 / 7.0, "127.0.67.3:9080": 93 * 4 / 21.0, "127.0.67.4:9080": 93 * 4 / 21.0, "127.0.67.5:9080": 93 * 4 / 21.0, "127.0.67.7:9080": 7},
+	"east-1c": {"127.0.67.2:9080": 93 * 3 / 7.0, "127.0.67.3:9080": 93 * 4 / 21.0, "127.0.67.4:9080": 93 * 4 / 21.0, "127.0.67.5:9080": 93 * 4 / 21.0, "127.0.67.7:9080": 7},
+	"mars":    {"127.0.67.2:9080": 37.5, "127.0.67.3:9080": 50 / 3.0, "127.0.67.4:9080": 50 / 3.0, "127.0.67.5:9080": 50 / 3.0, "127.0.67.7:9080": 12.5},
+}
 
 // TestPerPrioritySpreadAgrees (issue 11, "the topology file drives it end to
 // end"): one topology file with a spillover service; `loctree tree pick`
@@ -51,7 +62,11 @@ var distShares = map[string]int{"127.0.66.2:9080": 70, "127.0.66.3:9080": 70, "1
 // degraded) class pass a chi-square test against the loads at p = 0.001,
 // and a class with no load gets no pick. The same holds for a service with
 // an Istio distribute rule: picks per target against the targets' shares,
-// none outside the targets.
+// none outside the targets. And for a service where istiod turns Envoy's
+// locality weighted LB on (issue 26 item 2), `tree pick --count` (shared),
+// the kernel and the filter each spread over the endpoints as Envoy's
+// locality draw inside the priority says (locShares; chi-square per
+// endpoint at p = 0.001; none on an endpoint without a share).
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -70,6 +85,9 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		pickLoadsAre(t, cli, s)
 	}
 	pickSharesAre(t, cli)
+	for _, s := range spreadSources {
+		checkLocality(t, "tree pick", s.name, pickLocality(t, cli, s))
+	}
 
 	cg := kerneltest.Cgroup(t)
 	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
@@ -89,17 +107,20 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 
 	for _, s := range spreadSources {
 		p := &planes{t: t, cg: cg}
-		kernel, kernelDist := map[string]int{}, map[string]int{}
+		kernel, kernelDist, kernelLoc := map[string]int{}, map[string]int{}, map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
 			connects(t, s.name, spillVIP, kernel)
+			connects(t, s.name, locVIP, kernelLoc)
 			if s.loc["region"] == "us-east" {
 				connects(t, s.name, distVIP, kernelDist)
 			}
 		})
 		checkSpread(t, "kernel", s, top, kernel)
+		checkLocality(t, "kernel", s.name, kernelLoc)
 		proxy := spreadProxy(t, cli, wasm, listen, s)
 		filter := requests(t, s.name, proxy, spillHost)
 		checkSpread(t, "filter", s, top, filter)
+		checkLocality(t, "filter", s.name, requests(t, s.name, proxy, locHost))
 		if s.loc["region"] == "us-east" {
 			checkShares(t, "kernel", s.name, kernelDist)
 			checkShares(t, "filter", s.name, requests(t, s.name, proxy, distHost))
@@ -184,6 +205,45 @@ func pickLoadsAre(t *testing.T, cli string, s spreadSource) {
 			t.Errorf("%s: tree pick: depth %d loads %d/%d, want %d/%d", s.name, l.Matched, l.HealthyLoad, l.DegradedLoad, s.healthy[l.Matched], s.degraded[l.Matched])
 		}
 	}
+}
+
+// pickLocality is `loctree tree pick --count spreadAsks -o json`'s picks
+// of the loc service from the source.
+func pickLocality(t *testing.T, cli string, s spreadSource) map[string]int {
+	t.Helper()
+	out, err := exec.Command(cli, "tree", "pick", "-f", "testdata/spill.yaml", "--service", locHost,
+		"--from", flagLocality(s.loc), "--count", fmt.Sprint(spreadAsks), "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("tree pick: %v", err)
+	}
+	var res struct {
+		Picks map[string]int `json:"picks"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("tree pick: %v\n%s", err, out)
+	}
+	return res.Picks
+}
+
+// checkLocality tests the loc service's picks per endpoint against
+// locShares (chi-square at p = 0.001, 4 df); no pick outside them.
+func checkLocality(t *testing.T, plane, src string, picks map[string]int) {
+	t.Helper()
+	want := locShares[src]
+	chi2 := 0.0
+	for addr, n := range picks {
+		if want[addr] == 0 {
+			t.Errorf("%s, %s: %d picks of %s, which Envoy's locality draw gives no share", plane, src, n, addr)
+		}
+	}
+	for addr, share := range want {
+		e := float64(spreadAsks) * share / 100
+		chi2 += (float64(picks[addr]) - e) * (float64(picks[addr]) - e) / e
+	}
+	if chi2 > 18.47 {
+		t.Errorf("%s, %s: loc picks %v give chi-square %.1f (limit 18.47, 4 df) against Envoy's locality shares %v", plane, src, picks, chi2, want)
+	}
+	t.Logf("%s, %s: loc picks %v (chi-square %.2f)", plane, src, picks, chi2)
 }
 
 // pickSharesAre checks `loctree tree pick -o json`'s distribute shares for

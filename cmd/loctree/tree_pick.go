@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -104,6 +105,23 @@ type priorityLoad struct {
 	HealthyLoad  int    `json:"healthy_load"`
 	DegradedLoad int    `json:"degraded_load"`
 	Panic        bool   `json:"panic"`
+	// Localities: where istiod turns Envoy's locality weighted LB on, the
+	// localities the priority's load is drawn among (shared's
+	// Service.LocalityShares); empty when it draws none.
+	Localities []localityLoad `json:"localities,omitempty"`
+}
+
+// localityLoad is one locality of a priority and its shares: of the
+// priority's healthy and degraded load, and of the source's traffic, in
+// percent (Envoy's effectiveLocalityWeight over the priority's sum).
+type localityLoad struct {
+	Locality      string   `json:"locality"` // its values of the scopes up to the locality depth, "/"-joined
+	Healthy       int      `json:"healthy"`
+	Degraded      int      `json:"degraded"`
+	HealthyShare  float64  `json:"healthy_share"`
+	DegradedShare float64  `json:"degraded_share"`
+	Share         float64  `json:"share"`
+	Endpoints     []string `json:"endpoints"` // its healthy, then degraded endpoints
 }
 
 // distributeLoad is the distribute rule that applies to the source and its
@@ -134,8 +152,61 @@ func distributeOf(l *shared.Loads) *distributeLoad {
 	return d
 }
 
+// localityLoads is priority p's locality level (nil when it draws none).
+func localityLoads(in *treeInput, svc *shared.Service, l *shared.Loads, p int) []localityLoad {
+	var out []localityLoad
+	for _, ls := range svc.LocalityShares(l, p) {
+		ll := localityLoad{
+			Locality: localityName(in, svc, ls), Healthy: ls.Eligible.Len(), Degraded: ls.Degraded.Len(),
+			HealthyShare: percent2(ls.HealthyShare), DegradedShare: percent2(ls.DegradedShare),
+			Share: percent2((float64(l.Healthy[p])*ls.HealthyShare + float64(l.Degraded[p])*ls.DegradedShare) / 100),
+		}
+		for _, sp := range []shared.Span{ls.Eligible, ls.Degraded} {
+			ll.Endpoints = append(ll.Endpoints, endpointAddrs(in.tree, sp.Lo, sp.Hi)...)
+		}
+		out = append(out, ll)
+	}
+	return out
+}
+
+// percent2 is a share (0..1) in percent, rounded to two decimals.
+func percent2(share float64) float64 { return math.Round(1e4*share) / 100 }
+
+// localityName is a locality's scope values up to the service's locality
+// depth: from the tree for one with a healthy endpoint, else from the
+// topology by its first degraded endpoint's address (an encoded tree keeps
+// no names of degraded-only localities: "?").
+func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare) string {
+	d := svc.LocalityDepth()
+	if ls.Eligible.Len() > 0 {
+		if v := svc.EndpointValues(ls.Eligible.Lo); len(v) >= d {
+			return joinSafe(v[:d], "/")
+		}
+	}
+	if in.top == nil || ls.Degraded.Len() == 0 {
+		return "?"
+	}
+	addr := in.tree.Endpoint(ls.Degraded.Lo).Addr
+	for _, spec := range in.top.Services {
+		if spec.Name != svc.Name {
+			continue
+		}
+		for _, e := range spec.Endpoints {
+			if ap, err := netip.ParseAddrPort(e.Address); err == nil && netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == addr {
+				v := make([]string, d)
+				for i, sc := range svc.Scopes[:d] {
+					v[i] = e.Locality[sc]
+				}
+				return joinSafe(v, "/")
+			}
+		}
+	}
+	return "?"
+}
+
 // pickLoads picks --count times by the priority loads of a spillover service.
-func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *treePickOptions, res *pickResult) {
+func pickLoads(in *treeInput, svc *shared.Service, src shared.Locality, o *treePickOptions, res *pickResult) {
+	t := in.tree
 	l := svc.Loads(src)
 	for p := range l.N {
 		c := l.Counts[p]
@@ -143,6 +214,7 @@ func pickLoads(t *shared.Tree, svc *shared.Service, src shared.Locality, o *tree
 			Priority: p, Matched: int(l.Rank[p]), Failover: [3]string{"", "to", "other"}[l.Failover[p]],
 			Healthy: int(c.Healthy), Degraded: int(c.Degraded), Total: int(c.Total),
 			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
+			Localities: localityLoads(in, svc, &l, p),
 		})
 	}
 	res.Distribute = distributeOf(&l)
@@ -191,7 +263,7 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 	}
 	if svc.OverprovisioningFactor != 0 {
 		res.Picks, res.Error = map[string]int{}, ""
-		pickLoads(t, svc, src, o, res)
+		pickLoads(in, svc, src, o, res)
 	}
 	if isData(o.format) {
 		if err := writeData(cmd.OutOrStdout(), o.format, res); err != nil {
@@ -343,6 +415,7 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 			fmt.Fprint(w, ", panic (all endpoints)")
 		}
 		fmt.Fprintln(w)
+		drawLocalities(w, l.Localities)
 	}
 	drawDistribute(w, res.Distribute)
 	total := 0
@@ -356,6 +429,17 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 	slices.Sort(addrs)
 	for _, a := range addrs { // only picked addresses: total > 0
 		fmt.Fprintf(w, "  %-22s %s %d (%.1f%%)\n", a, bar(res.Picks[a], total, 30), res.Picks[a], 100*float64(res.Picks[a])/float64(total))
+	}
+}
+
+// drawLocalities prints a line per locality of a priority that draws one.
+func drawLocalities(w io.Writer, locs []localityLoad) {
+	if len(locs) > 0 {
+		fmt.Fprintln(w, "    localities (Envoy's locality weighted LB):")
+	}
+	for _, l := range locs {
+		fmt.Fprintf(w, "      %-30s %d healthy, %d degraded: %.2f%% of the healthy load, %.2f%% of the degraded; %.2f%% of the traffic\n",
+			l.Locality, l.Healthy, l.Degraded, l.HealthyShare, l.DegradedShare, l.Share)
 	}
 }
 
