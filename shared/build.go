@@ -296,7 +296,7 @@ func (s *builtService) parseSpillover(sp *SpilloverSpec) error {
 		s.panic = *sp.PanicThreshold
 	}
 	if s.of < 1 || s.of > MaxOverprovisioningFactor {
-		return invalid("service %q: spillover overprovisioning_factor %d (want a percent from 1 to %d; Envoy's default is 140)", s.name, s.of, MaxOverprovisioningFactor)
+		return invalid("service %q: spillover overprovisioning_factor %d (want a percent from 1 to %d: 140 means a factor of 1.4, Envoy's default)", s.name, s.of, MaxOverprovisioningFactor)
 	}
 	if s.panic > 100 {
 		return invalid("service %q: spillover panic_threshold %d (want a percent from 0 to 100; 0 disables panic)", s.name, s.panic)
