@@ -271,8 +271,11 @@ func (s *builtService) parseFailover(rules []FailoverSpec) error {
 				return invalid("service %q: failover region %v", s.name, err)
 			}
 		}
-		if r.From == r.To || seen[r.From] {
-			return invalid("service %q: failover from %q to %q: from must differ from to and appear once", s.name, r.From, r.To)
+		if err := CheckFailoverRule(r); err != nil {
+			return invalid("service %q: failover from %q to %q: %v", s.name, r.From, r.To, err)
+		}
+		if seen[r.From] {
+			return invalid("service %q: failover from %q to %q: an earlier rule has from %q; a region fails over to one region (keep one rule)", s.name, r.From, r.To, r.From)
 		}
 		seen[r.From] = true
 	}
