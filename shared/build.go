@@ -271,8 +271,11 @@ func (s *builtService) parseFailover(rules []FailoverSpec) error {
 				return invalid("service %q: failover region %v", s.name, err)
 			}
 		}
-		if r.From == r.To || seen[r.From] {
-			return invalid("service %q: failover from %q to %q: from must differ from to and appear once", s.name, r.From, r.To)
+		if err := CheckFailoverRule(r); err != nil {
+			return invalid("service %q: failover from %q to %q: %v", s.name, r.From, r.To, err)
+		}
+		if seen[r.From] {
+			return invalid("service %q: failover from %q to %q: an earlier rule has from %q; a region fails over to one region (keep one rule)", s.name, r.From, r.To, r.From)
 		}
 		seen[r.From] = true
 	}
@@ -296,7 +299,7 @@ func (s *builtService) parseSpillover(sp *SpilloverSpec) error {
 		s.panic = *sp.PanicThreshold
 	}
 	if s.of < 1 || s.of > MaxOverprovisioningFactor {
-		return invalid("service %q: spillover overprovisioning_factor %d (want a percent from 1 to %d; Envoy's default is 140)", s.name, s.of, MaxOverprovisioningFactor)
+		return invalid("service %q: spillover overprovisioning_factor %d (want a percent from 1 to %d: 140 means a factor of 1.4, Envoy's default)", s.name, s.of, MaxOverprovisioningFactor)
 	}
 	if s.panic > 100 {
 		return invalid("service %q: spillover panic_threshold %d (want a percent from 0 to 100; 0 disables panic)", s.name, s.panic)

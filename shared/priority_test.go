@@ -280,8 +280,8 @@ func TestBuildValidatesFailover(t *testing.T) {
 	}{
 		{"no spillover", "failover needs spillover", func(s *ServiceSpec) { s.Spillover = nil }},
 		{"no region scope", `the scopes [zone] have no "region"`, func(s *ServiceSpec) { s.Scopes = []string{"zone"} }},
-		{"from is to", `failover from "r1" to "r1": from must differ from to`, func(s *ServiceSpec) { s.Failover[0].To = "r1" }},
-		{"from twice", "appear once", func(s *ServiceSpec) { s.Failover = append(s.Failover, FailoverSpec{From: "r1", To: "r3"}) }},
+		{"from is to", `failover from "r1" to "r1": locality lb failover settings must specify different regions`, func(s *ServiceSpec) { s.Failover[0].To = "r1" }},
+		{"from twice", `an earlier rule has from "r1"`, func(s *ServiceSpec) { s.Failover = append(s.Failover, FailoverSpec{From: "r1", To: "r3"}) }},
 		{"empty", "regions must be non-empty", func(s *ServiceSpec) { s.Failover[0].To = "" }},
 		{"control", "control character", func(s *ServiceSpec) { s.Failover[0].To = "r\x1b" }},
 		{"too many", "256 failover rules (limit 255)", func(s *ServiceSpec) { s.Failover = make([]FailoverSpec, 256) }},

@@ -1,8 +1,10 @@
 package shared
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -61,5 +63,25 @@ func (o vipOwners) claim(s *builtService) error {
 		return invalid("services %q and %q have the same vip %s; give each service its own vip:port", prev, s.name, s.vip)
 	}
 	o[s.vip] = s.name
+	return nil
+}
+
+// CheckFailoverRule refuses the failover rules Istio refuses (Build and
+// the Kubernetes source both call it), with Istio's
+// reason (istio/istio pkg/config/validation/agent/validation.go at
+// 86c9f01f, the failover loop of ValidateLocalityLbSetting): the same
+// region twice, a zone or subzone ("r1/z1": applyLocalityFailover compares
+// a source's region with from, so it never matches), a '*' wildcard
+// (likewise). Istio lists every reason of a rule; this returns the first,
+// in Istio's order, and adds what to write instead.
+func CheckFailoverRule(r FailoverSpec) error {
+	switch {
+	case r.From == r.To:
+		return errors.New("locality lb failover settings must specify different regions (Istio's validation); name another region in to")
+	case strings.Contains(r.From, "/") || strings.Contains(r.To, "/"):
+		return errors.New("locality lb failover only specify region (Istio's validation); write the region alone, \"r1\" for \"r1/z1\"")
+	case strings.Contains(r.From, "*") || strings.Contains(r.To, "*"):
+		return errors.New("locality lb failover region should not contain '*' wildcard (Istio's validation); write one rule per region")
+	}
 	return nil
 }

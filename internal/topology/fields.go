@@ -62,10 +62,11 @@ func elem(t reflect.Type) reflect.Type {
 	return t
 }
 
-// checkYAMLKeys walks a YAML node against type t and fails on the first key
-// that t does not have, with its line. Values of the wrong kind are left to
-// the decoder.
-func checkYAMLKeys(n *yaml.Node, t reflect.Type) error {
+// checkYAMLKeys walks a YAML node (the value of key, "" at the top)
+// against type t and fails on the first key that t does not have, and on
+// the first number that does not fit its integer field (checkYAMLNumber),
+// with its line. Values of another wrong kind are left to the decoder.
+func checkYAMLKeys(n *yaml.Node, t reflect.Type, key string) error {
 	n, t = deref(n), elem(t)
 	if n == nil {
 		return nil
@@ -79,16 +80,24 @@ func checkYAMLKeys(n *yaml.Node, t reflect.Type) error {
 			if !ok {
 				return unknownKey(k.Line, k.Value, names)
 			}
-			if err := checkYAMLKeys(n.Content[i+1], ft); err != nil {
+			if err := checkYAMLKeys(n.Content[i+1], ft, k.Value); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			if err := checkYAMLKeys(n.Content[i], t.Elem(), key); err != nil {
 				return err
 			}
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for _, it := range n.Content {
-			if err := checkYAMLKeys(it, t.Elem()); err != nil {
+			if err := checkYAMLKeys(it, t.Elem(), key); err != nil {
 				return err
 			}
 		}
+	default:
+		return checkYAMLNumber(n, t, key)
 	}
 	return nil
 }

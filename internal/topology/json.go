@@ -117,18 +117,24 @@ func jsonError(data []byte, dec *json.Decoder, err error) error {
 	case errors.As(err, &syn):
 		return fmt.Errorf("line %d: %s", lineAt(data, syn.Offset), syn.Error())
 	case errors.As(err, &typ):
-		return fmt.Errorf("line %d: %s: cannot use %s as %s%s", lineAt(data, typ.Offset), typ.Field, typ.Value, typ.Type, weightHint(typ.Field))
+		return typeError(lineAt(data, typ.Offset), typ.Field, typ)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return fmt.Errorf("line %d: the JSON document ends early", lineAt(data, int64(len(data))))
 	}
 	return fmt.Errorf("line %d: %s", lineAt(data, dec.InputOffset()), strings.TrimPrefix(err.Error(), "json: "))
 }
 
-func weightHint(field string) string {
-	if strings.HasSuffix(field, ".weight") {
-		return " (weights are whole numbers, 0 to 4294967295)"
+// typeError is the error for a value of the wrong type at line, field
+// being its path (services.endpoints.weight): for a number that does not
+// fit an integer field, numberError.
+func typeError(line int, field string, typ *json.UnmarshalTypeError) error {
+	if err := jsonNumberError(line, field, typ.Value, typ.Type); err != nil {
+		return err
 	}
-	return ""
+	if hint := numberHints[field[strings.LastIndexByte(field, '.')+1:]]; hint != "" && isInteger(typ.Type) {
+		return fmt.Errorf("line %d: %s: cannot use %s as %s (%s)", line, field, typ.Value, typ.Type, hint)
+	}
+	return fmt.Errorf("line %d: %s: cannot use %s as %s", line, field, typ.Value, typ.Type)
 }
 
 // lineAt is the 1-based line of byte offset off.

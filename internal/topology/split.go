@@ -145,7 +145,7 @@ func partError(data []byte, start int, err error) error {
 	case errors.As(err, &syn):
 		return fmt.Errorf("line %d: %s", lineAt(data, int64(start)+syn.Offset), syn.Error())
 	case errors.As(err, &typ):
-		return fmt.Errorf("line %d: services.%s: cannot use %s as %s%s", lineAt(data, int64(start)+typ.Offset), typ.Field, typ.Value, typ.Type, weightHint(typ.Field))
+		return typeError(lineAt(data, int64(start)+typ.Offset), "services."+typ.Field, typ)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("line %d: the JSON document ends early", lineAt(data, int64(start)))

@@ -12,9 +12,10 @@ import (
 )
 
 // parseYAML decodes exactly one YAML document. It reads the document twice:
-// once as a node tree, to refuse a second document, fractional weights
-// (yaml.v3 truncates 2.7 to 2 when it decodes into an integer) and unknown
-// keys (named with the nearest known one), then into the model.
+// once as a node tree, to refuse a second document, numbers that do not fit
+// their integer field (yaml.v3 truncates 1.4 to 1 when it decodes into an
+// integer) and unknown keys (named with the nearest known one), then into
+// the model.
 func parseYAML(data []byte) (*shared.Topology, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -24,10 +25,7 @@ func parseYAML(data []byte) (*shared.Topology, error) {
 	if err := checkSingleDocument(dec); err != nil {
 		return nil, err
 	}
-	if err := checkWeights(&doc); err != nil {
-		return nil, err
-	}
-	if err := checkYAMLKeys(root(&doc), topologyType); err != nil {
+	if err := checkYAMLKeys(root(&doc), topologyType, ""); err != nil {
 		return nil, err
 	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
@@ -59,19 +57,6 @@ func checkSingleDocument(dec *yaml.Decoder) error {
 func isEmpty(doc *yaml.Node) bool {
 	r := root(doc)
 	return r == doc && len(doc.Content) == 0 || r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" && r.Value == ""
-}
-
-// checkWeights fails on an endpoint weight that is not an integer.
-func checkWeights(doc *yaml.Node) error {
-	for _, svc := range items(mapValue(root(doc), "services")) {
-		for _, ep := range items(mapValue(svc, "endpoints")) {
-			w := mapValue(ep, "weight")
-			if w != nil && w.Kind == yaml.ScalarNode && w.ShortTag() == "!!float" {
-				return fmt.Errorf("line %d: weight %s is not a whole number; weights are integers 0 to 4294967295", w.Line, w.Value)
-			}
-		}
-	}
-	return nil
 }
 
 func root(doc *yaml.Node) *yaml.Node {

@@ -170,10 +170,9 @@ func failoverRules(rules []localityFailover) ([]shared.FailoverSpec, error) {
 		switch {
 		case r.From == "" || r.To == "":
 			return nil, fmt.Errorf("localityLbSetting.failover from %q to %q: both regions are required", r.From, r.To)
-		case r.From == r.To:
-			return nil, fmt.Errorf("localityLbSetting.failover from %q to %q: the regions must differ", r.From, r.To)
-		case strings.ContainsAny(r.From+r.To, "/*"):
-			return nil, fmt.Errorf("localityLbSetting.failover from %q to %q: regions only, without \"/\" or \"*\"", r.From, r.To)
+		}
+		if err := shared.CheckFailoverRule(shared.FailoverSpec{From: r.From, To: r.To}); err != nil {
+			return nil, fmt.Errorf("localityLbSetting.failover from %q to %q: %w", r.From, r.To, err)
 		}
 		if !seen[r.From] {
 			seen[r.From] = true

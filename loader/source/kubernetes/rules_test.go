@@ -124,8 +124,8 @@ func TestDestinationRuleFromAPI(t *testing.T) {
 		{"unknown field", map[string]any{"failoverPriorty": []any{"topology.kubernetes.io/zone"}}, `unknown field "failoverPriorty"`},
 		{"failover with failoverPriority", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r2"}}, "failoverPriority": []any{"topology.istio.io/network"}}, "failover together with failoverPriority"},
 		{"bad label=value", map[string]any{"failoverPriority": []any{"topology.kubernetes.io/zone=z1=z2"}}, "z1=z2"},
-		{"failover to itself", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r1"}}}, "regions must differ"},
-		{"failover with a zone", map[string]any{"failover": []any{map[string]any{"from": "r1/z1", "to": "r2"}}}, "regions only"},
+		{"failover to itself", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r1"}}}, "locality lb failover settings must specify different regions"},
+		{"failover with a zone", map[string]any{"failover": []any{map[string]any{"from": "r1/z1", "to": "r2"}}}, "locality lb failover only specify region"},
 		{"bad weights", map[string]any{"distribute": []any{map[string]any{"from": "r1/*", "to": map[string]any{"r1/*": int64(80)}}}}, "add up to 80"},
 	} {
 		n := c.count()
