@@ -26,7 +26,7 @@ func TestHealthAndTreeUnderConnectionFlood(t *testing.T) {
 		t.Skip("600 connections for 5s")
 	}
 	if raceEnabled {
-		t.Skip("a latency bound under 600 connections: the race detector's slowdown (answers took 2 s) measures the detector, not the server; make test runs it")
+		t.Skip("a latency bound under 600 connections: the race detector's slowdown measures the detector, not the server; make test runs it")
 	}
 	addr, open := startFloodedServer(t)
 	ctx, stop := context.WithCancel(context.Background())
@@ -68,8 +68,11 @@ func TestHealthAndTreeUnderConnectionFlood(t *testing.T) {
 		}
 	}
 	t.Logf("slowest answer under the flood: %s", worst)
-	if worst > time.Second {
-		t.Fatalf("slowest answer under the flood %s, want under 1s", worst)
+	// Without the shared cap no answer came within the client's 3 s; with
+	// it the slowest took 10-20 ms on a quiet machine and up to 1.8 s on one
+	// loaded to 8 runnable tasks per core pair (a CI beside benchmarks).
+	if worst > 2500*time.Millisecond {
+		t.Fatalf("slowest answer under the flood %s, want under 2.5s", worst)
 	}
 }
 
