@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -358,7 +359,8 @@ func BenchmarkPickLoads(b *testing.B) {
 // that the priority drawn is a zone of several subzones, on spillTree's
 // mesh without a failover rule (loads=cached-zone: no draw) and with one
 // per region (loads=cached-locality: istiod turns locality weighting on,
-// every pick draws a locality first).
+// every pick draws a locality first); loads=fresh-zone and
+// loads=fresh-locality compute the loads for every pick as well.
 func BenchmarkPickLoadsLocality(b *testing.B) {
 	for _, n := range benchSizes {
 		for _, rules := range []bool{false, true} {
@@ -379,6 +381,7 @@ func BenchmarkPickLoadsLocality(b *testing.B) {
 				b.Fatal("no locality weighting")
 			}
 			benchCachedLoads(b, fmt.Sprintf("loads=%s/N=%d", name, n), svc, srcs)
+			benchFreshLoads(b, fmt.Sprintf("loads=%s/N=%d", strings.Replace(name, "cached", "fresh", 1), n), svc, srcs)
 		}
 	}
 }

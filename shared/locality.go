@@ -107,7 +107,7 @@ type localityTotals struct {
 // precomputeLocalities fills locDepth and locs. The service's trees must
 // be checked (Decode) or placed (Builder) first.
 func (s *Service) precomputeLocalities() {
-	s.locDepth, s.locs = 0, [2][]localityRec{}
+	s.locDepth, s.locs, s.locCum = 0, [2][]localityRec{}, [2][]uint64{}
 	d := localityDepth(s.Scopes)
 	if !s.localityWeighted() || d == 0 {
 		return
@@ -147,6 +147,10 @@ func (s *Service) precomputeLocalities() {
 			}
 		}
 		s.locs[set] = recs
+		s.locCum[set] = make([]uint64, len(recs))
+		for i, r := range recs {
+			s.locCum[set][i] = r.cum
+		}
 	}
 	s.locAt = make([]uint32, s.EpEligible+s.EpDegraded)
 	for set := range setUnhealthy {
@@ -210,14 +214,14 @@ func (s *Service) spanWeight(sp Span) uint64 {
 }
 
 // localityRun is the localities [lo, hi) of one set that make up a span.
-type localityRun struct{ lo, hi int }
+type localityRun struct{ lo, hi uint32 }
 
 // runOf is the localities of set whose endpoints are the span sp, a
 // non-empty union of whole localities (as a priority of rank below
 // locDepth is): the localities of its first and its last endpoint.
 func (s *Service) runOf(set int, sp Span) localityRun {
 	_ = set // locAt covers both sets' endpoints, each indexing its own set's localities
-	return localityRun{int(s.locAt[sp.Lo-s.EpFirst]), int(s.locAt[sp.Hi-1-s.EpFirst]) + 1}
+	return localityRun{s.locAt[sp.Lo-s.EpFirst], s.locAt[sp.Hi-1-s.EpFirst] + 1}
 }
 
 // cumBefore is the running effective weight before locality i of set.
@@ -228,43 +232,83 @@ func (s *Service) cumBefore(set, i int) uint64 {
 	return s.locs[set][i-1].cum
 }
 
-// chooseLocality draws a locality of priority p's spans in set by its
-// effective weight (Envoy's chooseHealthyLocality or
-// chooseDegradedLocality); false when p does not draw one (panic, a rank
-// at or past locDepth) or has no effective weight (Envoy: no scheduler).
-func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRec, bool) {
-	if s.locDepth <= int(l.Rank[p]) || l.InPanic(p) || set > setDegraded {
-		return nil, false
-	}
-	var runs [3]localityRun
-	var total uint64
-	for k, sp := range l.spans(set, p) {
-		if sp.Hi > sp.Lo {
-			runs[k] = s.runOf(set, sp)
-			total += s.cumBefore(set, runs[k].hi) - s.cumBefore(set, runs[k].lo)
-		}
-	}
-	if total == 0 {
-		return nil, false
-	}
-	x, _ := bits.Mul64(draw, total) // uniform in [0, total) (Lemire)
-	for _, r := range runs {
-		base, w := s.cumBefore(set, r.lo), s.cumBefore(set, r.hi)-s.cumBefore(set, r.lo)
-		if x >= w {
-			x -= w
+// localityDraw is what a pick needs to draw a locality of one priority in
+// one set, computed with the loads (Loads.drawLocalities): the runs of the
+// set's localities that make up the priority's spans, the running sum of
+// their effective weights at the end of each run (end[2] the total), and
+// per run what turns an offset x in [end[k-1], end[k]) into the running
+// weight of the set's localities it falls on (modulo 2^64).
+type localityDraw struct {
+	run [3]localityRun
+	end [3]uint64
+	adj [3]uint64
+}
+
+// drawLocalities fills l.loc for the priorities of s that draw a locality
+// (a rank below locDepth, not in panic) in a set that has load (P0's
+// healthy set always: choosePriority's fallback when no set has any):
+// where the spans come apart in localities is the same for every pick, so
+// a pick does one multiply and one search. The others get no weight.
+func (l *Loads) drawLocalities(s *Service) {
+	for p := range l.N {
+		if int(l.Rank[p]) >= s.locDepth || l.InPanic(p) {
+			l.loc[p] = [2]localityDraw{}
 			continue
 		}
-		recs, a, b := s.locs[set], r.lo, r.hi-1 // the first with cum > base+x; b always qualifies
-		for a < b {
-			if m := a + (b-a)/2; recs[m].cum > base+x {
-				b = m
-			} else {
-				a = m + 1
+		for set, load := range [2]uint8{l.Healthy[p], l.Degraded[p]} {
+			d := &l.loc[p][set]
+			if load == 0 && (p > 0 || set == setDegraded) {
+				d.end[2] = 0
+				continue
+			}
+			var sum uint64
+			for k, sp := range l.spans(set, p) {
+				r := localityRun{}
+				if sp.Hi > sp.Lo {
+					r = s.runOf(set, sp)
+				}
+				d.run[k], d.adj[k] = r, s.cumBefore(set, int(r.lo))-sum
+				sum += s.cumBefore(set, int(r.hi)) - s.cumBefore(set, int(r.lo))
+				d.end[k] = sum
 			}
 		}
-		return &recs[a], true
 	}
-	return nil, false
+}
+
+// chooseLocality draws a locality of priority p in set (a rank below
+// locDepth, not in panic) by its effective weight (Envoy's
+// chooseHealthyLocality or chooseDegradedLocality) from l's draw table;
+// false when it has no effective weight (Envoy: no scheduler) or l is not
+// of s.
+func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRec, bool) {
+	if set > setDegraded {
+		return nil, false
+	}
+	d := &l.loc[p][set]
+	if d.end[2] == 0 {
+		return nil, false
+	}
+	x, _ := bits.Mul64(draw, d.end[2]) // uniform in [0, total) (Lemire)
+	k := 0
+	if x >= d.end[0] {
+		k = 1
+	}
+	if x >= d.end[1] {
+		k = 2
+	}
+	r, cum := d.run[k], s.locCum[set]
+	if r.lo >= r.hi || int(r.hi) > len(cum) {
+		return nil, false
+	}
+	t, a, b := x+d.adj[k], r.lo, r.hi-1 // the first with cum > t; b always qualifies
+	for a < b {
+		if m := a + (b-a)/2; cum[m] > t {
+			b = m
+		} else {
+			a = m + 1
+		}
+	}
+	return &s.locs[set][a], true
 }
 
 // LocalityShare is one locality of a priority and the part of the
@@ -293,9 +337,9 @@ func (s *Service) LocalityShares(l *Loads, p int) []LocalityShare {
 			if sp.Hi > sp.Lo {
 				r := s.runOf(set, sp)
 				for i := r.lo; i < r.hi; i++ {
-					idx = append(idx, i)
+					idx = append(idx, int(i))
 				}
-				total += s.cumBefore(set, r.hi) - s.cumBefore(set, r.lo)
+				total += s.cumBefore(set, int(r.hi)) - s.cumBefore(set, int(r.lo))
 			}
 		}
 		for _, k := range idx {

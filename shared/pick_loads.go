@@ -30,22 +30,25 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if int(l.Rank[pr]) > MaxLevels {
 		return 0, false
 	}
+	set := setEligible
+	if degraded {
+		set = setDegraded
+	}
 	var u spanSet
-	switch {
-	case l.InPanic(pr):
-		for set := range numSets {
-			u.add(l.spans(set, pr))
+	if l.InPanic(pr) {
+		for k := range numSets {
+			u.add(l.spans(k, pr))
 		}
-	case degraded:
-		u.add(l.spans(setDegraded, pr))
-	default:
-		u.add(l.spans(setEligible, pr))
+	} else {
+		if s.locDepth > int(l.Rank[pr]) {
+			if loc, ok := p.chooseLocality(s, l, pr, set, h); ok {
+				return p.pool.pick(s.Policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
+			}
+		}
+		u.add(l.spans(set, pr))
 	}
 	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
 		return 0, false
-	}
-	if loc, ok := p.chooseLocality(s, l, pr, degraded, key); ok {
-		return p.pool.pick(s.Policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if u.n == 1 {
@@ -54,18 +57,18 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
 }
 
-// chooseLocality draws the locality of priority pr for a service that
-// draws one (locality.go), from a random number or, for consistent_hash,
-// the key.
-func (p *Picker) chooseLocality(s *Service, l *Loads, pr int, degraded bool, key uint64) (*localityRec, bool) {
-	if s.locDepth <= int(l.Rank[pr]) {
-		return nil, false
+// chooseLocality draws the locality of priority pr in set, for a service
+// that draws one (locality.go), from h, the number that chose the
+// priority: consistent_hash mixes it (the key) as targetDraw does; the
+// other policies use h as it is: its remainder mod 100 chose the priority,
+// and its high bits (in effect its quotient by 100, independent of the
+// remainder) draw the locality by Lemire's multiply-shift, so that one
+// random number serves both draws.
+func (p *Picker) chooseLocality(s *Service, l *Loads, pr, set int, h uint64) (*localityRec, bool) {
+	if s.Policy == PolicyConsistentHash {
+		h = mix64(h ^ 0x6a09e667f3bcc909)
 	}
-	set := setEligible
-	if degraded {
-		set = setDegraded
-	}
-	loc, ok := s.chooseLocality(l, pr, set, p.targetDraw(s, key))
+	loc, ok := s.chooseLocality(l, pr, set, h)
 	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) || loc.span.Hi <= loc.span.Lo {
 		return nil, false
 	}

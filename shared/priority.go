@@ -44,6 +44,10 @@ type Loads struct {
 
 	dist   []targetState // the targets' spans and weights, read-only as Targets
 	effSum [2]uint64     // the targets' healthy and degraded effective weights, summed
+
+	// loc is each priority's locality draw in the eligible and degraded
+	// sets (locality.go), filled for the priorities that draw one.
+	loc [MaxPriorities][2]localityDraw
 }
 
 // priorities is the part of Loads every computation of a service without
@@ -127,6 +131,9 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.add(r, 0, h, d, u)
 	}
 	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+	if s.locDepth > 0 {
+		l.drawLocalities(s)
+	}
 }
 
 // Priority is the priority that holds endpoint ep (an absolute index, in

@@ -72,6 +72,7 @@ type Service struct {
 	distLoads []Loads          // per rule, then for no rule: the loads of a source it applies to
 	locDepth  int              // localities are the nodes at this depth (locality.go); 0: no locality draw
 	locs      [2][]localityRec // the localities of the eligible and the degraded set
+	locCum    [2][]uint64      // their running effective weights (locs[set][i].cum), what a draw searches
 	locAt     []uint32         // by endpoint - EpFirst (eligible and degraded): its locality in its set's locs
 	values    []string         // node values, node Root+1 first
 	kids      [2]kids          // child indexes: the eligible tree, the aux trees
