@@ -66,7 +66,10 @@ var locShares = map[string]map[string]float64{
 // locality weighted LB on (issue 26 item 2), `tree pick --count` (shared),
 // the kernel and the filter each spread over the endpoints as Envoy's
 // locality draw inside the priority says (locShares; chi-square per
-// endpoint at p = 0.001; none on an endpoint without a share).
+// endpoint at p = 0.001; none on an endpoint without a share). And for a
+// distribute rule whose targets hold several localities (issue 26 item 5):
+// every plane spreads per locality as Istio weighs them and Envoy scales
+// them by health (distLocShares).
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -86,7 +89,8 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 	}
 	pickSharesAre(t, cli)
 	for _, s := range spreadSources {
-		checkLocality(t, "tree pick", s.name, pickLocality(t, cli, s))
+		checkLocality(t, "tree pick", s.name, pickLocality(t, cli, s, locHost))
+		checkDistLocality(t, "tree pick", s, pickLocality(t, cli, s, distLocHost))
 	}
 
 	cg := kerneltest.Cgroup(t)
@@ -107,20 +111,23 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 
 	for _, s := range spreadSources {
 		p := &planes{t: t, cg: cg}
-		kernel, kernelDist, kernelLoc := map[string]int{}, map[string]int{}, map[string]int{}
+		kernel, kernelDist, kernelLoc, kernelDL := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
 			connects(t, s.name, spillVIP, kernel)
 			connects(t, s.name, locVIP, kernelLoc)
+			connects(t, s.name, distLocVIP, kernelDL)
 			if s.loc["region"] == "us-east" {
 				connects(t, s.name, distVIP, kernelDist)
 			}
 		})
 		checkSpread(t, "kernel", s, top, kernel)
 		checkLocality(t, "kernel", s.name, kernelLoc)
+		checkDistLocality(t, "kernel", s, kernelDL)
 		proxy := spreadProxy(t, cli, wasm, listen, s)
 		filter := requests(t, s.name, proxy, spillHost)
 		checkSpread(t, "filter", s, top, filter)
 		checkLocality(t, "filter", s.name, requests(t, s.name, proxy, locHost))
+		checkDistLocality(t, "filter", s, requests(t, s.name, proxy, distLocHost))
 		if s.loc["region"] == "us-east" {
 			checkShares(t, "kernel", s.name, kernelDist)
 			checkShares(t, "filter", s.name, requests(t, s.name, proxy, distHost))
@@ -208,10 +215,10 @@ func pickLoadsAre(t *testing.T, cli string, s spreadSource) {
 }
 
 // pickLocality is `loctree tree pick --count spreadAsks -o json`'s picks
-// of the loc service from the source.
-func pickLocality(t *testing.T, cli string, s spreadSource) map[string]int {
+// of a service (host) from the source.
+func pickLocality(t *testing.T, cli string, s spreadSource, host string) map[string]int {
 	t.Helper()
-	out, err := exec.Command(cli, "tree", "pick", "-f", "testdata/spill.yaml", "--service", locHost,
+	out, err := exec.Command(cli, "tree", "pick", "-f", "testdata/spill.yaml", "--service", host,
 		"--from", flagLocality(s.loc), "--count", fmt.Sprint(spreadAsks), "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("tree pick: %v", err)
