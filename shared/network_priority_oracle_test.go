@@ -1,0 +1,323 @@
+package shared
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Issue 26 items 3 and 4: Istio's priorities where the scopes are a
+// failoverPriority list that starts with network (item 3) or puts scopes
+// before region under failover rules (item 4). This file is their oracle,
+// written from Istio's source and not from loctree's code (istio/istio at
+// b6787c126ec0269ef0a24b389264c353c56b6199, istio/istio#60829,
+// pilot/pkg/networking/core/loadbalancer/loadbalancer.go):
+//
+//   - ApplyLocalityLoadBalancer (lines 91-117): with failover enabled (a
+//     loctree spillover service), a failoverPriority list is applied by
+//     applyFailoverPriorities and then, when failover rules are set too,
+//     applyLocalityFailover over the priorities it left; without a
+//     failoverPriority list, applyLocalityFailover alone.
+//   - applyFailoverPriorityPerLocality (lines 306-365): per endpoint, the
+//     first label j whose value differs from the proxy's gives priority
+//     len − j; but when the list starts with topology.istio.io/network and
+//     the network differs, "ignore network": the match goes on over the
+//     labels after it and len is added (lines 312 and 326-336).
+//     applyFailoverPriorities (lines 233-283) renumbers the priorities
+//     "from 0 (highest) to N (lowest) without skipping".
+//   - applyLocalityFailover (lines 181-230): LbPriority (0 region, zone and
+//     subzone match; 1 region and zone; 2 region; 3 none), 4 for a region
+//     other than the failover rule's to when the rule's from is the proxy's
+//     region; then "priorityInt := int(Priority*5) + priority" over the
+//     failoverPriority's priority, and the renumbering again.
+//
+// loctree's mapping (docs/ISTIO.md): a spillover service whose scopes are
+// not the default [region, zone, subzone] is failoverPriority = its scopes
+// ("network" for topology.istio.io/network); failover rules are Istio's.
+
+// istioLbPriority transcribes util.LbPriority (pilot/pkg/networking/util/
+// util.go at b6787c126ec0): 0 when region, zone and subzone match, 1 when
+// region and zone do, 2 when region does, else 3.
+func istioLbPriority(proxy, ep Locality) int {
+	switch {
+	case proxy["region"] != ep["region"]:
+		return 3
+	case proxy["zone"] != ep["zone"]:
+		return 2
+	case proxy["subzone"] != ep["subzone"]:
+		return 1
+	}
+	return 0
+}
+
+// istioFailoverPriority transcribes applyFailoverPriorityPerLocality's
+// per-endpoint priority (before renumbering).
+func istioFailoverPriority(labels []string, proxy, ep Locality) int {
+	lowest := len(labels)
+	includesNetwork := lowest > 0 && labels[0] == "network"
+	priority, adjust := 0, 0
+	for j, label := range labels {
+		name, override, ok := strings.Cut(label, "=")
+		valueForProxy := proxy[name]
+		if ok {
+			valueForProxy = override
+		}
+		if valueForProxy != ep[name] {
+			if j == 0 && includesNetwork {
+				adjust = len(labels) // ignore network
+				continue
+			}
+			priority = lowest - j
+			break
+		}
+	}
+	return priority + adjust
+}
+
+// renumber maps priorities to 0..N-1 in order, without skipping.
+func renumber(p []int) []int {
+	distinct := slices.Sorted(maps.Keys(func() map[int]bool {
+		m := map[int]bool{}
+		for _, x := range p {
+			m[x] = true
+		}
+		return m
+	}()))
+	out := make([]int, len(p))
+	for i, x := range p {
+		out[i] = sort.SearchInts(distinct, x)
+	}
+	return out
+}
+
+// istioPriorities is each endpoint's Istio priority for a spillover service
+// and a source (ApplyLocalityLoadBalancer's failover branch).
+func istioPriorities(spec *ServiceSpec, src Locality) []int {
+	scopes := spec.Scopes
+	if len(scopes) == 0 {
+		scopes = DefaultScopes()
+	}
+	fp := !slices.Equal(scopes, DefaultScopes())
+	out := make([]int, len(spec.Endpoints))
+	if fp {
+		for i, e := range spec.Endpoints {
+			out[i] = istioFailoverPriority(scopes, src, e.Locality)
+		}
+		out = renumber(out)
+		if len(spec.Failover) == 0 {
+			return out
+		}
+	}
+	for i, e := range spec.Endpoints {
+		out[i] = out[i]*5 + istioLocalityFailover(spec.Failover, src, e.Locality)
+	}
+	return renumber(out)
+}
+
+// istioLocalityFailover is applyLocalityFailover's priority of one
+// endpoint: LbPriority, and 4 for a region other than the first matching
+// rule's to.
+func istioLocalityFailover(rules []FailoverSpec, proxy, ep Locality) int {
+	priority := istioLbPriority(proxy, ep)
+	if priority == 3 {
+		for _, f := range rules {
+			if f.From == proxy["region"] {
+				if ep["region"] != f.To {
+					priority = 4
+				}
+				break
+			}
+		}
+	}
+	return priority
+}
+
+// networkPriorityOracle groups the endpoints by Istio's priorities and
+// applies Envoy's loads (priority_oracle_test.go's envoyLoads).
+func networkPriorityOracle(spec *ServiceSpec, src Locality, of, threshold uint32) []oraclePriority {
+	prio := istioPriorities(spec, src)
+	n := 0
+	for _, p := range prio {
+		n = max(n, p+1)
+	}
+	out := make([]oraclePriority, n)
+	sets := make([]envoyHostSet, n)
+	for i, e := range spec.Endpoints {
+		p := &out[prio[i]]
+		ap := netip.MustParseAddrPort(e.Address)
+		addr := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+		p.all = append(p.all, addr)
+		switch endpointState(spec, &spec.Endpoints[i]) {
+		case 0:
+			p.healthy = append(p.healthy, addr)
+		case 1:
+			p.degraded = append(p.degraded, addr)
+		}
+	}
+	for i := range out {
+		p := &out[i]
+		p.nHealthy, p.nDegr, p.nTotal = len(p.healthy), len(p.degraded), len(p.all)
+		for _, s := range [][]string{p.healthy, p.degraded, p.all} {
+			slices.Sort(s)
+		}
+		sets[i] = envoyHostSet{hosts: p.nTotal, healthy: p.nHealthy, degraded: p.nDegr}
+	}
+	if n == 0 {
+		return nil
+	}
+	h, d, panic := envoyLoads(sets, of, threshold)
+	for i := range out {
+		out[i].healthyLoad, out[i].degrLoad, out[i].panic = h[i], d[i], panic[i]
+	}
+	return out
+}
+
+// comparePriorities holds shared's loads to the oracle's priorities: the
+// same endpoints in each (by set), loads and panic flags.
+func comparePriorities(tree *Tree, l *Loads, want []oraclePriority) error {
+	if l.N != len(want) {
+		return fmt.Errorf("%d priorities, Istio %d", l.N, len(want))
+	}
+	for p, w := range want {
+		if uint32(l.Healthy[p]) != w.healthyLoad || uint32(l.Degraded[p]) != w.degrLoad || l.InPanic(p) != w.panic {
+			return fmt.Errorf("priority %d: load %d/%d panic %v, oracle %d/%d panic %v", p, l.Healthy[p], l.Degraded[p], l.InPanic(p), w.healthyLoad, w.degrLoad, w.panic)
+		}
+		sp := l.Spans(p)
+		if got := addrsOf(tree, append(append(sp[0][:], sp[1][:]...), sp[2][:]...)); !slices.Equal(got, orEmpty(w.all)) {
+			return fmt.Errorf("priority %d: %v, Istio %v", p, got, w.all)
+		}
+	}
+	return nil
+}
+
+// istioVectorEndpoints are the endpoints of Istio's
+// buildWrappedLocalityLbEndpointsForFailoverPriorityWithFailover
+// (loadbalancer_test.go at b6787c126ec0, lines 1975-2100): address,
+// network, cluster and locality.
+var istioVectorEndpoints = []struct{ addr, network, cluster, region, zone, subzone string }{
+	{"1.1.1.1", "n1", "c1", "region1", "zone1", "subzone1"},
+	{"2.2.2.2", "n2", "c2", "region1", "zone2", "subzone2"},
+	{"3.3.3.3", "n1", "c3", "region2", "zone2", "subzone2"},
+	{"4.4.4.4", "n2", "c4", "region3", "zone3", "subzone3"},
+	{"5.5.5.5", "n2", "c2", "region2", "zone2", "subzone2"},
+	{"6.6.6.6", "n1", "c6", "region3", "zone3", "subzone3"},
+}
+
+// istioVector is one of Istio's expectations over those endpoints: loctree
+// scopes, failover rules, the proxy, and each address's priority.
+type istioVector struct {
+	name     string
+	scopes   []string
+	failover []FailoverSpec
+	src      Locality
+	want     map[string]int
+}
+
+// istioNetworkVectors are loadbalancer_test.go's (at b6787c126ec0):
+//
+//   - "FailoverPriority including locality" (item 3; lines 868-1017):
+//     failoverPriority [topology.istio.io/network, region, zone], a proxy
+//     on n1 in region2/zone2 (the test sets each endpoint's region and zone
+//     labels from its locality): "n1 r2 z2" 0, "n1 r1 z1" and "n1 r3 z3"
+//     1, "n2 r2 z2" 2, "n2 r1 z2" and "n2 r3 z3" 3.
+//   - "FailoverPriority with Failover" / "match all labels" (item 4; lines
+//     1024-1150): failoverPriority [network, cluster], failover region1 →
+//     region2, a proxy n2/c2 in region1/zone1/subzone1: 2.2.2.2 0, 5.5.5.5
+//     1, 4.4.4.4 2, 1.1.1.1 3, 3.3.3.3 4, 6.6.6.6 5. In loctree's scopes
+//     the failoverPriority is [network, cluster] followed by the locality
+//     scopes that the failover rules rank by.
+var istioNetworkVectors = []istioVector{
+	{"FailoverPriority including locality", []string{"network", "region", "zone"}, nil,
+		Locality{"network": "n1", "region": "region2", "zone": "zone2"},
+		map[string]int{"3.3.3.3": 0, "1.1.1.1": 1, "6.6.6.6": 1, "5.5.5.5": 2, "2.2.2.2": 3, "4.4.4.4": 3}},
+	{"FailoverPriority with Failover", []string{"network", "cluster", "region", "zone", "subzone"},
+		[]FailoverSpec{{From: "region1", To: "region2"}},
+		Locality{"network": "n2", "cluster": "c2", "region": "region1", "zone": "zone1", "subzone": "subzone1"},
+		map[string]int{"2.2.2.2": 0, "5.5.5.5": 1, "4.4.4.4": 2, "1.1.1.1": 3, "3.3.3.3": 4, "6.6.6.6": 5}},
+}
+
+func (v *istioVector) spec() *ServiceSpec {
+	spec := &ServiceSpec{Name: "fp", Scopes: v.scopes, Spillover: &SpilloverSpec{}, Failover: v.failover}
+	for i, e := range istioVectorEndpoints {
+		loc := Locality{"network": e.network, "cluster": e.cluster, "region": e.region, "zone": e.zone, "subzone": e.subzone}
+		for k := range loc {
+			if !slices.Contains(v.scopes, k) {
+				delete(loc, k)
+			}
+		}
+		spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.3.%d:80", i+1), Locality: loc})
+	}
+	return spec
+}
+
+// TestIstioNetworkVectorsOracle: the oracle reproduces Istio's own
+// expectations.
+func TestIstioNetworkVectorsOracle(t *testing.T) {
+	for _, v := range istioNetworkVectors {
+		spec := v.spec()
+		got := istioPriorities(spec, v.src)
+		for i, e := range istioVectorEndpoints {
+			if got[i] != v.want[e.addr] {
+				t.Fatalf("%s: %s priority %d, Istio's test %d (all %v)", v.name, e.addr, got[i], v.want[e.addr], got)
+			}
+		}
+	}
+}
+
+// pendingItems names what the comparisons with loctree wait for: they fail
+// on main and on this branch, which implements neither item yet.
+const pendingItems = "issue 26 items 3 and 4 are not implemented: loctree ranks network like any other scope and splits only the rank at region"
+
+// TestIstioNetworkVectorsShared holds shared's priorities to Istio's vectors.
+// On 2066581: "FailoverPriority including locality": 3 priorities, Istio 4;
+// "FailoverPriority with Failover": 4 priorities, Istio 6.
+func TestIstioNetworkVectorsShared(t *testing.T) {
+	for _, v := range istioNetworkVectors {
+		spec := v.spec()
+		tree := mustBuild(t, &Topology{Services: []ServiceSpec{*spec}})
+		l := tree.Services()[0].Loads(v.src)
+		if err := comparePriorities(tree, &l, networkPriorityOracle(spec, v.src, DefaultOverprovisioningFactor, DefaultPanicThreshold)); err != nil {
+			t.Skipf("%s: %v (%s)", v.name, err, pendingItems)
+		}
+	}
+}
+
+// TestNetworkPrioritiesMatchIstio: random spillover services whose scopes
+// start with network (with and without failover rules, then region, zone,
+// subzone) and random sources: shared's priorities, loads and endpoint
+// sets are Istio's and Envoy's.
+func TestNetworkPrioritiesMatchIstio(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 34))
+	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"}}
+	for it := range 2000 {
+		scopes := forms[rng.IntN(len(forms))]
+		of := []uint32{140, 100, 200}[rng.IntN(3)]
+		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
+		spec := ServiceSpec{Name: "fp", Scopes: scopes, Spillover: &SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+		if slices.Contains(scopes, "subzone") && rng.IntN(2) == 0 {
+			spec.Failover = []FailoverSpec{{From: "region-1", To: "region-2"}}
+		}
+		for i := range 2 + rng.IntN(20) {
+			loc := Locality{}
+			for _, sc := range scopes {
+				loc[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(2))
+			}
+			h := rng.IntN(4) != 0
+			spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.34.%d:80", i+1), Locality: loc, Healthy: &h})
+		}
+		src := Locality{}
+		for _, sc := range scopes {
+			src[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(3))
+		}
+		tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+		l := tree.Services()[0].Loads(src)
+		if err := comparePriorities(tree, &l, networkPriorityOracle(&spec, src, of, threshold)); err != nil {
+			t.Skipf("case %d, scopes %v, failover %v, from %v: %v (%s)", it, scopes, spec.Failover, src, err, pendingItems)
+		}
+	}
+}
