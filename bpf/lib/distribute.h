@@ -23,10 +23,19 @@
  * applyLocalityWeights takes the first matching rule), draws healthy or
  * degraded by the priority's loads (Envoy's choosePriority with one
  * priority), then a target by its effective weight for that availability
- * (Envoy's locality scheduler), and picks by the policy in the target's
- * span; in panic among every target's endpoints, and with no effective
- * weight among every target's endpoints of that availability. O(rules +
- * targets), every index checked against the service's regions.
+ * (the sum of its localities'), then a locality of the target by its
+ * effective weight under the rule (locality.h over the rule's block of
+ * locality records: Istio's per-locality distribute weight times Envoy's
+ * per-locality health, issue 26 item 5; together Envoy's locality
+ * scheduler), and picks by the policy in the locality's span; in panic
+ * among every target's endpoints, and with no effective weight among every
+ * target's endpoints of that availability. O(rules + targets + log
+ * localities), every index checked against the service's regions.
+ *
+ * The locality records (lt_service.loc, loc_n): one block per rule block,
+ * in the same order, each the eligible set's localities then the degraded
+ * set's, in endpoint order, label the running sum of the rule's effective
+ * locality weights (0 outside its targets).
  */
 #ifndef LOCTREE_LIB_DISTRIBUTE_H
 #define LOCTREE_LIB_DISTRIBUTE_H
@@ -37,6 +46,7 @@
 #include "affinity.h"
 #include "loads.h"
 #include "spans.h"
+#include "locality.h"
 
 #define LT_DIST_FROM 3 /* a pattern's fixed segments: region, zone, subzone */
 #define LT_DIST_STRIDE (LT_DIST_FROM + LT_SETS * LT_DIST_TARGETS)
@@ -163,7 +173,9 @@ static __always_inline int lt_dist_draw(struct lt_loads *l, struct lt_walk_ctx *
 		return LT_STAT_BAD_INDEX;
 	if (!lt_dist_rec(c, (__u32)l->target * LT_SETS + l->chosen_deg, &l->pick[0]))
 		return LT_STAT_BAD_INDEX;
-	return LT_OK;
+	if (!l->svc.loc_depth) /* no locality records: the target's span */
+		return LT_OK;
+	return lt_loc_pick(l, l->chosen_deg, lt_loc_draw(l), l->rule ? l->rule - 1 : l->svc.dist_count);
 }
 
 /* lt_dist_head reads the applying rule's priority from its block. */
