@@ -172,7 +172,32 @@ func TestDistributePerLocalityExample(t *testing.T) {
 		if err := sharesClose(oracle, c.want, 1e-9); err != nil {
 			t.Fatalf("from %v: oracle %v: %v", c.src, oracle, err)
 		}
-		checkEndpointShares(t, &spec, c.src, c.want)
+		// each locality has one healthy endpoint: every policy spreads alike
+		for _, policy := range []string{"random", "weighted", "round_robin", "least_request", "consistent_hash"} {
+			spec.Policy = policy
+			checkEndpointShares(t, &spec, c.src, c.want)
+		}
+	}
+}
+
+// TestDistributeLocalityKeepsKey: with consistent_hash a request key keeps
+// its endpoint: the target, the locality and the endpoint are all drawn from
+// the key.
+func TestDistributeLocalityKeepsKey(t *testing.T) {
+	spec := distLocalityCase("127.0.56")
+	spec.Policy = "consistent_hash"
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+	svc := &tree.Services()[0]
+	l := svc.Loads(Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
+	p := NewPicker(tree, PickerOptions{Seed: 3})
+	for i := range 200 {
+		key := HashKey(fmt.Sprint("client-", i))
+		first, ok := p.PickLoads(svc, &l, key)
+		for range 5 {
+			if ep, ok2 := p.PickLoads(svc, &l, key); !ok || !ok2 || ep != first {
+				t.Fatalf("key %d: picked %d, then %d", i, first, ep)
+			}
+		}
 	}
 }
 
