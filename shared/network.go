@@ -45,7 +45,7 @@ func (s *builtService) networkRuleApplies() string {
 	case s.minRank > 0:
 		return "has no effect with failover_limit (candidates share the network)"
 	case s.spill:
-		return "does not combine with spillover (Envoy's priorities rank network like any other scope)"
+		return "does not combine with spillover (its priorities rank network like any other scope; Istio's failoverPriority network rule, istio/istio b6787c12, is not implemented yet)"
 	}
 	return ""
 }
