@@ -270,7 +270,7 @@ type Target struct {
 type targetState struct {
 	span       [numSets]Span
 	node       uint32 // its node in the eligible tree (the root when it has none)
-	effH, effD uint64 // Envoy's effective locality weights, fixed point
+	effH, effD uint64 // the sums of its localities' effective weights (fixed point)
 }
 
 // everywhere is the rule of a source no from matches: Istio then leaves
@@ -322,9 +322,8 @@ func (l *Loads) copyDistribute(d *Loads) {
 
 // applyDistribute makes the one priority of a service with distribute
 // rules for rule k (len(s.dist): no rule's from matches): its targets'
-// ranges in each tree, their counts, and their effective weights (Envoy's
-// effectiveLocalityWeight, per target: weight · min(1, factor/100 ·
-// eligible/hosts)).
+// ranges in each tree and their counts. Their effective weights are their
+// localities' (weighTargets, once the localities are known).
 func (l *Loads) applyDistribute(s *Service, k int) {
 	rule := &everywhere
 	if k < len(s.dist) {
@@ -351,9 +350,7 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 		h, d := uint32(st.span[setEligible].Len()), uint32(st.span[setDegraded].Len())
 		c := PriorityCounts{Healthy: h, Degraded: d, Total: h + d + uint32(st.span[setUnhealthy].Len())}
 		l.Targets[i] = Target{Pattern: t.pattern, Weight: t.weight, Counts: c}
-		st.effH, st.effD = effectiveWeight(s.overprovision, t.weight, h, c.Total), effectiveWeight(s.overprovision, t.weight, d, c.Total)
 		sum.Healthy, sum.Degraded, sum.Total = sum.Healthy+h, sum.Degraded+d, sum.Total+c.Total
-		l.effSum[0], l.effSum[1] = l.effSum[0]+st.effH, l.effSum[1]+st.effD
 	}
 	l.NTargets = len(rule.targets)
 	if sum.Total > 0 {
@@ -363,15 +360,6 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 
 // fixedOne is 1 in the fixed point of the effective weights.
 const fixedOne = 1 << 20
-
-// effectiveWeight is weight · min(1, of/100 · eligible/hosts), scaled by
-// fixedOne; 0 for a target without endpoints.
-func effectiveWeight(of, weight, eligible, hosts uint32) uint64 {
-	if hosts == 0 {
-		return 0
-	}
-	return uint64(weight) * min(fixedOne, uint64(of)*uint64(eligible)*fixedOne/(100*uint64(hosts)))
-}
 
 // findNode walks a tree from root along a prefix; ok is false when a
 // segment has no child (no endpoint of the set matches the prefix).

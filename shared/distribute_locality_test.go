@@ -187,7 +187,7 @@ func TestDistributeLocalityKeepsKey(t *testing.T) {
 	spec := distLocalityCase("127.0.56")
 	spec.Policy = "consistent_hash"
 	tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	l := svc.Loads(Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
 	p := NewPicker(tree, PickerOptions{Seed: 3})
 	for i := range 200 {
@@ -208,7 +208,7 @@ func checkEndpointShares(t *testing.T, spec *ServiceSpec, src Locality, want map
 	t.Helper()
 	top := &Topology{Services: []ServiceSpec{*spec}}
 	tree := mustBuild(t, top)
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	l := svc.Loads(src)
 	if got := localityLevelShares(tree, svc, &l); sharesClose(got, want, 1e-5) != nil {
 		t.Fatalf("from %v: locality level %v, Istio+Envoy %v", src, got, want)
@@ -290,7 +290,7 @@ func TestDistributeLocalitySharesMatchOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		src := randomSource3(rng)
 		l := svc.Loads(src)
 		want := distributeEndpointOracle(spec, src, of, threshold)
@@ -320,7 +320,7 @@ func TestDistributeSpreadMatchesOracle(t *testing.T) {
 		}
 		tree := mustBuild(t, top)
 		const n = 6000
-		picks := pickSpread(t, tree, &tree.Services()[0], src, n, uint64(it))
+		picks := pickSpread(t, tree, tree.Services()[0], src, n, uint64(it))
 		if chi2, df, stray := spreadChi2(picks, want, n); df > 0 && chi2 > chi2AtZ(df, 4.75) || stray > 0 {
 			t.Fatalf("case %d, %+v from %v (of %d, panic %d): picks %v, oracle %v: chi-square %.1f (df %d), %d outside",
 				it, spec.Distribute, src, of, threshold, picks, want, chi2, df, stray)

@@ -109,9 +109,9 @@ type localityTotals struct {
 // precomputeLocalities fills locDepth and locs. The service's trees must
 // be checked (Decode) or placed (Builder) first.
 func (s *Service) precomputeLocalities() {
-	s.locDepth, s.locs, s.locCum = 0, [2][]localityRec{}, [2][]uint64{}
+	s.locDepth, s.locs, s.locCum, s.distCum = 0, [2][]localityRec{}, [2][]uint64{}, nil
 	d := localityDepth(s.scopes)
-	if !s.localityWeighted() || d == 0 {
+	if !s.localityWeighted() && len(s.distLoads) == 0 || d == 0 {
 		return
 	}
 	var nodes [numSets][]localityNode
@@ -163,6 +163,7 @@ func (s *Service) precomputeLocalities() {
 		}
 	}
 	s.locDepth = d
+	s.weighDistribute(&nodes, totals)
 }
 
 // localityWeight is a locality's effective weight for one set (Envoy's
@@ -327,7 +328,13 @@ type LocalityShare struct {
 // with their shares, or nil when p draws no locality (a service without
 // locality weighting, a rank at or past its LocalityDepth, panic).
 func (s *Service) LocalityShares(l *Loads, p int) []LocalityShare {
-	if p < 0 || p >= l.N || l.NTargets > 0 || s.locDepth <= int(l.Rank[p]) || l.InPanic(p) {
+	if p < 0 || p >= l.N || l.InPanic(p) || l.tree != s.tree {
+		return nil
+	}
+	if l.NTargets > 0 {
+		return s.distributeShares(l)
+	}
+	if s.locDepth <= int(l.Rank[p]) {
 		return nil
 	}
 	var out []LocalityShare

@@ -77,10 +77,13 @@ func (p *Picker) chooseLocality(s *Service, l *Loads, pr, set int, h uint64) (*l
 
 // pickTarget picks for a service with distribute rules: in panic, among
 // all the endpoints of the targets (Envoy's all hosts, without
-// localities); else a target by its effective weight for the chosen
-// availability (Envoy's locality scheduler), then an endpoint of that
-// target's healthy or degraded span by the policy. consistent_hash draws
-// the target from the key too, so a key keeps its endpoint.
+// localities); else a locality of the rule's targets by its effective
+// weight for the chosen availability (Envoy's locality scheduler over
+// Istio's per-locality weights: distribute_locality.go), then an endpoint
+// of that locality's healthy or degraded span by the policy; with no
+// effective weight, among all the targets' endpoints of that availability
+// (Envoy: no scheduler). consistent_hash draws the locality from the key
+// too, so a key keeps its endpoint.
 func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (uint32, bool) {
 	set := setEligible
 	if degraded {
@@ -89,15 +92,11 @@ func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (ui
 	if l.InPanic(0) {
 		return p.pickTargets(s, l, key, numSets)
 	}
-	i, ok := l.chooseTarget(p.targetDraw(s, key), degraded)
-	if !ok { // no effective weight: all the set's endpoints (Envoy: no scheduler)
+	loc, ok := s.chooseRuleLocality(l, set, p.targetDraw(s, key))
+	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) {
 		return p.pickTargets(s, l, key, set)
 	}
-	sp := l.dist[i].span[set]
-	if sp.Hi <= sp.Lo || int(sp.Hi) > len(p.pool.counts) {
-		return 0, false
-	}
-	return p.pool.pick(s.policy, sp.Lo, sp.Hi, key, p.src, &p.rr[l.dist[i].node]), true
+	return p.pool.pick(s.policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
 }
 
 // pickTargets picks by the policy among the targets' endpoints of one set,
@@ -114,32 +113,12 @@ func (p *Picker) pickTargets(s *Service, l *Loads, key uint64, set int) (uint32,
 	return p.pickSet(s, &u, key, &p.rr[s.lay.Root])
 }
 
-// targetDraw is the random number that chooses a target.
+// targetDraw is the random number that chooses a distribute locality.
 func (p *Picker) targetDraw(s *Service, key uint64) uint64 {
 	if s.policy == PolicyConsistentHash {
 		return mix64(key ^ 0x6a09e667f3bcc909)
 	}
 	return p.src.next()
-}
-
-// chooseTarget draws a target by its effective weight for one availability.
-func (l *Loads) chooseTarget(draw uint64, degraded bool) (int, bool) {
-	sum := l.effSum[0]
-	if degraded {
-		sum = l.effSum[1]
-	}
-	if sum == 0 {
-		return 0, false
-	}
-	x := draw % sum
-	for i := range l.NTargets {
-		if w := l.eff(i, degraded); x < w {
-			return i, true
-		} else {
-			x -= w
-		}
-	}
-	return l.NTargets - 1, true
 }
 
 // pickSet picks by the service's policy among the spans of u; false when

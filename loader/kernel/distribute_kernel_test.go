@@ -89,10 +89,11 @@ func distributeTopology(rng *rand.Rand, n int) *shared.Topology {
 // the first rule whose from matches the source), with the same one
 // priority's counts, loads and panic; its pick draws from exactly the spans
 // shared's PickLoads would for the same availability and target: in panic
-// every target's endpoints (Envoy's hostSourceToUse), else one target with
-// a non-zero effective weight for that availability, or every target's
-// endpoints of it when all are zero (Envoy's rebuildLocalityScheduler: no
-// scheduler); and the pick lies in them.
+// every target's endpoints (Envoy's hostSourceToUse), else one locality of
+// one target, each with a non-zero effective weight for that availability
+// under the rule (issue 26 item 5), or every target's endpoints of it when
+// all are zero (Envoy's rebuildLocalityScheduler: no scheduler); and the
+// pick lies in them.
 func TestKernelDistributeMatchesGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	in, plain := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 16, Endpoints: 1 << 14})
@@ -161,7 +162,10 @@ func compareDistribute(t *testing.T, s *shared.Service, labels [shared.MaxLevels
 		if h, d := want.TargetWeights(int(got.Target)); []uint64{h, d}[set] == 0 {
 			t.Fatalf("%s: kernel drew target %d of effective weight 0 (set %d)", where, got.Target, set)
 		}
-		expect = targetSpans(want, int(got.Target), set)
+		expect = drawnLocality(s, want, int(got.Target), set, drawn)
+		if len(expect) == 0 {
+			t.Fatalf("%s: kernel drew %v in target %d (set %d), no locality of it with weight: %v", where, drawn, got.Target, set, targetSpans(want, int(got.Target), set))
+		}
 	default:
 		seen["no weight"]++
 		for i := range want.NTargets {
@@ -201,4 +205,22 @@ func targetSpans(l *shared.Loads, i, set int) []shared.Span {
 		}
 	}
 	return out
+}
+
+// drawnLocality is the span drawn when it is one locality of target i in
+// set with a non-zero weight under the rule of l (shared's
+// RuleLocalityWeights), else nil.
+func drawnLocality(s *shared.Service, l *shared.Loads, i, set int, drawn []shared.Span) []shared.Span {
+	k := l.Rule - 1
+	if l.Rule == 0 {
+		k = len(s.Distribute())
+	}
+	tg, prev := l.TargetSpans(i)[set], uint64(0)
+	for _, w := range s.RuleLocalityWeights(k, set == 1) {
+		if w.Cum > prev && w.Span.Lo >= tg.Lo && w.Span.Hi <= tg.Hi && slices.Equal(drawn, []shared.Span{w.Span}) {
+			return drawn
+		}
+		prev = w.Cum
+	}
+	return nil
 }

@@ -29,25 +29,43 @@ func nodeLen(s *shared.Service) uint32 {
 }
 
 // locLen is the node map entries of s's localities (bpf/lib/locality.h):
-// the eligible set's, then the degraded set's.
+// the eligible set's, then the degraded set's; with distribute rules, one
+// such block per rule block (bpf/lib/distribute.h).
 func locLen(s *shared.Service) uint32 {
 	if !hasLoads(s) || s.LocalityDepth() == 0 {
 		return 0
 	}
-	return uint32(len(s.LocalityWeights(false)) + len(s.LocalityWeights(true)))
+	return locBlocks(s) * uint32(len(s.LocalityWeights(false))+len(s.LocalityWeights(true)))
 }
 
-// locRecords are s's localities as the kernel searches them: per set, in
-// endpoint order, a node record with the locality's endpoints in lo and hi
-// and the running sum of the set's effective weights in label.
+// locBlocks is the number of blocks of locality records: one per
+// distribute rule block, else one.
+func locBlocks(s *shared.Service) uint32 {
+	if n := len(s.Distribute()); n > 0 {
+		return uint32(n + 1)
+	}
+	return 1
+}
+
+// locRecords are s's localities as the kernel searches them: per block and
+// set, in endpoint order, a node record with the locality's endpoints in lo
+// and hi and the running sum of the set's effective weights in label (with
+// distribute rules, the block's rule's: issue 26 item 5).
 func locRecords(s *shared.Service) []byte {
 	if locLen(s) == 0 {
 		return nil
 	}
 	out := make([]byte, 0, int(locLen(s))*wire.NodeRecordSize)
-	for _, degraded := range []bool{false, true} {
-		for _, w := range s.LocalityWeights(degraded) {
-			out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
+	dist := len(s.Distribute()) > 0
+	for k := range int(locBlocks(s)) {
+		for _, degraded := range []bool{false, true} {
+			weights := s.LocalityWeights(degraded)
+			if dist {
+				weights = s.RuleLocalityWeights(k, degraded)
+			}
+			for _, w := range weights {
+				out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
+			}
 		}
 	}
 	return out
@@ -139,7 +157,7 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.RuleCount = uint8(len(s.Failover()))
 	v.DistCount = uint8(len(s.Distribute()))
 	if locLen(s) > 0 {
-		v.Loc = v.Rules + uint32(len(s.Failover()))
+		v.Loc = v.Rules + uint32(len(s.Failover())) + distLen(s)
 		v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
 		v.LocDepth = uint8(s.LocalityDepth())
 	}
