@@ -23,11 +23,12 @@ import (
 // weighDistribute fills s.distCum and every rule's target weights from the
 // localities (precomputeLocalities' nodes and totals).
 func (s *Service) weighDistribute(nodes *[numSets][]localityNode, totals map[[MaxLevels]uint64]*localityTotals) {
-	s.distCum = nil
+	s.distCum, s.distAlias = nil, nil
 	if len(s.distLoads) == 0 {
 		return
 	}
 	s.distCum = make([][2][]uint64, len(s.distLoads))
+	s.distAlias = make([][2]aliasTable, len(s.distLoads))
 	for k := range s.distLoads {
 		rule := &everywhere
 		if k < len(s.dist) {
@@ -35,6 +36,9 @@ func (s *Service) weighDistribute(nodes *[numSets][]localityNode, totals map[[Ma
 		}
 		w := istioWeights(rule, k == len(s.dist), totals)
 		s.distCum[k] = s.distRuleCum(nodes, totals, w)
+		for set := range setUnhealthy {
+			s.distAlias[k][set] = newAliasTable(deltas(s.distCum[k][set]))
+		}
 		s.distLoads[k].weighTargets(s, &s.distCum[k])
 	}
 }
@@ -156,36 +160,28 @@ func (s *Service) ruleIndex(l *Loads) int {
 }
 
 // chooseRuleLocality draws a locality of the targets of l's rule in set by
-// its effective weight, from the rule's running weights (0 outside its
-// targets, so one search over all of the set's localities); false when
-// the set has no effective weight (Envoy: no scheduler) or no locality
-// data.
+// its effective weight (0 outside its targets), from the rule's alias
+// table: O(1); false when the set has no effective weight (Envoy: no
+// scheduler) or no locality data.
 func (s *Service) chooseRuleLocality(l *Loads, set int, draw uint64) (*localityRec, bool) {
 	k := s.ruleIndex(l)
-	if k >= len(s.distCum) || set > setDegraded {
+	if k >= len(s.distAlias) || set > setDegraded {
 		return nil, false
 	}
-	cum := s.distCum[k][set]
-	if len(cum) == 0 || cum[len(cum)-1] == 0 {
+	i, ok := s.distAlias[k][set].draw(draw)
+	if !ok {
 		return nil, false
 	}
-	x, _ := bits.Mul64(draw, cum[len(cum)-1]) // uniform in [0, total) (Lemire)
-	return &s.locs[set][firstAbove(cum, x)], true
+	return &s.locs[set][i], true
 }
 
-// firstAbove is the first i with cum[i] > x, cum non-decreasing and its
-// last element above x: a binary search whose step is a conditional move,
-// not a branch (the draw makes every branch a coin toss).
-func firstAbove(cum []uint64, x uint64) int {
-	lo, n := 0, len(cum)
-	for n > 1 {
-		half := n >> 1
-		if cum[lo+half-1] <= x {
-			lo += half
-		}
-		n -= half
+// deltas are the weights whose running sums are cum.
+func deltas(cum []uint64) []uint64 {
+	out := make([]uint64, len(cum))
+	for i := range cum {
+		out[i] = cum[i] - cumAt(cum, i)
 	}
-	return lo
+	return out
 }
 
 // RuleLocalityWeights are the localities of the eligible set (or the

@@ -66,6 +66,7 @@ type Service struct {
 	locCum    [2][]uint64      // their running effective weights (locs[set][i].cum), what a draw searches
 	locAt     []uint32         // by endpoint - EpFirst (eligible and degraded): its locality in its set's locs
 	distCum   [][2][]uint64    // per distribute rule (as distLoads): its running effective weights over locs
+	distAlias [][2]aliasTable  // the same weights as alias tables, what a pick draws from
 	values    []string         // node values, node Root+1 first
 	kids      [2]kids          // child indexes: the eligible tree, the aux trees
 	slots     scopeSlots       // where a Source keeps each scope's label
