@@ -1,6 +1,10 @@
 package kernel
 
 import (
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
@@ -66,4 +70,111 @@ func TestConnectDistributePerLocality(t *testing.T) {
 		seen[got]++
 	}
 	checkShares(t, c, seen)
+}
+
+// TestConnectDistributeRandomSpread: random services with distribute rules
+// (policy random, prefix and deep patterns, every health state), one
+// source: real connects spread over the endpoints as shared's locality
+// level says (LocalityShares: Istio's per-locality weights times Envoy's
+// per-locality health, held to the Istio+Envoy oracle in
+// shared/distribute_locality_test.go), evenly inside a locality; in panic
+// evenly over every target's endpoints. Chi-square per service at
+// p ≈ 1e-6 (z = 4.75), no connect to an endpoint without a share.
+func TestConnectDistributeRandomSpread(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	rng := rand.New(rand.NewPCG(26, 5))
+	top := distributeTopology(rng, 8)
+	for i := range top.Services {
+		top.Services[i].Policy = "random"
+	}
+	addrs := map[string]bool{}
+	for _, a := range backendsOf(top) {
+		addrs[a] = true
+	}
+	kerneltest.Backends(t, slices.Sorted(maps.Keys(addrs)))
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := shared.Locality{"region": "region-1", "zone": "zone-1", "subzone": "subzone-2", "node": "node-1"}
+	setup(t, tree, src)
+	checked := 0
+	for _, s := range tree.Services() {
+		l := s.Loads(src)
+		want := expectedDistributeShares(tree, s, &l)
+		if len(want) == 0 {
+			continue
+		}
+		checked++
+		seen := map[string]int{}
+		const connects = 1500
+		for range connects {
+			got, err := kerneltest.Ask(s.VIP().String())
+			if err != nil {
+				t.Fatalf("%s: %v", s.Name(), err)
+			}
+			seen[got]++
+		}
+		checkSpreadAgainst(t, s.Name(), want, seen, connects)
+	}
+	if checked < 4 {
+		t.Fatalf("only %d services had traffic", checked)
+	}
+}
+
+// expectedDistributeShares is each endpoint address's share of a source's
+// traffic by shared's loads and locality level, random inside a locality.
+func expectedDistributeShares(tree *shared.Tree, s *shared.Service, l *shared.Loads) map[string]float64 {
+	out := map[string]float64{}
+	if l.N == 0 {
+		return out
+	}
+	even := func(sp shared.Span, share float64) {
+		for i := sp.Lo; i < sp.Hi; i++ {
+			out[tree.Endpoint(i).Addr.String()] += share / float64(sp.Len())
+		}
+	}
+	h, d := float64(l.Healthy[0])/100, float64(l.Degraded[0])/100
+	if l.InPanic(0) {
+		for i := range l.NTargets {
+			for _, sp := range l.TargetSpans(i) {
+				even(sp, (h+d)*float64(sp.Len())/float64(l.Counts[0].Total))
+			}
+		}
+		return out
+	}
+	if h+d == 0 {
+		h = 1 // choosePriority's fallback: P0's healthy endpoints
+	}
+	for _, ls := range s.LocalityShares(l, 0) {
+		even(ls.Eligible, h*ls.HealthyShare)
+		even(ls.Degraded, d*ls.DegradedShare)
+	}
+	return out
+}
+
+// checkSpreadAgainst is a chi-square test of seen against want (shares
+// summing to at most 1; the rest: no endpoint, which the kernel refuses).
+func checkSpreadAgainst(t *testing.T, name string, want map[string]float64, seen map[string]int, n int) {
+	t.Helper()
+	chi2, df := 0.0, -1
+	for addr, c := range seen {
+		if want[addr] == 0 {
+			t.Fatalf("%s: %d connects to %s, which has no share: %v, want %v", name, c, addr, seen, want)
+		}
+	}
+	for addr, share := range want {
+		if share == 0 {
+			continue
+		}
+		e := share * float64(n)
+		chi2 += (float64(seen[addr]) - e) * (float64(seen[addr]) - e) / e
+		df++
+	}
+	k := float64(max(df, 1))
+	a := 2 / (9 * k)
+	if limit := k * math.Pow(1-a+4.75*math.Sqrt(a), 3); df > 0 && chi2 > limit {
+		t.Fatalf("%s: chi-square %.1f > %.1f (df %d): %v, want %v", name, chi2, limit, df, seen, want)
+	}
+	t.Logf("%s: chi-square %.1f (df %d)", name, chi2, df)
 }
