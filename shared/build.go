@@ -13,6 +13,10 @@ import (
 type BuildOptions struct {
 	// Generation is written into the header; callers increase it on every change.
 	Generation uint64
+	// Warn, when set, is called with each Warning of a topology Build
+	// accepts (services in name order, then rules in order), before Build
+	// returns; a topology it refuses has no warnings.
+	Warn func(Warning)
 }
 
 // Build validates a topology and encodes it into a tree. The same topology and
@@ -27,7 +31,13 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Decode(blob)
+	t, err := Decode(blob)
+	if err == nil && opts.Warn != nil {
+		for _, w := range buildWarnings(svcs, top.Nodes) {
+			opts.Warn(w)
+		}
+	}
+	return t, err
 }
 
 // builtService is a validated service, its endpoints sorted, its nodes laid out.
@@ -53,8 +63,9 @@ type builtService struct {
 	panic      uint32         // panic threshold, percent
 	failover   []FailoverSpec
 	distribute []builtRule
-	affinity   uint32 // session affinity timeout, seconds; 0: none set
-	minRank    int    // bounded failover: candidates share at least this many scopes
+	affinity   uint32   // session affinity timeout, seconds; 0: none set
+	minRank    int      // bounded failover: candidates share at least this many scopes
+	regions    []string // the distinct regions of the endpoints, sorted (for warnings)
 }
 
 type builtEndpoint struct {
@@ -139,6 +150,7 @@ func prepareService(spec *ServiceSpec, labels map[uint64]string) (*builtService,
 	if err := s.layoutNodes(spec.Endpoints, labels); err != nil {
 		return nil, err
 	}
+	s.regions = endpointRegions(spec.Endpoints)
 	return s, nil
 }
 
