@@ -33,7 +33,7 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 	}
 	t, err := Decode(blob)
 	if err == nil && opts.Warn != nil {
-		for _, w := range buildWarnings(svcs, top.Nodes) {
+		for _, w := range buildWarnings(top, svcs) {
 			opts.Warn(w)
 		}
 	}
@@ -63,9 +63,8 @@ type builtService struct {
 	panic      uint32         // panic threshold, percent
 	failover   []FailoverSpec
 	distribute []builtRule
-	affinity   uint32   // session affinity timeout, seconds; 0: none set
-	minRank    int      // bounded failover: candidates share at least this many scopes
-	regions    []string // the distinct regions of the endpoints, sorted (for warnings)
+	affinity   uint32 // session affinity timeout, seconds; 0: none set
+	minRank    int    // bounded failover: candidates share at least this many scopes
 }
 
 type builtEndpoint struct {
@@ -150,7 +149,6 @@ func prepareService(spec *ServiceSpec, labels map[uint64]string) (*builtService,
 	if err := s.layoutNodes(spec.Endpoints, labels); err != nil {
 		return nil, err
 	}
-	s.regions = endpointRegions(spec.Endpoints)
 	return s, nil
 }
 

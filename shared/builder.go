@@ -209,7 +209,7 @@ func buildChunk(spec *ServiceSpec) (*chunk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service %q: %w", spec.Name, err)
 	}
-	return &chunk{tree: t, labels: labels, regions: s.regions, failover: slices.Clone(s.failover)}, nil
+	return &chunk{tree: t, labels: labels, regions: endpointRegions(spec.Endpoints), failover: slices.Clone(s.failover)}, nil
 }
 
 // swap detaches the current chunks of the names in next and attaches next's

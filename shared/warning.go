@@ -91,17 +91,21 @@ func failoverWarnings(service string, rules []FailoverSpec, own []string, source
 	return out
 }
 
-// buildWarnings are the warnings of built services (sorted by name), with
-// the topology's nodes.
-func buildWarnings(svcs []*builtService, nodes []NodeSpec) []Warning {
+// buildWarnings are the warnings of top, built into svcs (sorted by name).
+// Build finds the regions only when asked for warnings: a map read per
+// endpoint that a caller without Warn does not pay for.
+func buildWarnings(top *Topology, svcs []*builtService) []Warning {
 	sources := regionSet{}
-	sources.addNodes(nodes)
-	for _, s := range svcs {
-		sources.add(s.regions)
+	sources.addNodes(top.Nodes)
+	own := make(map[string][]string, len(top.Services))
+	for i := range top.Services {
+		s := &top.Services[i]
+		own[s.Name] = endpointRegions(s.Endpoints)
+		sources.add(own[s.Name])
 	}
 	var out []Warning
 	for _, s := range svcs {
-		out = append(out, failoverWarnings(s.name, s.failover, s.regions, sources)...)
+		out = append(out, failoverWarnings(s.name, s.failover, own[s.name], sources)...)
 	}
 	return out
 }
