@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/loctree/loctree/internal/testing/treetest"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -29,15 +30,15 @@ func asRecords[T any](t *testing.T, raw []byte) []T {
 // TestRecordsMatchShared proves that the node and endpoint records written by
 // shared/ read back field for field through the C structs' Go types.
 func TestRecordsMatchShared(t *testing.T) {
-	if unsafe.Sizeof(Node{}) != shared.NodeRecordSize || unsafe.Sizeof(Endpoint{}) != shared.EndpointRecordSize {
-		t.Fatalf("sizes %d/%d, shared %d/%d", unsafe.Sizeof(Node{}), unsafe.Sizeof(Endpoint{}), shared.NodeRecordSize, shared.EndpointRecordSize)
+	if unsafe.Sizeof(Node{}) != wire.NodeRecordSize || unsafe.Sizeof(Endpoint{}) != wire.EndpointRecordSize {
+		t.Fatalf("sizes %d/%d, shared %d/%d", unsafe.Sizeof(Node{}), unsafe.Sizeof(Endpoint{}), wire.NodeRecordSize, wire.EndpointRecordSize)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	tree, err := shared.Build(treetest.Topology(rng, treetest.Options{Services: 20, IPv6: true}), shared.BuildOptions{Generation: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := asRecords[Node](t, tree.NodeRecords())
+	nodes := asRecords[Node](t, wire.Split(tree.Bytes()).Nodes)
 	for i, n := range nodes {
 		want := tree.Node(uint32(i))
 		got := shared.Node{Label: n.Label, Lo: n.Lo, Hi: n.Hi, FirstChild: n.FirstChild, ChildCount: n.ChildCount}
@@ -45,7 +46,7 @@ func TestRecordsMatchShared(t *testing.T) {
 			t.Fatalf("node %d: C struct reads %+v, shared %+v", i, got, want)
 		}
 	}
-	eps := asRecords[Endpoint](t, tree.EndpointRecords())
+	eps := asRecords[Endpoint](t, wire.Split(tree.Bytes()).Endpoints)
 	for i, e := range eps {
 		want := tree.Endpoint(uint32(i))
 		if got := endpointOf(e); got != want {

@@ -154,7 +154,7 @@ func TestPickLoadsPathAllocs(t *testing.T) {
 	}
 	st := newTreeState(tree, newSourceLocality(benchSource))
 	svc, _ := tree.Service("reviews")
-	l := st.loads[svc.Index]
+	l := st.loads[svc.Index()]
 	if l == nil || l.Rule != 1 {
 		t.Fatalf("loads %+v, want the distribute rule", l)
 	}
@@ -204,7 +204,7 @@ func BenchmarkNativeLookup(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				svc, _ := tree.Service("reviews")
-				ep, ok := st.pickLoads(svc, st.loads[svc.Index], 0, false)
+				ep, ok := st.pickLoads(svc, st.loads[svc.Index()], 0, false)
 				if !ok || st.addr(ep) == "" {
 					b.Fatal("no pick")
 				}
@@ -219,8 +219,8 @@ func benchNativePick(b *testing.B, tree *shared.Tree, src shared.Locality) {
 	b.ResetTimer()
 	for b.Loop() {
 		svc, _ := tree.Service("reviews")
-		r := svc.LookupLabels(st.labels[svc.Index])
-		if r.Depth != len(svc.Scopes) || st.addr(st.pick(svc, r, 0, false)) == "" {
+		r := svc.LookupLabels(st.labels[svc.Index()])
+		if r.Depth != svc.Levels() || st.addr(st.pick(svc, r, 0, false)) == "" {
 			b.Fatal("no pick at full depth")
 		}
 	}

@@ -54,19 +54,19 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 		abi.RemoveHttpRequestHeader(cfg.Header)
 		return types.ActionContinue
 	}
-	if l := st.loads[svc.Index]; l != nil {
+	if l := st.loads[svc.Index()]; l != nil {
 		return h.chooseLoads(st, svc, l)
 	}
-	r := svc.LookupLabels(st.labels[svc.Index])
+	r := svc.LookupLabels(st.labels[svc.Index()])
 	if r.Len() == 0 {
 		p.m.noCandidate++
-		p.m.service(svc.Name).noCandidate++
+		p.m.service(svc.Name()).noCandidate++
 		abi.RemoveHttpRequestHeader(cfg.Header)
-		if svc.Mode == shared.ModeStrict {
-			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name))
+		if svc.Mode() == shared.ModeStrict {
+			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name()))
 		}
-		if r.Depth < svc.MinRank {
-			return h.reject(fmt.Sprintf("loctree: no endpoint of %s within its failover_limit %s", svc.Name, svc.Scopes[svc.MinRank-1]))
+		if r.Depth < svc.MinRank() {
+			return h.reject(fmt.Sprintf("loctree: no endpoint of %s within its failover_limit %s", svc.Name(), svc.Scope(svc.MinRank()-1)))
 		}
 		return types.ActionContinue
 	}
@@ -90,7 +90,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	ep, ok := st.pickLoads(svc, l, key, hasKey)
 	if !ok {
 		h.p.m.noCandidate++
-		h.p.m.service(svc.Name).noCandidate++
+		h.p.m.service(svc.Name()).noCandidate++
 		abi.RemoveHttpRequestHeader(h.p.cfg.Header)
 		return types.ActionContinue
 	}
@@ -100,7 +100,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	case l.NTargets > 0:
 		r, _ = l.TargetRange(ep)
 	default:
-		r = svc.LookupLabels(st.labels[svc.Index])
+		r = svc.LookupLabels(st.labels[svc.Index()])
 	}
 	depth := 0
 	if p := l.Priority(ep); p >= 0 {
@@ -126,7 +126,7 @@ func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, 
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[depth]++
-	h.p.m.service(svc.Name).picks[depth]++
+	h.p.m.service(svc.Name()).picks[depth]++
 	st.picker.Inc(ep)
 	h.st, h.inflight, h.counted = st, ep, true
 }
@@ -135,7 +135,7 @@ func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, 
 // (pinned across VMs, restarts and releases, as `loctree tree pick --key`
 // and the Go balancers hash it).
 func (h *httpContext) hashKey(svc *shared.Service) (uint64, bool) {
-	if svc.Policy != shared.PolicyConsistentHash {
+	if svc.Policy() != shared.PolicyConsistentHash {
 		return 0, false
 	}
 	if v, err := abi.GetHttpRequestHeader(hashKeyHeader); err == nil && v != "" {

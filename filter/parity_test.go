@@ -66,7 +66,7 @@ func TestParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range perSource {
-			svc := &tree.Services()[rng.IntN(len(tree.Services()))]
+			svc := tree.Services()[rng.IntN(tree.NumServices())]
 			checkPick(t, vm, tree, svc, src, rng)
 			checked++
 		}
@@ -79,7 +79,7 @@ func TestParity(t *testing.T) {
 
 func checkPick(t *testing.T, vm *host.VM, tree *shared.Tree, svc *shared.Service, src shared.Locality, rng *rand.Rand) {
 	t.Helper()
-	headers := req(svc.Hosts[0], [2]string{hashKeyHeader, fmt.Sprint(rng.Uint64())})
+	headers := req(svc.Hosts()[0], [2]string{hashKeyHeader, fmt.Sprint(rng.Uint64())})
 	res, err := vm.Do(context.Background(), &host.Request{Headers: host.Headers(headers)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,9 +87,9 @@ func checkPick(t *testing.T, vm *host.VM, tree *shared.Tree, svc *shared.Service
 	got, has := res.Request.Headers.Get(defaultHeader)
 	r := svc.Lookup(src)
 	if r.Len() == 0 {
-		strict := svc.Mode == shared.ModeStrict
+		strict := svc.Mode() == shared.ModeStrict
 		if has || (strict && (res.Local == nil || res.Local.Status != 503)) || (!strict && res.Local != nil) {
-			t.Fatalf("%s from %v: no candidate, got header %q local %+v", svc.Name, src, got, res.Local)
+			t.Fatalf("%s from %v: no candidate, got header %q local %+v", svc.Name(), src, got, res.Local)
 		}
 		return
 	}
@@ -98,7 +98,7 @@ func checkPick(t *testing.T, vm *host.VM, tree *shared.Tree, svc *shared.Service
 			return
 		}
 	}
-	t.Fatalf("%s from %v: picked %q outside the candidate set [%d,%d)", svc.Name, src, got, r.Lo, r.Hi)
+	t.Fatalf("%s from %v: picked %q outside the candidate set [%d,%d)", svc.Name(), src, got, r.Lo, r.Hi)
 }
 
 // TestParityNetworkRule drives the real .wasm with a source on a network
@@ -134,7 +134,7 @@ func TestParityNetworkRule(t *testing.T) {
 		got, _ := res.Request.Headers.Get(defaultHeader)
 		seen[got]++
 	}
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	if r := svc.Lookup(src); !svc.CrossNetwork(r) || r.Len() != 2 {
 		t.Fatalf("shared: %+v, want the two us-east endpoints of other networks", r)
 	}

@@ -8,7 +8,7 @@ import (
 // policy (shared's pickers, the same as every loctree data plane). key is
 // the consistent-hash key; without one a random key spreads requests.
 func (st *treeState) pick(svc *shared.Service, r shared.Range, key uint64, hasKey bool) uint32 {
-	if !hasKey && svc.Policy == shared.PolicyConsistentHash {
+	if !hasKey && svc.Policy() == shared.PolicyConsistentHash {
 		key = uint64(st.randN(1<<31))<<32 | uint64(st.randN(1<<31))
 	}
 	ep, ok := st.picker.Pick(svc, r, key)
@@ -22,7 +22,7 @@ func (st *treeState) pick(svc *shared.Service, r shared.Range, key uint64, hasKe
 // priority loads (shared's Picker.PickLoads, as tree pick and the Go
 // balancers do); ok is false when the chosen priority has no endpoint.
 func (st *treeState) pickLoads(svc *shared.Service, l *shared.Loads, key uint64, hasKey bool) (uint32, bool) {
-	if !hasKey && svc.Policy == shared.PolicyConsistentHash {
+	if !hasKey && svc.Policy() == shared.PolicyConsistentHash {
 		key = uint64(st.randN(1<<31))<<32 | uint64(st.randN(1<<31))
 	}
 	return st.picker.PickLoads(svc, l, key)

@@ -255,7 +255,7 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	if blobVersion(t.Bytes()) != p.cur.version() {
 		p.install(t, etag)
 		p.publish(t.Bytes())
-		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), len(t.Services())))
+		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
 	} else {
 		p.cur.etag = etag
 	}

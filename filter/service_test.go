@@ -50,7 +50,7 @@ func TestResolveService(t *testing.T) {
 		var scratch []byte
 		got := ""
 		if svc := resolveService(tree, c.key, c.fromCluster, &scratch); svc != nil {
-			got = svc.Name
+			got = svc.Name()
 		}
 		if got != c.want {
 			t.Errorf("resolveService(%q, cluster=%v) = %q, want %q", c.key, c.fromCluster, got, c.want)

@@ -287,7 +287,7 @@ func (c *spilloverCase) check(t *testing.T, picks map[string]int) (distribute bo
 		t.Fatalf("%s: %d of %d requests got a header (loads %s)", c.summary, n, spilloverPicks, loadsLine(&l))
 	}
 	if l.NTargets > 0 {
-		checkTargets(t, c, svc.Policy, &l, picks)
+		checkTargets(t, c, svc.Policy(), &l, picks)
 		return true
 	}
 	checkSpread(t, c, &l, picks)

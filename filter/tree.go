@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -37,10 +38,10 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		rng:    rand.Uint64(),
 	}
 	for i := range svcs {
-		for _, scope := range svcs[i].Scopes {
+		for _, scope := range svcs[i].Scopes() {
 			st.labels[i] = append(st.labels[i], shared.Label(loc.value(scope)))
 		}
-		if svcs[i].OverprovisioningFactor != 0 {
+		if svcs[i].OverprovisioningFactor() != 0 {
 			st.loads[i] = new(shared.Loads)
 			svcs[i].LoadsLabels(st.labels[i], st.loads[i])
 		}
@@ -78,7 +79,7 @@ func (st *treeState) version() version {
 // header without decoding the rest; zero if the blob is too short.
 func blobVersion(b []byte) version {
 	var v version
-	if len(b) >= shared.HeaderSize {
+	if len(b) >= wire.HeaderSize {
 		copy(v[:8], b[16:24]) // generation
 		copy(v[8:], b[8:12])  // checksum
 	}

@@ -113,7 +113,7 @@ func (a *agent) installed(name string) bool {
 		return false
 	}
 	s, ok := t.Service(name)
-	return ok && s.Name == name
+	return ok && s.Name() == name
 }
 
 // specsOf yields the specs of the named services, one at a time: a source

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // affinityService is one consistent_hash service with the given session affinity.
@@ -38,7 +40,7 @@ func TestSessionAffinityRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := tree.ServiceRecord(0)
+			rec := tree.serviceRecord(0)
 			if got := binary.LittleEndian.Uint32(rec[52:56]); got != c.want {
 				t.Fatalf("record bytes 52..55 = %d, want %d", got, c.want)
 			}
@@ -49,7 +51,7 @@ func TestSessionAffinityRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := back.Services()[0].AffinityTimeout; got != c.want {
+			if got := back.Services()[0].affinityTimeout; got != c.want {
 				t.Fatalf("decoded AffinityTimeout = %d, want %d", got, c.want)
 			}
 		})
@@ -99,7 +101,7 @@ func TestSessionAffinityCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := slices.Clone(tree.Bytes())
-			rec := b[HeaderSize:][:ServiceRecordSize]
+			rec := b[wire.HeaderSize:][:wire.ServiceRecordSize]
 			rec[22] = c.policy
 			binary.LittleEndian.PutUint32(rec[52:], c.timeout)
 			binary.LittleEndian.PutUint32(b[8:], checksum(b)) // header checksum (FORMAT.md, offset 8)

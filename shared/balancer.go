@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // Balancer is a plain load balancer over a set of addresses, for any Go
@@ -86,7 +88,7 @@ func newEndpointSet(addrs []string, weights []uint32, loads []*atomic.Int64) *en
 	s := &endpointSet{
 		addrs: addrs, weights: weights, index: make(map[string]int, n),
 		pool: pool{
-			recs:   make([]byte, n*EndpointRecordSize),
+			recs:   make([]byte, n*wire.EndpointRecordSize),
 			hashes: make([]uint64, n),
 			sameTo: make([]uint32, n),
 			shared: loads,
@@ -95,9 +97,9 @@ func newEndpointSet(addrs []string, weights []uint32, loads []*atomic.Int64) *en
 	var cum uint64
 	for i, a := range addrs {
 		cum += uint64(weights[i])
-		rec := s.pool.recs[i*EndpointRecordSize:]
-		le.PutUint32(rec[eWeight:], weights[i])
-		le.PutUint64(rec[eCumWeight:], cum)
+		rec := s.pool.recs[i*wire.EndpointRecordSize:]
+		le.PutUint32(rec[wire.EWeight:], weights[i])
+		le.PutUint64(rec[wire.ECumWeight:], cum)
 		s.pool.hashes[i], s.index[a] = addrHash(a), i
 	}
 	s.pool.indexWeights(0, uint32(n))

@@ -66,7 +66,7 @@ func benchTreeSubzones(b *testing.B, n, subzones int) (*Tree, *Service, []Locali
 	for i, l := range srcs {
 		prepared[i] = NewSource(l)
 	}
-	return tree, &tree.Services()[0], srcs, prepared
+	return tree, tree.Services()[0], srcs, prepared
 }
 
 func BenchmarkLookup(b *testing.B) {
@@ -300,7 +300,7 @@ func buildPrepared(b testing.TB, top *Topology, leaves []Locality) (*Tree, *Serv
 	for _, l := range benchSources(leaves) {
 		srcs = append(srcs, NewSource(l))
 	}
-	return tree, &tree.Services()[0], srcs
+	return tree, tree.Services()[0], srcs
 }
 
 // benchCachedLoads picks by loads computed once per source.
@@ -394,7 +394,7 @@ func TestPickLoadsDoesNotAllocate(t *testing.T) {
 	res := testing.Benchmark(func(b *testing.B) {
 		var l Loads
 		for i := 0; b.Loop(); i++ {
-			svc.Policy = Policy(i % len(policyNames)) // the picker reads the policy from the Service
+			svc.policy = Policy(i % len(policyNames)) // the picker reads the policy from the Service
 			svc.LoadsSource(srcs[i%len(srcs)], &l)
 			p.PickLoads(svc, &l, uint64(i))
 		}
@@ -451,7 +451,7 @@ func BenchmarkPickNetworkRule(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for _, network := range []string{"net-1", "net-9"} {
 			var srcs []*Source
 			for _, l := range benchSources(leaves) {

@@ -26,7 +26,7 @@ func benchPickParts(b *testing.B, mesh string, n int, top *Topology, leaves []Lo
 		if err != nil {
 			b.Fatal(err)
 		}
-		svc, locs := &tree.Services()[0], benchSources(leaves)
+		svc, locs := tree.Services()[0], benchSources(leaves)
 		srcs := make([]*Source, len(locs))
 		for i, l := range locs {
 			srcs[i] = NewSource(l)
@@ -34,13 +34,13 @@ func benchPickParts(b *testing.B, mesh string, n int, top *Topology, leaves []Lo
 		labels := make([][MaxLevels]uint64, len(locs))
 		ranges := make([]Range, len(locs))
 		for i, l := range locs {
-			for j, sc := range svc.Scopes {
+			for j, sc := range svc.scopes {
 				labels[i][j] = Label(l[sc])
 			}
 			ranges[i] = svc.LookupSource(srcs[i])
 		}
 		p := NewPicker(tree, PickerOptions{})
-		lv := len(svc.Scopes)
+		lv := len(svc.scopes)
 		b.Run(fmt.Sprintf("%s/walk/N=%d", mesh, n), func(b *testing.B) {
 			i := 0
 			for b.Loop() {

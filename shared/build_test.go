@@ -81,7 +81,7 @@ func TestBuildDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := tree.Services()[0]
-	if fmt.Sprint(s.Scopes) != "[region zone subzone]" || s.Mode != ModeFailover || s.Policy != PolicyRandom || s.Health != HealthOnlyHealthy {
+	if fmt.Sprint(s.scopes) != "[region zone subzone]" || s.mode != ModeFailover || s.policy != PolicyRandom || s.health != HealthOnlyHealthy {
 		t.Fatalf("defaults: %+v", s)
 	}
 	e := tree.Endpoint(0)
@@ -100,14 +100,14 @@ func TestUnhealthyNeverCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &tree.Services()[0]
+	s := tree.Services()[0]
 	r := s.Lookup(Locality{"zone": "z1"})
 	if r.Len() != 1 || tree.Endpoint(r.Lo).Addr.String() != "127.0.0.2:1" || r.Depth != 0 {
 		t.Fatalf("z1 source: range %+v, want only the healthy z2 endpoint at depth 0", r)
 	}
 	top.Services[0].Health = "allow_all"
 	tree, _ = Build(top, BuildOptions{})
-	s = &tree.Services()[0]
+	s = tree.Services()[0]
 	if r := s.Lookup(Locality{"zone": "z1"}); r.Len() != 1 || tree.Endpoint(r.Lo).Addr.String() != "127.0.0.1:1" {
 		t.Fatalf("allow_all: range %+v, want the unhealthy z1 endpoint", r)
 	}

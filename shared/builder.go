@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // Builder keeps a tree and changes it one service at a time: Update builds
@@ -274,33 +276,33 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // attach adds a chunk's names, VIP and labels, or fails leaving b as it was.
 func (b *Builder) attach(c *chunk) error {
 	s := c.svc()
-	names := append([]string{s.Name}, s.Hosts...)
+	names := append([]string{s.name}, s.hosts...)
 	for _, n := range names {
 		if prev, ok := b.names[n]; ok {
-			return invalid("service %q: name or host %q is already used by service %q", s.Name, n, prev)
+			return invalid("service %q: name or host %q is already used by service %q", s.name, n, prev)
 		}
 	}
-	if prev, ok := b.vips[s.VIP]; ok && s.VIP.IsValid() {
-		return invalid("services %q and %q have the same vip %s; give each service its own vip:port", prev, s.Name, s.VIP)
+	if prev, ok := b.vips[s.vip]; ok && s.vip.IsValid() {
+		return invalid("services %q and %q have the same vip %s; give each service its own vip:port", prev, s.name, s.vip)
 	}
 	for label, value := range c.labels {
 		if prev, ok := b.labels[label]; ok && prev.value != value {
-			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.Name, prev.value, value, label)
+			return fmt.Errorf("%w: service %q: values %q and %q share label %#x; rename one", ErrLabelCollision, s.name, prev.value, value, label)
 		}
 	}
 	for _, n := range names {
-		b.names[n] = s.Name
+		b.names[n] = s.name
 	}
-	if s.VIP.IsValid() {
-		b.vips[s.VIP] = s.Name
+	if s.vip.IsValid() {
+		b.vips[s.vip] = s.name
 	}
 	for label, value := range c.labels {
 		u := b.labels[label]
 		b.labels[label] = labelUse{value: value, refs: u.refs + 1}
 	}
-	b.chunks[s.Name] = c
-	i, _ := slices.BinarySearch(b.order, s.Name)
-	b.order = slices.Insert(b.order, i, s.Name)
+	b.chunks[s.name] = c
+	i, _ := slices.BinarySearch(b.order, s.name)
+	b.order = slices.Insert(b.order, i, s.name)
 	b.count(c, 1)
 	return nil
 }
@@ -308,11 +310,11 @@ func (b *Builder) attach(c *chunk) error {
 // detach removes what attach added.
 func (b *Builder) detach(c *chunk) {
 	s := c.svc()
-	for _, n := range append([]string{s.Name}, s.Hosts...) {
+	for _, n := range append([]string{s.name}, s.hosts...) {
 		delete(b.names, n)
 	}
-	if s.VIP.IsValid() {
-		delete(b.vips, s.VIP)
+	if s.vip.IsValid() {
+		delete(b.vips, s.vip)
 	}
 	for label := range c.labels {
 		if u := b.labels[label]; u.refs > 1 {
@@ -321,8 +323,8 @@ func (b *Builder) detach(c *chunk) {
 			delete(b.labels, label)
 		}
 	}
-	delete(b.chunks, s.Name)
-	if i, ok := slices.BinarySearch(b.order, s.Name); ok {
+	delete(b.chunks, s.name)
+	if i, ok := slices.BinarySearch(b.order, s.name); ok {
 		b.order = slices.Delete(b.order, i, i+1)
 	}
 	b.count(c, -1)
@@ -331,12 +333,12 @@ func (b *Builder) detach(c *chunk) {
 func (b *Builder) count(c *chunk, sign int) {
 	b.nodes += sign * c.tree.NumNodes()
 	b.eps += sign * c.tree.NumEndpoints()
-	b.aux += sign * len(c.tree.aux) / NodeRecordSize
+	b.aux += sign * len(c.tree.aux) / wire.NodeRecordSize
 	b.meta += sign * len(c.meta())
 }
 
 // meta is the chunk's strings section: the service's metadata.
-func (c *chunk) meta() []byte { return c.tree.blob[le.Uint32(c.tree.blob[hStringsOff:]):] }
+func (c *chunk) meta() []byte { return c.tree.blob[le.Uint32(c.tree.blob[wire.HStringsOff:]):] }
 
 // assemble lays every chunk out in name order (docs/FORMAT.md): copies of
 // their records with the indices shifted, then the checksum. The Tree's
@@ -354,32 +356,32 @@ func (b *Builder) assemble(generation uint64) (*Tree, error) {
 	var nodeBase, epBase, auxBase, metaOff int
 	for i, name := range b.order {
 		c := b.chunks[name]
-		rec := blob[HeaderSize+i*ServiceRecordSize:][:ServiceRecordSize]
-		copy(rec, c.tree.ServiceRecord(0))
-		le.PutUint32(rec[sRoot:], uint32(nodeBase))
-		le.PutUint32(rec[sEpFirst:], uint32(epBase))
-		le.PutUint32(rec[sMetaOff:], uint32(metaOff))
-		placeNodes(t.nodes[nodeBase*NodeRecordSize:], c.tree.nodes, uint32(nodeBase), uint32(epBase))
-		copy(t.eps[epBase*EndpointRecordSize:], c.tree.eps)
-		placePolicy(t.pols[i*PolicyRecordSize:][:PolicyRecordSize], c.tree.pols, uint32(auxBase))
-		placeNodes(t.aux[auxBase*NodeRecordSize:], c.tree.aux, uint32(auxBase), uint32(epBase))
+		rec := blob[wire.HeaderSize+i*wire.ServiceRecordSize:][:wire.ServiceRecordSize]
+		copy(rec, c.tree.serviceRecord(0))
+		le.PutUint32(rec[wire.SRoot:], uint32(nodeBase))
+		le.PutUint32(rec[wire.SEpFirst:], uint32(epBase))
+		le.PutUint32(rec[wire.SMetaOff:], uint32(metaOff))
+		placeNodes(t.nodes[nodeBase*wire.NodeRecordSize:], c.tree.nodes, uint32(nodeBase), uint32(epBase))
+		copy(t.eps[epBase*wire.EndpointRecordSize:], c.tree.eps)
+		placePolicy(t.pols[i*wire.PolicyRecordSize:][:wire.PolicyRecordSize], c.tree.pols, uint32(auxBase))
+		placeNodes(t.aux[auxBase*wire.NodeRecordSize:], c.tree.aux, uint32(auxBase), uint32(epBase))
 		metaOff += copy(blob[strOff+metaOff:], c.meta())
 		s := &t.services[i]
 		*s = *c.svc()
-		s.Index, s.Root, s.EpFirst, s.tree = i, uint32(nodeBase), uint32(epBase), t
-		s.AuxRoot[0] += uint32(auxBase)
-		s.AuxRoot[1] += uint32(auxBase)
-		s.NetRoot += uint32(auxBase)
+		s.index, s.lay.Root, s.lay.EpFirst, s.tree = i, uint32(nodeBase), uint32(epBase), t
+		s.lay.AuxRoot[0] += uint32(auxBase)
+		s.lay.AuxRoot[1] += uint32(auxBase)
+		s.lay.NetRoot += uint32(auxBase)
 		s.precomputeDistribute() // its ranges are absolute
 		s.precomputeLocalities()
-		for _, n := range append([]string{s.Name}, s.Hosts...) {
+		for _, n := range append([]string{s.name}, s.hosts...) {
 			t.byName[n] = i
 		}
-		nodeBase += int(s.NodeCount)
+		nodeBase += int(s.lay.NodeCount)
 		epBase += c.tree.NumEndpoints()
-		auxBase += len(c.tree.aux) / NodeRecordSize
+		auxBase += len(c.tree.aux) / wire.NodeRecordSize
 	}
-	le.PutUint32(blob[hChecksum:], checksum(blob))
+	le.PutUint32(blob[wire.HChecksum:], checksum(blob))
 	return t, nil
 }
 
@@ -387,20 +389,20 @@ func (b *Builder) assemble(generation uint64) (*Tree, error) {
 // aux base to the roots of its degraded and unhealthy trees.
 func placePolicy(dst, src []byte, auxBase uint32) {
 	copy(dst, src)
-	le.PutUint32(dst[pDegradedRoot:], le.Uint32(dst[pDegradedRoot:])+auxBase)
-	le.PutUint32(dst[pUnhealthyRoot:], le.Uint32(dst[pUnhealthyRoot:])+auxBase)
+	le.PutUint32(dst[wire.PDegradedRoot:], le.Uint32(dst[wire.PDegradedRoot:])+auxBase)
+	le.PutUint32(dst[wire.PUnhealthyRoot:], le.Uint32(dst[wire.PUnhealthyRoot:])+auxBase)
 }
 
 // placeNodes copies node records built at base 0 to dst, adding the bases
 // to their endpoint range and first child.
 func placeNodes(dst, src []byte, nodeBase, epBase uint32) {
 	copy(dst, src)
-	for off := 0; off < len(src); off += NodeRecordSize {
-		n := dst[off : off+NodeRecordSize]
-		le.PutUint32(n[nLo:], le.Uint32(n[nLo:])+epBase)
-		le.PutUint32(n[nHi:], le.Uint32(n[nHi:])+epBase)
-		if le.Uint32(n[nChildCount:]) > 0 {
-			le.PutUint32(n[nFirstChild:], le.Uint32(n[nFirstChild:])+nodeBase)
+	for off := 0; off < len(src); off += wire.NodeRecordSize {
+		n := dst[off : off+wire.NodeRecordSize]
+		le.PutUint32(n[wire.NLo:], le.Uint32(n[wire.NLo:])+epBase)
+		le.PutUint32(n[wire.NHi:], le.Uint32(n[wire.NHi:])+epBase)
+		if le.Uint32(n[wire.NChildCount:]) > 0 {
+			le.PutUint32(n[wire.NFirstChild:], le.Uint32(n[wire.NFirstChild:])+nodeBase)
 		}
 	}
 }

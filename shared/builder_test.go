@@ -121,20 +121,20 @@ func checkSameTree(t *testing.T, got, want *Tree) {
 	if _, err := Decode(slices.Clone(got.Bytes())); err != nil {
 		t.Fatalf("incremental tree does not decode: %v", err)
 	}
-	if len(got.Services()) != len(want.Services()) {
-		t.Fatalf("%d services, want %d", len(got.Services()), len(want.Services()))
+	if got.NumServices() != want.NumServices() {
+		t.Fatalf("%d services, want %d", got.NumServices(), want.NumServices())
 	}
 	for i := range want.Services() {
-		g, w := &got.Services()[i], &want.Services()[i]
-		if g.Index != i || g.Name != w.Name || g.Root != w.Root || g.EpFirst != w.EpFirst || g.VIP != w.VIP ||
-			!slices.Equal(g.Hosts, w.Hosts) || !slices.Equal(g.Scopes, w.Scopes) || !slices.Equal(g.values, w.values) || g.Tree() != got ||
-			g.AuxRoot != w.AuxRoot || g.AuxCount != w.AuxCount || g.EpDegraded != w.EpDegraded ||
-			g.OverprovisioningFactor != w.OverprovisioningFactor || g.PanicThreshold != w.PanicThreshold ||
-			g.AffinityTimeout != w.AffinityTimeout || g.NetworkRule != w.NetworkRule || g.NetRoot != w.NetRoot || g.NetCount != w.NetCount {
+		g, w := got.Services()[i], want.Services()[i]
+		if g.index != i || g.name != w.name || g.lay.Root != w.lay.Root || g.lay.EpFirst != w.lay.EpFirst || g.vip != w.vip ||
+			!slices.Equal(g.hosts, w.hosts) || !slices.Equal(g.scopes, w.scopes) || !slices.Equal(g.values, w.values) || g.Tree() != got ||
+			g.lay.AuxRoot != w.lay.AuxRoot || g.lay.AuxCount != w.lay.AuxCount || g.lay.EpDegraded != w.lay.EpDegraded ||
+			g.overprovision != w.overprovision || g.panicThreshold != w.panicThreshold ||
+			g.affinityTimeout != w.affinityTimeout || g.networkRule != w.networkRule || g.lay.NetRoot != w.lay.NetRoot || g.lay.NetCount != w.lay.NetCount {
 			t.Fatalf("service %d: %+v, want %+v", i, g, w)
 		}
-		for _, n := range append([]string{w.Name}, w.Hosts...) {
-			if s, ok := got.Service(n); !ok || s.Index != i {
+		for _, n := range append([]string{w.name}, w.hosts...) {
+			if s, ok := got.Service(n); !ok || s.index != i {
 				t.Fatalf("Service(%q) = %v, %v", n, s, ok)
 			}
 		}
@@ -150,7 +150,7 @@ func checkSameDistribute(t *testing.T, g, w *Service) {
 		gl, wl := g.Loads(src), w.Loads(src)
 		if gl.tree != g.Tree() || gl.N != wl.N || gl.Rule != wl.Rule || gl.NTargets != wl.NTargets || gl.Healthy != wl.Healthy ||
 			!slices.Equal(gl.Targets[:gl.NTargets], wl.Targets[:wl.NTargets]) || !slices.Equal(gl.dist[:gl.NTargets], wl.dist[:wl.NTargets]) {
-			t.Fatalf("service %s from %v: loads %+v, want %+v", g.Name, src, gl.dist[:gl.NTargets], wl.dist[:wl.NTargets])
+			t.Fatalf("service %s from %v: loads %+v, want %+v", g.name, src, gl.dist[:gl.NTargets], wl.dist[:wl.NTargets])
 		}
 	}
 }
@@ -238,7 +238,7 @@ func TestBuilderRejectsAndKeeps(t *testing.T) {
 	// (a Kubernetes source before any Service opts in).
 	empty, err := bld.Update(nil, []string{"b", "c"}, 4)
 	fullEmpty, _ := Build(&Topology{}, BuildOptions{Generation: 4})
-	if err != nil || !bytes.Equal(empty.Bytes(), fullEmpty.Bytes()) || len(empty.Services()) != 0 {
+	if err != nil || !bytes.Equal(empty.Bytes(), fullEmpty.Bytes()) || empty.NumServices() != 0 {
 		t.Fatalf("empty tree: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // BenchmarkChildSearch walks the leaves=N÷10 mesh of BenchmarkPick with the
@@ -19,7 +21,7 @@ func BenchmarkChildSearch(b *testing.B) {
 		tree, svc, locs, _ := benchTreeSubzones(b, n, max(4, n/180))
 		labels := make([][]uint64, len(locs))
 		for i, l := range locs {
-			for _, sc := range svc.Scopes {
+			for _, sc := range svc.scopes {
 				labels[i] = append(labels[i], Label(l[sc]))
 			}
 		}
@@ -37,7 +39,7 @@ func BenchmarkChildSearch(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/N=%d", s.name, n), func(b *testing.B) {
 				i, deep := 0, 0
 				for b.Loop() {
-					if walkWith(tree.nodes, svc.Root, labels[i%len(labels)], s.find) != svc.Root {
+					if walkWith(tree.nodes, svc.lay.Root, labels[i%len(labels)], s.find) != svc.lay.Root {
 						deep++
 					}
 					i++
@@ -58,7 +60,7 @@ func TestChildSearchCandidates(t *testing.T) {
 		tree := mustBuild(t, top)
 		blocks := newLabelBlocks(tree.nodes)
 		for n := range uint32(tree.NumNodes()) {
-			node, rec := nodeAt(tree.nodes, n), tree.nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+			node, rec := nodeAt(tree.nodes, n), tree.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 			for c := node.FirstChild; c < node.FirstChild+node.ChildCount; c++ {
 				l := nodeAt(tree.nodes, c).Label
 				for _, want := range []uint64{l - 1, l, l + 1} {
@@ -83,7 +85,7 @@ func pair(c uint32, ok bool) [2]any { return [2]any{c, ok} }
 func walkWith(nodes []byte, root uint32, labels []uint64, find func(uint32, []byte, uint64) (uint32, bool)) uint32 {
 	n := root
 	for _, want := range labels {
-		c, ok := find(n, nodes[int(n)*NodeRecordSize:][:NodeRecordSize], want)
+		c, ok := find(n, nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize], want)
 		if !ok {
 			break
 		}
@@ -94,19 +96,19 @@ func walkWith(nodes []byte, root uint32, labels []uint64, find func(uint32, []by
 
 // searchRecords is the binary search over the node records.
 func searchRecords(nodes, rec []byte, want uint64) (uint32, bool) {
-	count := le.Uint32(rec[nChildCount:])
+	count := le.Uint32(rec[wire.NChildCount:])
 	if count == 0 {
 		return 0, false
 	}
-	base := le.Uint32(rec[nFirstChild:])
+	base := le.Uint32(rec[wire.NFirstChild:])
 	for count > 1 {
 		half := count / 2
-		if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+		if le.Uint64(nodes[int(base+half)*wire.NodeRecordSize:]) <= want {
 			base += half
 		}
 		count -= half
 	}
-	return base, le.Uint64(nodes[int(base)*NodeRecordSize:]) == want
+	return base, le.Uint64(nodes[int(base)*wire.NodeRecordSize:]) == want
 }
 
 // labelBlocks is the labels of all nodes in node order and, for every node
@@ -119,7 +121,7 @@ type labelBlocks struct {
 }
 
 func newLabelBlocks(nodes []byte) labelBlocks {
-	n := uint32(len(nodes) / NodeRecordSize)
+	n := uint32(len(nodes) / wire.NodeRecordSize)
 	s := labelBlocks{labels: make([]uint64, n), headAt: make([]uint32, n)}
 	for i := range n {
 		s.labels[i] = nodeAt(nodes, i).Label
@@ -136,11 +138,11 @@ func newLabelBlocks(nodes []byte) labelBlocks {
 
 // compact is searchRecords over the label array, branch-free.
 func (s *labelBlocks) compact(rec []byte, want uint64) (uint32, bool) {
-	count := le.Uint32(rec[nChildCount:])
+	count := le.Uint32(rec[wire.NChildCount:])
 	if count == 0 {
 		return 0, false
 	}
-	base := le.Uint32(rec[nFirstChild:])
+	base := le.Uint32(rec[wire.NFirstChild:])
 	for count > 1 {
 		half := count / 2
 		base += half & atMost(s.labels[base+half], want)
@@ -150,11 +152,11 @@ func (s *labelBlocks) compact(rec []byte, want uint64) (uint32, bool) {
 }
 
 func (s *labelBlocks) child(n uint32, rec []byte, want uint64) (uint32, bool) {
-	count := le.Uint32(rec[nChildCount:])
+	count := le.Uint32(rec[wire.NChildCount:])
 	if count == 0 {
 		return 0, false
 	}
-	first := le.Uint32(rec[nFirstChild:])
+	first := le.Uint32(rec[wire.NFirstChild:])
 	if count > 8 {
 		skip := uint32(0)
 		for _, h := range s.heads[s.headAt[n]:][:(count-1)/8] {

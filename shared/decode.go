@@ -3,6 +3,8 @@ package shared
 import (
 	"fmt"
 	"slices"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 func corrupt(format string, args ...any) error {
@@ -17,12 +19,12 @@ func Decode(b []byte) (*Tree, error) {
 	if err := checkHeader(b); err != nil {
 		return nil, err
 	}
-	nSvc := int(le.Uint32(b[hServiceCount:]))
+	nSvc := int(le.Uint32(b[wire.HServiceCount:]))
 	t := &Tree{
 		blob:     b,
 		services: make([]Service, nSvc),
 		byName:   make(map[string]int, nSvc),
-		nodes:    b[le.Uint32(b[hNodesOff:]):le.Uint32(b[hEndpointsOff:])],
+		nodes:    b[le.Uint32(b[wire.HNodesOff:]):le.Uint32(b[wire.HEndpointsOff:])],
 	}
 	c := headerSections(b)
 	_, epsOff, polsOff, auxOff, strOff, _ := c.offsets()
@@ -34,42 +36,42 @@ func Decode(b []byte) (*Tree, error) {
 		if err := t.decodeService(i, s, strs, nodeNext, epNext, auxNext); err != nil {
 			return nil, fmt.Errorf("service %d: %w", i, err)
 		}
-		if i > 0 && t.services[i-1].Name >= s.Name {
-			return nil, corrupt("service %d: %q is not sorted after %q", i, s.Name, t.services[i-1].Name)
+		if i > 0 && t.services[i-1].name >= s.name {
+			return nil, corrupt("service %d: %q is not sorted after %q", i, s.name, t.services[i-1].name)
 		}
 		if err := t.index(s); err != nil {
 			return nil, err
 		}
-		nodeNext += s.NodeCount
-		epNext += s.EpTotal + s.netCopies()
-		auxNext += s.AuxCount[0] + s.AuxCount[1] + s.NetCount
+		nodeNext += s.lay.NodeCount
+		epNext += s.lay.EpTotal + s.netCopies()
+		auxNext += s.lay.AuxCount[0] + s.lay.AuxCount[1] + s.lay.NetCount
 	}
-	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/NodeRecordSize {
-		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/NodeRecordSize)
+	if int(nodeNext) != t.NumNodes() || int(epNext) != t.NumEndpoints() || int(auxNext) != len(t.aux)/wire.NodeRecordSize {
+		return nil, corrupt("services cover %d nodes, %d endpoints and %d aux nodes of %d, %d and %d", nodeNext, epNext, auxNext, t.NumNodes(), t.NumEndpoints(), len(t.aux)/wire.NodeRecordSize)
 	}
 	return t, nil
 }
 
 func checkHeader(b []byte) error {
-	if len(b) < HeaderSize {
-		return corrupt("%d bytes, shorter than the %d-byte header", len(b), HeaderSize)
+	if len(b) < wire.HeaderSize {
+		return corrupt("%d bytes, shorter than the %d-byte header", len(b), wire.HeaderSize)
 	}
-	if string(b[hMagic:hMagic+MagicSize]) != magic {
+	if string(b[wire.HMagic:wire.HMagic+MagicSize]) != magic {
 		return corrupt("bad magic %q (want %q)", b[:4], magic)
 	}
-	if v := le.Uint16(b[hVersion:]); v != FormatVersion {
+	if v := le.Uint16(b[wire.HVersion:]); v != FormatVersion {
 		return corrupt("format version %d (this build reads %d)", v, FormatVersion)
 	}
-	if h := le.Uint16(b[hHeaderSize:]); h != HeaderSize {
-		return corrupt("header size %d (want %d)", h, HeaderSize)
+	if h := le.Uint16(b[wire.HHeaderSize:]); h != wire.HeaderSize {
+		return corrupt("header size %d (want %d)", h, wire.HeaderSize)
 	}
-	if total := le.Uint32(b[hTotalSize:]); uint64(total) != uint64(len(b)) || len(b) > MaxBlobSize {
+	if total := le.Uint32(b[wire.HTotalSize:]); uint64(total) != uint64(len(b)) || len(b) > MaxBlobSize {
 		return corrupt("header says %d bytes, blob has %d", total, len(b))
 	}
-	if got, want := checksum(b), le.Uint32(b[hChecksum:]); got != want {
+	if got, want := checksum(b), le.Uint32(b[wire.HChecksum:]); got != want {
 		return corrupt("checksum %#08x, header says %#08x", got, want)
 	}
-	if f := le.Uint32(b[hFlags:]); f != 0 {
+	if f := le.Uint32(b[wire.HFlags:]); f != 0 {
 		return corrupt("reserved header fields are not zero")
 	}
 	return checkSections(b)
@@ -79,27 +81,27 @@ func checkHeader(b []byte) error {
 // within the limits (checkSections).
 func headerSections(b []byte) sections {
 	return sections{
-		svcs: int(le.Uint32(b[hServiceCount:])), nodes: int(le.Uint32(b[hNodeCount:])),
-		eps: int(le.Uint32(b[hEndpointCnt:])), aux: int(le.Uint32(b[hAuxNodeCount:])),
-		strs: int(le.Uint32(b[hStringsSize:])),
+		svcs: int(le.Uint32(b[wire.HServiceCount:])), nodes: int(le.Uint32(b[wire.HNodeCount:])),
+		eps: int(le.Uint32(b[wire.HEndpointCnt:])), aux: int(le.Uint32(b[wire.HAuxNodeCount:])),
+		strs: int(le.Uint32(b[wire.HStringsSize:])),
 	}
 }
 
 func checkSections(b []byte) error {
-	nSvc := uint64(le.Uint32(b[hServiceCount:]))
-	nNodes := uint64(le.Uint32(b[hNodeCount:]))
-	nEps := uint64(le.Uint32(b[hEndpointCnt:]))
-	nAux := uint64(le.Uint32(b[hAuxNodeCount:]))
+	nSvc := uint64(le.Uint32(b[wire.HServiceCount:]))
+	nNodes := uint64(le.Uint32(b[wire.HNodeCount:]))
+	nEps := uint64(le.Uint32(b[wire.HEndpointCnt:]))
+	nAux := uint64(le.Uint32(b[wire.HAuxNodeCount:]))
 	if nSvc > MaxServices || nNodes > MaxNodes || nEps > MaxEndpoints || nAux > MaxNodes {
 		return corrupt("%d services, %d nodes, %d endpoints, %d aux nodes exceed the limits", nSvc, nNodes, nEps, nAux)
 	}
-	nodesOff := HeaderSize + ServiceRecordSize*nSvc
-	epsOff := nodesOff + NodeRecordSize*nNodes
-	strOff := epsOff + EndpointRecordSize*nEps + PolicyRecordSize*nSvc + NodeRecordSize*nAux
-	want := [...]uint64{HeaderSize, nodesOff, epsOff, strOff, strOff + uint64(le.Uint32(b[hStringsSize:]))}
+	nodesOff := wire.HeaderSize + wire.ServiceRecordSize*nSvc
+	epsOff := nodesOff + wire.NodeRecordSize*nNodes
+	strOff := epsOff + wire.EndpointRecordSize*nEps + wire.PolicyRecordSize*nSvc + wire.NodeRecordSize*nAux
+	want := [...]uint64{wire.HeaderSize, nodesOff, epsOff, strOff, strOff + uint64(le.Uint32(b[wire.HStringsSize:]))}
 	got := [...]uint64{
-		uint64(le.Uint32(b[hServicesOff:])), uint64(le.Uint32(b[hNodesOff:])),
-		uint64(le.Uint32(b[hEndpointsOff:])), uint64(le.Uint32(b[hStringsOff:])), uint64(len(b)),
+		uint64(le.Uint32(b[wire.HServicesOff:])), uint64(le.Uint32(b[wire.HNodesOff:])),
+		uint64(le.Uint32(b[wire.HEndpointsOff:])), uint64(le.Uint32(b[wire.HStringsOff:])), uint64(len(b)),
 	}
 	if want != got {
 		return corrupt("section offsets %v do not match the counts (want %v)", got, want)
@@ -108,12 +110,10 @@ func checkSections(b []byte) error {
 }
 
 func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst, auxFirst uint32) error {
-	r := t.ServiceRecord(i)
+	r := t.serviceRecord(i)
 	*s = Service{
-		Index: i, tree: t,
-		Root: le.Uint32(r[sRoot:]), NodeCount: le.Uint32(r[sNodeCount:]),
-		EpFirst: le.Uint32(r[sEpFirst:]), EpEligible: le.Uint32(r[sEpEligible:]), EpTotal: le.Uint32(r[sEpTotal:]),
-		Mode: Mode(r[sMode]), Policy: Policy(r[sPolicy]), Health: Health(r[sHealth]),
+		index: i, tree: t, lay: wire.ServiceLayout(t.blob, i),
+		mode: Mode(r[wire.SMode]), policy: Policy(r[wire.SPolicy]), health: Health(r[wire.SHealth]),
 	}
 	if err := checkServiceRecord(r, s, nodeFirst, epFirst, t); err != nil {
 		return err
@@ -142,8 +142,8 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := t.checkAuxTrees(s); err != nil {
 		return err
 	}
-	s.kids = [2]kids{newKids(t.nodes, s.Root, s.NodeCount), newKids(t.aux, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])}
-	s.slots = newScopeSlots(s.Scopes)
+	s.kids = [2]kids{newKids(t.nodes, s.lay.Root, s.lay.NodeCount), newKids(t.aux, s.lay.AuxRoot[0], s.lay.AuxCount[0]+s.lay.AuxCount[1])}
+	s.slots = newScopeSlots(s.scopes)
 	s.precomputeDistribute()
 	s.precomputeLocalities()
 	return nil
@@ -151,33 +151,30 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 
 // decodePolicy reads and checks service i's policy record.
 func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
-	p := t.pols[i*PolicyRecordSize:][:PolicyRecordSize]
-	s.AuxRoot = [2]uint32{le.Uint32(p[pDegradedRoot:]), le.Uint32(p[pUnhealthyRoot:])}
-	s.AuxCount = [2]uint32{le.Uint32(p[pDegradedCount:]), le.Uint32(p[pUnhealthyCount:])}
-	s.EpDegraded = le.Uint32(p[pEpDegraded:])
-	s.OverprovisioningFactor = uint32(le.Uint16(p[pOverprovision:]))
-	s.PanicThreshold = uint32(p[pPanic])
-	s.Failover = make([]FailoverSpec, p[pFailoverCount])
-	s.Distribute = make([]DistributeSpec, p[pDistributeCount])
-	s.MinRank = int(p[pMinRank])
-	if err := s.decodeNetworkRule(p, uint64(len(t.aux)/NodeRecordSize)); err != nil {
+	p := t.pols[i*wire.PolicyRecordSize:][:wire.PolicyRecordSize]
+	s.overprovision = uint32(le.Uint16(p[wire.POverprovision:]))
+	s.panicThreshold = uint32(p[wire.PPanic])
+	s.failover = make([]FailoverSpec, p[wire.PFailoverCount])
+	s.distribute = make([]DistributeSpec, p[wire.PDistributeCount])
+	s.minRank = int(p[wire.PMinRank])
+	if err := s.decodeNetworkRule(p, uint64(len(t.aux)/wire.NodeRecordSize)); err != nil {
 		return err
 	}
-	nAux := uint64(len(t.aux) / NodeRecordSize)
+	nAux := uint64(len(t.aux) / wire.NodeRecordSize)
 	switch {
-	case p[pReserved] != 0:
+	case p[wire.PReserved] != 0:
 		return corrupt("reserved policy bytes are not zero")
-	case s.AuxRoot[0] != auxFirst || s.AuxCount[0] == 0 || s.AuxRoot[1] != s.AuxRoot[0]+s.AuxCount[0] || s.AuxCount[1] == 0 ||
-		uint64(s.AuxRoot[1])+uint64(s.AuxCount[1]) > nAux:
-		return corrupt("aux trees at %d (+%d) and %d (+%d) do not follow the previous service's (at %d) inside %d aux nodes", s.AuxRoot[0], s.AuxCount[0], s.AuxRoot[1], s.AuxCount[1], auxFirst, nAux)
-	case uint64(s.EpEligible)+uint64(s.EpDegraded) > uint64(s.EpTotal), s.EpDegraded > 0 && s.Health == HealthAllowAll:
-		return corrupt("%d degraded endpoints after %d eligible of %d (health %s)", s.EpDegraded, s.EpEligible, s.EpTotal, s.Health)
-	case s.PanicThreshold > 100, s.OverprovisioningFactor == 0 && (s.PanicThreshold != 0 || len(s.Failover) != 0 || len(s.Distribute) != 0):
-		return corrupt("panic threshold %d with overprovisioning factor %d", s.PanicThreshold, s.OverprovisioningFactor)
-	case s.OverprovisioningFactor != 0 && s.Mode != ModeFailover:
-		return corrupt("priority load in mode %s", s.Mode)
-	case s.MinRank > int(t.ServiceRecord(i)[sLevels]), s.MinRank > 0 && (s.Mode != ModeFailover || len(s.Distribute) != 0):
-		return corrupt("min_rank %d with %d levels in mode %s", s.MinRank, t.ServiceRecord(i)[sLevels], s.Mode)
+	case s.lay.AuxRoot[0] != auxFirst || s.lay.AuxCount[0] == 0 || s.lay.AuxRoot[1] != s.lay.AuxRoot[0]+s.lay.AuxCount[0] || s.lay.AuxCount[1] == 0 ||
+		uint64(s.lay.AuxRoot[1])+uint64(s.lay.AuxCount[1]) > nAux:
+		return corrupt("aux trees at %d (+%d) and %d (+%d) do not follow the previous service's (at %d) inside %d aux nodes", s.lay.AuxRoot[0], s.lay.AuxCount[0], s.lay.AuxRoot[1], s.lay.AuxCount[1], auxFirst, nAux)
+	case uint64(s.lay.EpEligible)+uint64(s.lay.EpDegraded) > uint64(s.lay.EpTotal), s.lay.EpDegraded > 0 && s.health == HealthAllowAll:
+		return corrupt("%d degraded endpoints after %d eligible of %d (health %s)", s.lay.EpDegraded, s.lay.EpEligible, s.lay.EpTotal, s.health)
+	case s.panicThreshold > 100, s.overprovision == 0 && (s.panicThreshold != 0 || len(s.failover) != 0 || len(s.distribute) != 0):
+		return corrupt("panic threshold %d with overprovisioning factor %d", s.panicThreshold, s.overprovision)
+	case s.overprovision != 0 && s.mode != ModeFailover:
+		return corrupt("priority load in mode %s", s.mode)
+	case s.minRank > int(t.serviceRecord(i)[wire.SLevels]), s.minRank > 0 && (s.mode != ModeFailover || len(s.distribute) != 0):
+		return corrupt("min_rank %d with %d levels in mode %s", s.minRank, t.serviceRecord(i)[wire.SLevels], s.mode)
 	}
 	return nil
 }
@@ -186,19 +183,19 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 // endpoints as checkNodes does the main tree (their values are not stored,
 // so their labels are not checked against values).
 func (t *Tree) checkAuxTrees(s *Service) error {
-	lo := s.EpFirst + s.EpEligible
-	bounds := [3]uint32{lo, lo + s.EpDegraded, s.EpFirst + s.EpTotal}
-	for k := range s.AuxRoot {
-		v := treeView{nodes: t.aux, root: s.AuxRoot[k], count: s.AuxCount[k], lo: bounds[k], hi: bounds[k+1], levels: len(s.Scopes)}
+	lo := s.lay.EpFirst + s.lay.EpEligible
+	bounds := [3]uint32{lo, lo + s.lay.EpDegraded, s.lay.EpFirst + s.lay.EpTotal}
+	for k := range s.lay.AuxRoot {
+		v := treeView{nodes: t.aux, root: s.lay.AuxRoot[k], count: s.lay.AuxCount[k], lo: bounds[k], hi: bounds[k+1], levels: len(s.scopes)}
 		if err := v.check(); err != nil {
 			return fmt.Errorf("%s tree: %w", [2]string{"degraded", "unhealthy"}[k], err)
 		}
 	}
-	if !s.NetworkRule {
+	if !s.networkRule {
 		return nil
 	}
-	lo = s.EpFirst + s.EpTotal
-	v := treeView{nodes: t.aux, root: s.NetRoot, count: s.NetCount, lo: lo, hi: lo + s.EpEligible, levels: len(s.Scopes) - 1}
+	lo = s.lay.EpFirst + s.lay.EpTotal
+	v := treeView{nodes: t.aux, root: s.lay.NetRoot, count: s.lay.NetCount, lo: lo, hi: lo + s.lay.EpEligible, levels: len(s.scopes) - 1}
 	if err := v.check(); err != nil {
 		return fmt.Errorf("network tree: %w", err)
 	}
@@ -206,45 +203,45 @@ func (t *Tree) checkAuxTrees(s *Service) error {
 }
 
 func checkServiceRecord(r []byte, s *Service, nodeFirst, epFirst uint32, t *Tree) error {
-	levels := int(r[sLevels])
+	levels := int(r[wire.SLevels])
 	switch {
 	case levels < 1 || levels > MaxLevels:
 		return corrupt("%d levels", levels)
-	case s.Mode > ModeStrict || s.Policy > PolicyConsistentHash || s.Health > HealthAllowAll:
-		return corrupt("mode %d, policy %d, health %d", s.Mode, s.Policy, s.Health)
-	case s.Root != nodeFirst || s.NodeCount == 0 || uint64(s.Root)+uint64(s.NodeCount) > uint64(t.NumNodes()):
-		return corrupt("nodes [%d, +%d) do not follow the previous service's (at %d) inside %d nodes", s.Root, s.NodeCount, nodeFirst, t.NumNodes())
-	case s.EpFirst != epFirst || s.EpEligible > s.EpTotal || uint64(s.EpFirst)+uint64(s.EpTotal) > uint64(t.NumEndpoints()):
-		return corrupt("endpoints [%d, +%d) do not follow the previous service's (at %d) inside %d endpoints", s.EpFirst, s.EpTotal, epFirst, t.NumEndpoints())
-	case r[sVIPFamily] != 0 && r[sVIPFamily] != 4 && r[sVIPFamily] != 6:
-		return corrupt("vip family %d", r[sVIPFamily])
-	case r[sPad] != 0 || !allZero(r[sReserved:]):
+	case s.mode > ModeStrict || s.policy > PolicyConsistentHash || s.health > HealthAllowAll:
+		return corrupt("mode %d, policy %d, health %d", s.mode, s.policy, s.health)
+	case s.lay.Root != nodeFirst || s.lay.NodeCount == 0 || uint64(s.lay.Root)+uint64(s.lay.NodeCount) > uint64(t.NumNodes()):
+		return corrupt("nodes [%d, +%d) do not follow the previous service's (at %d) inside %d nodes", s.lay.Root, s.lay.NodeCount, nodeFirst, t.NumNodes())
+	case s.lay.EpFirst != epFirst || s.lay.EpEligible > s.lay.EpTotal || uint64(s.lay.EpFirst)+uint64(s.lay.EpTotal) > uint64(t.NumEndpoints()):
+		return corrupt("endpoints [%d, +%d) do not follow the previous service's (at %d) inside %d endpoints", s.lay.EpFirst, s.lay.EpTotal, epFirst, t.NumEndpoints())
+	case r[wire.SVIPFamily] != 0 && r[wire.SVIPFamily] != 4 && r[wire.SVIPFamily] != 6:
+		return corrupt("vip family %d", r[wire.SVIPFamily])
+	case r[wire.SPad] != 0 || !allZero(r[wire.SReserved:]):
 		return corrupt("reserved service bytes are not zero")
 	}
 	if err := checkAffinity(r, s); err != nil {
 		return err
 	}
-	if r[sVIPFamily] != 0 {
-		s.VIP = getAddr(r[sVIPAddr:], r[sVIPPort:], r[sVIPFamily])
-		if s.VIP.Port() == 0 || (r[sVIPFamily] == 4 && !allZero(r[sVIPAddr+4:sVIPPort])) {
+	if r[wire.SVIPFamily] != 0 {
+		s.vip = getAddr(r[wire.SVIPAddr:], r[wire.SVIPPort:], r[wire.SVIPFamily])
+		if s.vip.Port() == 0 || (r[wire.SVIPFamily] == 4 && !allZero(r[wire.SVIPAddr+4:wire.SVIPPort])) {
 			return corrupt("bad vip")
 		}
-	} else if !allZero(r[sVIPAddr:sPad]) {
+	} else if !allZero(r[wire.SVIPAddr:wire.SPad]) {
 		return corrupt("vip bytes without a vip family")
 	}
-	s.Scopes = make([]string, levels)
+	s.scopes = make([]string, levels)
 	return nil
 }
 
 // checkAffinity reads the session affinity timeout: only a consistent_hash
 // service has one, and never more than a day.
 func checkAffinity(r []byte, s *Service) error {
-	s.AffinityTimeout = le.Uint32(r[sAffinity:])
+	s.affinityTimeout = le.Uint32(r[wire.SAffinity:])
 	switch {
-	case s.AffinityTimeout > MaxAffinityTimeout:
-		return corrupt("affinity timeout %d (at most %d)", s.AffinityTimeout, MaxAffinityTimeout)
-	case s.AffinityTimeout != 0 && s.Policy != PolicyConsistentHash:
-		return corrupt("affinity timeout %d with policy %s", s.AffinityTimeout, s.Policy)
+	case s.affinityTimeout > MaxAffinityTimeout:
+		return corrupt("affinity timeout %d (at most %d)", s.affinityTimeout, MaxAffinityTimeout)
+	case s.affinityTimeout != 0 && s.policy != PolicyConsistentHash:
+		return corrupt("affinity timeout %d with policy %s", s.affinityTimeout, s.policy)
 	}
 	return nil
 }
@@ -279,38 +276,38 @@ func (m *metaReader) str() string {
 }
 
 func (s *Service) decodeMeta(r, strs []byte) error {
-	off, n := uint64(le.Uint32(r[sMetaOff:])), uint64(le.Uint32(r[sMetaLen:]))
+	off, n := uint64(le.Uint32(r[wire.SMetaOff:])), uint64(le.Uint32(r[wire.SMetaLen:]))
 	if off+n > uint64(len(strs)) {
 		return corrupt("metadata [%d, +%d) outside the %d-byte strings section", off, n, len(strs))
 	}
 	m := metaReader{b: strs[off : off+n]}
-	s.Name = m.str()
+	s.name = m.str()
 	if m.err == nil && len(m.b) < 1 {
 		return corrupt("metadata ends before the host count")
 	}
 	if m.err == nil {
 		nHosts := int(m.b[0])
 		m.b = m.b[1:]
-		s.Hosts = make([]string, nHosts)
-		for i := range s.Hosts {
-			s.Hosts[i] = m.str()
+		s.hosts = make([]string, nHosts)
+		for i := range s.hosts {
+			s.hosts[i] = m.str()
 		}
 	}
-	for i := range s.Scopes {
-		s.Scopes[i] = m.str()
+	for i := range s.scopes {
+		s.scopes[i] = m.str()
 	}
-	s.values = make([]string, s.NodeCount-1)
+	s.values = make([]string, s.lay.NodeCount-1)
 	for i := range s.values {
 		s.values[i] = m.str()
 	}
-	for i := range s.Failover {
-		s.Failover[i] = FailoverSpec{From: m.str(), To: m.str()}
+	for i := range s.failover {
+		s.failover[i] = FailoverSpec{From: m.str(), To: m.str()}
 	}
-	m.readDistribute(s.Distribute)
+	m.readDistribute(s.distribute)
 	if m.err == nil && len(m.b) != 0 {
 		return corrupt("%d bytes of metadata left over", len(m.b))
 	}
-	if m.err == nil && s.Name == "" {
+	if m.err == nil && s.name == "" {
 		return corrupt("empty service name")
 	}
 	return m.err
@@ -318,13 +315,13 @@ func (s *Service) decodeMeta(r, strs []byte) error {
 
 // indexFailover checks the failover rules as Build does and hashes them.
 func (s *Service) indexFailover() error {
-	s.regionAt = slices.Index(s.Scopes, "region")
-	if len(s.Failover) > 0 && s.regionAt < 0 {
+	s.regionAt = slices.Index(s.scopes, "region")
+	if len(s.failover) > 0 && s.regionAt < 0 {
 		return corrupt("failover rules without a region scope")
 	}
-	s.failTo = make([][2]uint64, len(s.Failover))
-	for i, r := range s.Failover {
-		if r.From == "" || r.To == "" || r.From == r.To || slices.ContainsFunc(s.Failover[:i], func(o FailoverSpec) bool { return o.From == r.From }) {
+	s.failTo = make([][2]uint64, len(s.failover))
+	for i, r := range s.failover {
+		if r.From == "" || r.To == "" || r.From == r.To || slices.ContainsFunc(s.failover[:i], func(o FailoverSpec) bool { return o.From == r.From }) {
 			return corrupt("failover rule %d from %q to %q", i, r.From, r.To)
 		}
 		s.failTo[i] = [2]uint64{Label(r.From), Label(r.To)}
@@ -333,36 +330,36 @@ func (s *Service) indexFailover() error {
 }
 
 func (t *Tree) index(s *Service) error {
-	for _, n := range append([]string{s.Name}, s.Hosts...) {
+	for _, n := range append([]string{s.name}, s.hosts...) {
 		if _, dup := t.byName[n]; dup {
 			return corrupt("name or host %q appears twice", n)
 		}
-		t.byName[n] = s.Index
+		t.byName[n] = s.index
 	}
 	return nil
 }
 
 func (t *Tree) checkEndpoints(s *Service) error {
-	if uint64(s.EpFirst)+uint64(s.EpTotal)+uint64(s.netCopies()) > uint64(t.NumEndpoints()) {
+	if uint64(s.lay.EpFirst)+uint64(s.lay.EpTotal)+uint64(s.netCopies()) > uint64(t.NumEndpoints()) {
 		return corrupt("the network rule's %d endpoint copies run past the %d endpoints", s.netCopies(), t.NumEndpoints())
 	}
 	var cum uint64
-	for k := uint32(0); k < s.EpTotal+s.netCopies(); k++ {
-		b := t.eps[int(s.EpFirst+k)*EndpointRecordSize:][:EndpointRecordSize]
-		fam, flags := b[eFamily], b[eFlags]
+	for k := uint32(0); k < s.lay.EpTotal+s.netCopies(); k++ {
+		b := t.eps[int(s.lay.EpFirst+k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize]
+		fam, flags := b[wire.EFamily], b[wire.EFlags]
 		switch {
-		case fam != 4 && fam != 6, fam == 4 && !allZero(b[eAddr+4:ePort]):
-			return corrupt("endpoint %d: bad address family %d", s.EpFirst+k, fam)
-		case b[ePort] == 0 && b[ePort+1] == 0:
-			return corrupt("endpoint %d: port 0", s.EpFirst+k)
-		case flags&^flagHealthy != 0:
-			return corrupt("endpoint %d: unknown flags %#x", s.EpFirst+k, flags)
-		case (k < s.EpEligible || k >= s.EpTotal) != (flags&flagHealthy != 0 || s.Health == HealthAllowAll):
-			return corrupt("endpoint %d: health does not match its place", s.EpFirst+k)
+		case fam != 4 && fam != 6, fam == 4 && !allZero(b[wire.EAddr+4:wire.EPort]):
+			return corrupt("endpoint %d: bad address family %d", s.lay.EpFirst+k, fam)
+		case b[wire.EPort] == 0 && b[wire.EPort+1] == 0:
+			return corrupt("endpoint %d: port 0", s.lay.EpFirst+k)
+		case flags&^wire.FlagHealthy != 0:
+			return corrupt("endpoint %d: unknown flags %#x", s.lay.EpFirst+k, flags)
+		case (k < s.lay.EpEligible || k >= s.lay.EpTotal) != (flags&wire.FlagHealthy != 0 || s.health == HealthAllowAll):
+			return corrupt("endpoint %d: health does not match its place", s.lay.EpFirst+k)
 		}
-		cum += uint64(le.Uint32(b[eWeight:]))
-		if le.Uint64(b[eCumWeight:]) != cum {
-			return corrupt("endpoint %d: cumulative weight %d, want %d", s.EpFirst+k, le.Uint64(b[eCumWeight:]), cum)
+		cum += uint64(le.Uint32(b[wire.EWeight:]))
+		if le.Uint64(b[wire.ECumWeight:]) != cum {
+			return corrupt("endpoint %d: cumulative weight %d, want %d", s.lay.EpFirst+k, le.Uint64(b[wire.ECumWeight:]), cum)
 		}
 	}
 	return t.checkNetworkCopies(s)
@@ -372,7 +369,7 @@ func (t *Tree) checkEndpoints(s *Service) error {
 // children are sorted by label and partition their parent's range, with every
 // leaf at full depth, and that every label is the hash of its value.
 func (t *Tree) checkNodes(s *Service) error {
-	v := treeView{nodes: t.nodes, root: s.Root, count: s.NodeCount, lo: s.EpFirst, hi: s.EpFirst + s.EpEligible, levels: len(s.Scopes), values: s.values}
+	v := treeView{nodes: t.nodes, root: s.lay.Root, count: s.lay.NodeCount, lo: s.lay.EpFirst, hi: s.lay.EpFirst + s.lay.EpEligible, levels: len(s.scopes), values: s.values}
 	return v.check()
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 func goldenTree(t testing.TB) *Tree {
@@ -44,7 +46,7 @@ func spilloverTree(t testing.TB) *Tree {
 }
 
 func reseal(b []byte) []byte {
-	binary.LittleEndian.PutUint32(b[hChecksum:], checksum(b))
+	binary.LittleEndian.PutUint32(b[wire.HChecksum:], checksum(b))
 	return b
 }
 
@@ -54,18 +56,18 @@ func TestDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Generation() != 42 || len(got.Services()) != 3 || got.NumEndpoints() != 7 {
-		t.Fatalf("generation %d, %d services, %d endpoints", got.Generation(), len(got.Services()), got.NumEndpoints())
+	if got.Generation() != 42 || got.NumServices() != 3 || got.NumEndpoints() != 7 {
+		t.Fatalf("generation %d, %d services, %d endpoints", got.Generation(), got.NumServices(), got.NumEndpoints())
 	}
 	s, ok := got.Service("reviews")
-	if !ok || s.Name != "reviews.default.svc.cluster.local" || s.VIP.String() != "127.77.0.11:9080" {
+	if !ok || s.name != "reviews.default.svc.cluster.local" || s.vip.String() != "127.77.0.11:9080" {
 		t.Fatalf("reviews: %+v", s)
 	}
-	if s.EpTotal != 5 || s.EpEligible != 4 || s.Mode != ModeFailover || s.Policy != PolicyRandom {
+	if s.lay.EpTotal != 5 || s.lay.EpEligible != 4 || s.mode != ModeFailover || s.policy != PolicyRandom {
 		t.Fatalf("reviews: %+v", s)
 	}
 	p, _ := got.Service("payments.default.svc.cluster.local")
-	if p.Mode != ModeStrict || p.Policy != PolicyWeighted || p.Health != HealthAllowAll || p.EpEligible != 2 || p.VIP.IsValid() {
+	if p.mode != ModeStrict || p.policy != PolicyWeighted || p.health != HealthAllowAll || p.lay.EpEligible != 2 || p.vip.IsValid() {
 		t.Fatalf("payments: %+v", p)
 	}
 	if _, ok := got.Service("nope"); ok {
@@ -100,7 +102,7 @@ func decodeRejectsFlips(t *testing.T, orig []byte) {
 		for bit := range 8 {
 			b := append([]byte(nil), orig...)
 			b[i] ^= 1 << bit
-			if _, err := Decode(b); !errors.Is(err, ErrCorrupt) && i >= hFlags {
+			if _, err := Decode(b); !errors.Is(err, ErrCorrupt) && i >= wire.HFlags {
 				t.Fatalf("flip byte %d bit %d: checksum not checked (%v)", i, bit, err)
 			}
 			tree, err := Decode(reseal(b))
@@ -116,12 +118,11 @@ func decodeRejectsFlips(t *testing.T, orig []byte) {
 }
 
 func lookupEverywhere(t testing.TB, tree *Tree) {
-	for i := range tree.Services() {
-		s := &tree.Services()[i]
+	for _, s := range tree.Services() {
 		for _, src := range []Locality{{}, {"region": "us-east", "zone": "us-east-1a", "subzone": "rack-1"}, {"region": "eu-central", "zone": "eu-central-1a"}} {
 			r := s.Lookup(src)
 			if r.Hi > uint32(tree.NumEndpoints()) || !withinCandidates(s, r) {
-				t.Fatalf("%s: range [%d, %d) outside the service's eligible endpoints", s.Name, r.Lo, r.Hi)
+				t.Fatalf("%s: range [%d, %d) outside the service's eligible endpoints", s.name, r.Lo, r.Hi)
 			}
 			for k := r.Lo; k < r.Hi; k++ {
 				_ = tree.Endpoint(k)
@@ -134,11 +135,11 @@ func lookupEverywhere(t testing.TB, tree *Tree) {
 // withinCandidates: r lies in s's eligible endpoints, or in the network
 // rule's copies of them when the network tree answered.
 func withinCandidates(s *Service, r Range) bool {
-	lo, hi := s.EpFirst, s.EpFirst+s.EpEligible
+	lo, hi := s.lay.EpFirst, s.lay.EpFirst+s.lay.EpEligible
 	if s.CrossNetwork(r) {
-		lo, hi = s.EpFirst+s.EpTotal, s.EpFirst+s.EpTotal+s.EpEligible
+		lo, hi = s.lay.EpFirst+s.lay.EpTotal, s.lay.EpFirst+s.lay.EpTotal+s.lay.EpEligible
 	}
-	return r.Lo <= r.Hi && r.Lo >= lo && r.Hi <= hi && (!s.CrossNetwork(r) || s.NetworkRule)
+	return r.Lo <= r.Hi && r.Lo >= lo && r.Hi <= hi && (!s.CrossNetwork(r) || s.networkRule)
 }
 
 // checkLoads checks that a decoded tree's priority loads stay inside the
@@ -149,20 +150,20 @@ func checkLoads(t testing.TB, s *Service, l Loads) {
 	for p := range l.N {
 		sum += int(l.Healthy[p]) + int(l.Degraded[p])
 		for _, sp := range l.allSpans(p) {
-			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.EpFirst || sp.Hi > s.EpFirst+s.EpTotal)) {
-				t.Fatalf("%s: priority %d span [%d, %d) outside the service's endpoints", s.Name, p, sp.Lo, sp.Hi)
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.lay.EpFirst || sp.Hi > s.lay.EpFirst+s.lay.EpTotal)) {
+				t.Fatalf("%s: priority %d span [%d, %d) outside the service's endpoints", s.name, p, sp.Lo, sp.Hi)
 			}
 		}
 	}
 	for i := range l.NTargets {
 		for _, sp := range l.dist[i].span {
-			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.EpFirst || sp.Hi > s.EpFirst+s.EpTotal)) {
-				t.Fatalf("%s: target %d span [%d, %d) outside the service's endpoints", s.Name, i, sp.Lo, sp.Hi)
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.lay.EpFirst || sp.Hi > s.lay.EpFirst+s.lay.EpTotal)) {
+				t.Fatalf("%s: target %d span [%d, %d) outside the service's endpoints", s.name, i, sp.Lo, sp.Hi)
 			}
 		}
 	}
 	if l.N > 0 && sum != 100 && sum != 0 { // 0: Envoy's no-load corner (choosePriority falls back to P0)
-		t.Fatalf("%s: loads sum to %d: %+v", s.Name, sum, l)
+		t.Fatalf("%s: loads sum to %d: %+v", s.name, sum, l)
 	}
 	if l.N > 0 {
 		NewPicker(s.Tree(), PickerOptions{Seed: 1}).PickLoads(s, &l, 7)
@@ -177,25 +178,27 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 		return reseal(b)
 	}
 	reviews, _ := goldenTree(t).Service("reviews")
-	rootOff := int(binary.LittleEndian.Uint32(orig[hNodesOff:])) + int(reviews.Root)*NodeRecordSize
+	rootOff := int(binary.LittleEndian.Uint32(orig[wire.HNodesOff:])) + int(reviews.lay.Root)*wire.NodeRecordSize
 	cases := []struct {
 		name, want string
 		blob       []byte
 	}{
 		{"magic", "bad magic", mut(func(b []byte) { b[0] = 'X' })},
-		{"version", "format version 1", mut(func(b []byte) { b[hVersion] = 1 })},
+		{"version", "format version 1", mut(func(b []byte) { b[wire.HVersion] = 1 })},
 		{"checksum", "checksum", func() []byte { b := append([]byte(nil), orig...); b[len(b)-1]++; return b }()},
-		{"levels", "levels", mut(func(b []byte) { b[HeaderSize+sLevels] = 9 })},
-		{"policy", "policy 9", mut(func(b []byte) { b[HeaderSize+sPolicy] = 9 })},
+		{"levels", "levels", mut(func(b []byte) { b[wire.HeaderSize+wire.SLevels] = 9 })},
+		{"policy", "policy 9", mut(func(b []byte) { b[wire.HeaderSize+wire.SPolicy] = 9 })},
 		{"child order", "label order", mut(func(b []byte) {
 			// swap the labels of the first two children of reviews' root
-			c := b[rootOff+NodeRecordSize:]
+			c := b[rootOff+wire.NodeRecordSize:]
 			var tmp [8]byte
 			copy(tmp[:], c[:8])
-			copy(c[:8], c[NodeRecordSize:NodeRecordSize+8])
-			copy(c[NodeRecordSize:], tmp[:])
+			copy(c[:8], c[wire.NodeRecordSize:wire.NodeRecordSize+8])
+			copy(c[wire.NodeRecordSize:], tmp[:])
 		})},
-		{"child pointer", "children", mut(func(b []byte) { binary.LittleEndian.PutUint32(b[rootOff+nFirstChild:], uint32(reviews.Root)+2) })},
+		{"child pointer", "children", mut(func(b []byte) {
+			binary.LittleEndian.PutUint32(b[rootOff+wire.NFirstChild:], uint32(reviews.lay.Root)+2)
+		})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,7 +243,7 @@ func FuzzLookup(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, region, zone, subzone string) {
 		b := slices.Clone(in) // testing.F: the fuzzer's input must not be modified
-		if len(b) >= HeaderSize {
+		if len(b) >= wire.HeaderSize {
 			reseal(b)
 		}
 		tree, err := Decode(b)
@@ -248,14 +251,13 @@ func FuzzLookup(f *testing.F) {
 			return
 		}
 		src := Locality{"region": region, "zone": zone, "subzone": subzone}
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
+		for _, s := range tree.Services() {
 			r := s.Lookup(src)
-			if !withinCandidates(s, r) || r.Depth > len(s.Scopes) {
-				t.Fatalf("%s: range [%d, %d) depth %d out of bounds", s.Name, r.Lo, r.Hi, r.Depth)
+			if !withinCandidates(s, r) || r.Depth > len(s.scopes) {
+				t.Fatalf("%s: range [%d, %d) depth %d out of bounds", s.name, r.Lo, r.Hi, r.Depth)
 			}
-			if r.Len() > 0 && s.Mode == ModeStrict && r.Depth != len(s.Scopes) {
-				t.Fatalf("%s: strict range at depth %d", s.Name, r.Depth)
+			if r.Len() > 0 && s.mode == ModeStrict && r.Depth != len(s.scopes) {
+				t.Fatalf("%s: strict range at depth %d", s.name, r.Depth)
 			}
 			checkLoads(t, s, s.Loads(src))
 		}
@@ -266,19 +268,19 @@ func FuzzLookup(f *testing.F) {
 // trees name what is wrong.
 func TestDecodeRejectsBadPolicy(t *testing.T) {
 	orig := spilloverTree(t).Bytes()
-	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(binary.LittleEndian.Uint32(orig[hEndpointCnt:]))
-	nSvc := int(binary.LittleEndian.Uint32(orig[hServiceCount:]))
-	aux := pols + nSvc*PolicyRecordSize
+	pols := int(binary.LittleEndian.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*int(binary.LittleEndian.Uint32(orig[wire.HEndpointCnt:]))
+	nSvc := int(binary.LittleEndian.Uint32(orig[wire.HServiceCount:]))
+	aux := pols + nSvc*wire.PolicyRecordSize
 	cases := []struct {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+pReserved] = 1 }},
-		{"panic", "panic threshold 101", func(b []byte) { b[pols+pPanic] = 101 }},
-		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pDegradedRoot:], 1) }},
-		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+pEpDegraded:], 1000) }},
-		{"aux range", "degraded tree: corrupt tree: root node", func(b []byte) { binary.LittleEndian.PutUint32(b[aux+nHi:], 999) }},
-		{"aux count", "aux nodes", func(b []byte) { binary.LittleEndian.PutUint32(b[hAuxNodeCount:], 1<<26) }},
+		{"reserved", "reserved policy bytes", func(b []byte) { b[pols+wire.PReserved] = 1 }},
+		{"panic", "panic threshold 101", func(b []byte) { b[pols+wire.PPanic] = 101 }},
+		{"aux root", "aux trees", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+wire.PDegradedRoot:], 1) }},
+		{"degraded count", "degraded endpoints", func(b []byte) { binary.LittleEndian.PutUint32(b[pols+wire.PEpDegraded:], 1000) }},
+		{"aux range", "degraded tree: corrupt tree: root node", func(b []byte) { binary.LittleEndian.PutUint32(b[aux+wire.NHi:], 999) }},
+		{"aux count", "aux nodes", func(b []byte) { binary.LittleEndian.PutUint32(b[wire.HAuxNodeCount:], 1<<26) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -296,7 +298,7 @@ func TestDecodeRejectsBadFailover(t *testing.T) {
 	tree := spilloverTree(t)
 	var svc *Service
 	for i := range tree.Services() {
-		if s := &tree.Services()[i]; len(s.Failover) > 0 {
+		if s := tree.Services()[i]; len(s.failover) > 0 {
 			svc = s
 		}
 	}
@@ -304,9 +306,9 @@ func TestDecodeRejectsBadFailover(t *testing.T) {
 		t.Fatal("no failover service in the spillover tree")
 	}
 	orig := tree.Bytes()
-	pols := int(binary.LittleEndian.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*tree.NumEndpoints()
+	pols := int(binary.LittleEndian.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*tree.NumEndpoints()
 	b := slices.Clone(orig)
-	b[pols+svc.Index*PolicyRecordSize+pFailoverCount]++ // one rule more than the metadata holds
+	b[pols+svc.index*wire.PolicyRecordSize+wire.PFailoverCount]++ // one rule more than the metadata holds
 	if _, err := Decode(reseal(b)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "metadata") {
 		t.Fatalf("error %v, want ErrCorrupt about the metadata", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // localityScopes are the scopes a distribute pattern's segments name, in
@@ -236,11 +238,11 @@ func (m *metaReader) byte1() byte {
 // indexDistribute checks the decoded rules as Build does and hashes their
 // patterns.
 func (s *Service) indexDistribute() error {
-	if len(s.Distribute) == 0 {
+	if len(s.distribute) == 0 {
 		return nil
 	}
-	b := builtService{name: s.Name, scopes: s.Scopes, spill: s.OverprovisioningFactor != 0}
-	if err := b.parseDistribute(s.Distribute, len(s.Failover)); err != nil {
+	b := builtService{name: s.name, scopes: s.scopes, spill: s.overprovision != 0}
+	if err := b.parseDistribute(s.distribute, len(s.failover)); err != nil {
 		return corrupt("%s", strings.TrimPrefix(err.Error(), ErrInvalidTopology.Error()+": "))
 	}
 	s.dist = make([]distRule, len(b.distribute))
@@ -305,7 +307,7 @@ func (s *Service) precomputeDistribute() {
 		l.priorities = priorities{tree: s.tree}
 		l.Targets, l.dist = make([]Target, n), make([]targetState, n)
 		l.applyDistribute(s, k)
-		l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+		l.distribute(s.overprovision, s.panicThreshold)
 	}
 }
 
@@ -328,11 +330,11 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 	if k < len(s.dist) {
 		rule, l.Rule = &s.dist[k], k+1
 	}
-	roots := [numSets]uint32{s.Root, s.AuxRoot[0], s.AuxRoot[1]}
+	roots := [numSets]uint32{s.lay.Root, s.lay.AuxRoot[0], s.lay.AuxRoot[1]}
 	var sum PriorityCounts
 	for i := range rule.targets {
 		t, st := &rule.targets[i], &l.dist[i]
-		*st = targetState{node: s.Root}
+		*st = targetState{node: s.lay.Root}
 		for set := range numSets {
 			if set != setEligible && s.auxEmpty(set-1) {
 				continue // an empty set: nothing to walk
@@ -342,14 +344,14 @@ func (l *Loads) applyDistribute(s *Service, k int) {
 				st.node = n
 			}
 			if ok {
-				rec := s.nodesOf(set)[int(n)*NodeRecordSize:][:NodeRecordSize]
-				st.span[set] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+				rec := s.nodesOf(set)[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+				st.span[set] = Span{le.Uint32(rec[wire.NLo:]), le.Uint32(rec[wire.NHi:])}
 			}
 		}
 		h, d := uint32(st.span[setEligible].Len()), uint32(st.span[setDegraded].Len())
 		c := PriorityCounts{Healthy: h, Degraded: d, Total: h + d + uint32(st.span[setUnhealthy].Len())}
 		l.Targets[i] = Target{Pattern: t.pattern, Weight: t.weight, Counts: c}
-		st.effH, st.effD = effectiveWeight(s.OverprovisioningFactor, t.weight, h, c.Total), effectiveWeight(s.OverprovisioningFactor, t.weight, d, c.Total)
+		st.effH, st.effD = effectiveWeight(s.overprovision, t.weight, h, c.Total), effectiveWeight(s.overprovision, t.weight, d, c.Total)
 		sum.Healthy, sum.Degraded, sum.Total = sum.Healthy+h, sum.Degraded+d, sum.Total+c.Total
 		l.effSum[0], l.effSum[1] = l.effSum[0]+st.effH, l.effSum[1]+st.effD
 	}

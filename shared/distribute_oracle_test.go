@@ -250,7 +250,7 @@ func TestDistributeMatchesIstioEnvoy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		src := randomSource3(rng)
 		l := svc.Loads(src)
 		svc.LoadsSource(NewSource(src), &reused) // over the previous case's loads: nothing stale may remain

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 func distributeService(mut func(s *ServiceSpec)) *Topology {
@@ -91,7 +93,7 @@ func TestDistributeEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := tree.Bytes()
-	pols := int(le.Uint32(b[hEndpointsOff:])) + EndpointRecordSize
+	pols := int(le.Uint32(b[wire.HEndpointsOff:])) + wire.EndpointRecordSize
 	if b[pols+24] != 0 || b[pols+25] != 2 || !bytes.Equal(b[pols+26:pols+32], make([]byte, 6)) {
 		t.Fatalf("policy bytes 24..31 are %x, want 00 02 then zeros", b[pols+24:pols+32])
 	}
@@ -100,7 +102,7 @@ func TestDistributeEncoding(t *testing.T) {
 	if !bytes.HasSuffix(b, wantTail) {
 		t.Fatalf("metadata ends %x, want %x", b[len(b)-len(wantTail):], wantTail)
 	}
-	got := tree.Services()[0].Distribute
+	got := tree.Services()[0].distribute
 	if len(got) != 2 || got[0].From != "r1/*" || !maps.Equal(got[0].To, rules[0].To) || !maps.Equal(got[1].To, rules[1].To) {
 		t.Fatalf("decoded distribute %+v", got)
 	}
@@ -120,13 +122,13 @@ func TestDecodeRejectsBadDistribute(t *testing.T) {
 		mut        func(b []byte)
 	}{
 		{"weights", "to weights sum to 99", func(b []byte) { b[weight80] = 79 }},
-		{"reserved byte 27", "reserved policy bytes", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+27] = 1 }},
-		{"min_rank with distribute", "min_rank 1", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+24] = 1 }},
-		{"count", "metadata", func(b []byte) { b[int(le.Uint32(b[hEndpointsOff:]))+EndpointRecordSize+25] = 2 }},
+		{"reserved byte 27", "reserved policy bytes", func(b []byte) { b[int(le.Uint32(b[wire.HEndpointsOff:]))+wire.EndpointRecordSize+27] = 1 }},
+		{"min_rank with distribute", "min_rank 1", func(b []byte) { b[int(le.Uint32(b[wire.HEndpointsOff:]))+wire.EndpointRecordSize+24] = 1 }},
+		{"count", "metadata", func(b []byte) { b[int(le.Uint32(b[wire.HEndpointsOff:]))+wire.EndpointRecordSize+25] = 2 }},
 	} {
 		b := bytes.Clone(tree.Bytes())
 		c.mut(b)
-		le.PutUint32(b[hChecksum:], checksum(b))
+		le.PutUint32(b[wire.HChecksum:], checksum(b))
 		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
 		}
@@ -149,7 +151,7 @@ func TestPickLoadsFollowsTargetShares(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		l := svc.Loads(randomSource3(rng))
 		if l.N == 0 {
 			continue
@@ -165,7 +167,7 @@ func TestPickLoadsFollowsTargetShares(t *testing.T) {
 				t.Fatalf("case %d: no pick with loads %+v", it, l.Targets[:l.NTargets])
 			}
 			i := targetHolding(&l, ep)
-			if i < 0 || (!l.InPanic(0) && ep >= svc.EpFirst+svc.EpEligible+svc.EpDegraded) {
+			if i < 0 || (!l.InPanic(0) && ep >= svc.lay.EpFirst+svc.lay.EpEligible+svc.lay.EpDegraded) {
 				t.Fatalf("case %d: picked endpoint %d outside the targets' eligible endpoints", it, ep)
 			}
 			if r, ok := l.TargetRange(ep); !ok || r.Lo != l.dist[i].span[setEligible].Lo || r.Hi != l.dist[i].span[setEligible].Hi {
@@ -173,7 +175,7 @@ func TestPickLoadsFollowsTargetShares(t *testing.T) {
 			}
 			counts[i]++
 		}
-		if (l.InPanic(0) && svc.Policy != PolicyRandom) || (!l.InPanic(0) && l.Counts[0].Healthy+l.Counts[0].Degraded == 0) {
+		if (l.InPanic(0) && svc.policy != PolicyRandom) || (!l.InPanic(0) && l.Counts[0].Healthy+l.Counts[0].Degraded == 0) {
 			continue
 		}
 		var c []int
@@ -187,7 +189,7 @@ func TestPickLoadsFollowsTargetShares(t *testing.T) {
 		}
 		if df := len(c) - 1; df > 0 {
 			if chi2 := pickerChiSquare(c, shares); chi2 > chi2AtZ(df, 4.5) {
-				t.Fatalf("case %d (%s): picks per target %v, shares %v: chi-square %.1f (df %d)", it, svc.Policy, c, shares, chi2, df)
+				t.Fatalf("case %d (%s): picks per target %v, shares %v: chi-square %.1f (df %d)", it, svc.policy, c, shares, chi2, df)
 			}
 		}
 	}
@@ -221,7 +223,7 @@ func TestPickLoadsDistributeDoesNotAllocate(t *testing.T) {
 	res := testing.Benchmark(func(b *testing.B) {
 		var l Loads
 		for i := 0; b.Loop(); i++ {
-			svc.Policy = Policy(i % len(policyNames))
+			svc.policy = Policy(i % len(policyNames))
 			svc.LoadsSource(srcs[i%len(srcs)], &l)
 			p.PickLoads(svc, &l, uint64(i))
 		}
@@ -244,7 +246,7 @@ func TestDecodeSurvivesDistributeDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	orig := tree.Bytes()
-	pols := int(le.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(le.Uint32(orig[hEndpointCnt:]))
+	pols := int(le.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*int(le.Uint32(orig[wire.HEndpointCnt:]))
 	rng := rand.New(rand.NewPCG(71, 72))
 	decoded := 0
 	for range 20000 {
@@ -262,7 +264,7 @@ func TestDecodeSurvivesDistributeDamage(t *testing.T) {
 		decoded++
 		lookupEverywhere(t, got)
 		for _, src := range []Locality{{"region": "r1", "zone": "z1"}, {"region": "r2", "zone": "z1", "subzone": "s1"}} {
-			checkLoads(t, &got.Services()[0], got.Services()[0].Loads(src))
+			checkLoads(t, got.Services()[0], got.Services()[0].Loads(src))
 		}
 	}
 	if decoded == 0 {

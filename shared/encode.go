@@ -3,6 +3,8 @@ package shared
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // sections are the element counts of a blob's sections.
@@ -11,11 +13,11 @@ type sections struct{ svcs, nodes, eps, aux, strs int }
 // offsets are where the sections start, in the order of docs/FORMAT.md:
 // services, nodes, endpoints, policies, aux nodes, strings; and the total.
 func (c sections) offsets() (nodes, eps, pols, aux, strs, total int) {
-	nodes = HeaderSize + ServiceRecordSize*c.svcs
-	eps = nodes + NodeRecordSize*c.nodes
-	pols = eps + EndpointRecordSize*c.eps
-	aux = pols + PolicyRecordSize*c.svcs
-	strs = aux + NodeRecordSize*c.aux
+	nodes = wire.HeaderSize + wire.ServiceRecordSize*c.svcs
+	eps = nodes + wire.NodeRecordSize*c.nodes
+	pols = eps + wire.EndpointRecordSize*c.eps
+	aux = pols + wire.PolicyRecordSize*c.svcs
+	strs = aux + wire.NodeRecordSize*c.aux
 	return nodes, eps, pols, aux, strs, strs + c.strs
 }
 
@@ -37,105 +39,105 @@ func encode(svcs []*builtService, generation uint64) ([]byte, error) {
 	var nodeBase, epBase, auxBase int
 	strs := b[strOff:strOff]
 	for i, s := range svcs {
-		putService(b[HeaderSize+i*ServiceRecordSize:], s, nodeBase, epBase, len(strs))
+		putService(b[wire.HeaderSize+i*wire.ServiceRecordSize:], s, nodeBase, epBase, len(strs))
 		strs = s.appendMeta(strs)
 		for k := range s.nodes {
-			putNode(b[nodesOff+(nodeBase+k)*NodeRecordSize:], &s.nodes[k], nodeBase, epBase)
+			putNode(b[nodesOff+(nodeBase+k)*wire.NodeRecordSize:], &s.nodes[k], nodeBase, epBase)
 		}
 		var cum uint64
 		for k := range len(s.order) + len(s.netOrder) {
 			e := &s.eps[s.at(uint32(k))]
 			cum += uint64(e.weight)
-			putEndpoint(b[epsOff+(epBase+k)*EndpointRecordSize:], e, cum)
+			putEndpoint(b[epsOff+(epBase+k)*wire.EndpointRecordSize:], e, cum)
 		}
-		putPolicy(b[polsOff+i*PolicyRecordSize:], s, auxBase)
+		putPolicy(b[polsOff+i*wire.PolicyRecordSize:], s, auxBase)
 		for _, tree := range s.aux {
 			for k := range tree {
-				putNode(b[auxOff+(auxBase+k)*NodeRecordSize:], &tree[k], auxBase, epBase)
+				putNode(b[auxOff+(auxBase+k)*wire.NodeRecordSize:], &tree[k], auxBase, epBase)
 			}
 			auxBase += len(tree)
 		}
 		nodeBase += len(s.nodes)
 		epBase += len(s.eps) + len(s.netOrder)
 	}
-	le.PutUint32(b[hChecksum:], checksum(b))
+	le.PutUint32(b[wire.HChecksum:], checksum(b))
 	return b, nil
 }
 
 func putHeader(b []byte, generation uint64, c sections) {
-	copy(b[hMagic:], magic)
-	le.PutUint16(b[hVersion:], FormatVersion)
-	le.PutUint16(b[hHeaderSize:], HeaderSize)
-	le.PutUint64(b[hGeneration:], generation)
+	copy(b[wire.HMagic:], magic)
+	le.PutUint16(b[wire.HVersion:], FormatVersion)
+	le.PutUint16(b[wire.HHeaderSize:], wire.HeaderSize)
+	le.PutUint64(b[wire.HGeneration:], generation)
 	nodesOff, epsOff, _, _, strOff, total := c.offsets()
-	le.PutUint32(b[hTotalSize:], uint32(total))
-	le.PutUint32(b[hServiceCount:], uint32(c.svcs))
-	le.PutUint32(b[hNodeCount:], uint32(c.nodes))
-	le.PutUint32(b[hEndpointCnt:], uint32(c.eps))
-	le.PutUint32(b[hStringsSize:], uint32(c.strs))
-	le.PutUint32(b[hServicesOff:], HeaderSize)
-	le.PutUint32(b[hNodesOff:], uint32(nodesOff))
-	le.PutUint32(b[hEndpointsOff:], uint32(epsOff))
-	le.PutUint32(b[hStringsOff:], uint32(strOff))
-	le.PutUint32(b[hAuxNodeCount:], uint32(c.aux))
+	le.PutUint32(b[wire.HTotalSize:], uint32(total))
+	le.PutUint32(b[wire.HServiceCount:], uint32(c.svcs))
+	le.PutUint32(b[wire.HNodeCount:], uint32(c.nodes))
+	le.PutUint32(b[wire.HEndpointCnt:], uint32(c.eps))
+	le.PutUint32(b[wire.HStringsSize:], uint32(c.strs))
+	le.PutUint32(b[wire.HServicesOff:], wire.HeaderSize)
+	le.PutUint32(b[wire.HNodesOff:], uint32(nodesOff))
+	le.PutUint32(b[wire.HEndpointsOff:], uint32(epsOff))
+	le.PutUint32(b[wire.HStringsOff:], uint32(strOff))
+	le.PutUint32(b[wire.HAuxNodeCount:], uint32(c.aux))
 }
 
 // putPolicy writes the service's policy record; auxBase is the absolute
 // index of its degraded tree's root among the aux nodes.
 func putPolicy(b []byte, s *builtService, auxBase int) {
-	le.PutUint32(b[pDegradedRoot:], uint32(auxBase))
-	le.PutUint32(b[pDegradedCount:], uint32(len(s.aux[0])))
-	le.PutUint32(b[pUnhealthyRoot:], uint32(auxBase+len(s.aux[0])))
-	le.PutUint32(b[pUnhealthyCount:], uint32(len(s.aux[1])))
-	le.PutUint32(b[pEpDegraded:], uint32(s.nDeg))
+	le.PutUint32(b[wire.PDegradedRoot:], uint32(auxBase))
+	le.PutUint32(b[wire.PDegradedCount:], uint32(len(s.aux[0])))
+	le.PutUint32(b[wire.PUnhealthyRoot:], uint32(auxBase+len(s.aux[0])))
+	le.PutUint32(b[wire.PUnhealthyCount:], uint32(len(s.aux[1])))
+	le.PutUint32(b[wire.PEpDegraded:], uint32(s.nDeg))
 	if s.spill {
-		le.PutUint16(b[pOverprovision:], uint16(s.of))
-		b[pPanic] = byte(s.panic)
+		le.PutUint16(b[wire.POverprovision:], uint16(s.of))
+		b[wire.PPanic] = byte(s.panic)
 	}
-	b[pFailoverCount] = byte(len(s.failover))
-	b[pDistributeCount] = byte(len(s.distribute))
-	b[pMinRank] = byte(s.minRank)
+	b[wire.PFailoverCount] = byte(len(s.failover))
+	b[wire.PDistributeCount] = byte(len(s.distribute))
+	b[wire.PMinRank] = byte(s.minRank)
 	if s.netRule {
-		b[pNetworkRule] = 1
-		le.PutUint32(b[pNetworkCount:], uint32(len(s.aux[2])))
+		b[wire.PNetworkRule] = 1
+		le.PutUint32(b[wire.PNetworkCount:], uint32(len(s.aux[2])))
 	}
 }
 
 func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {
-	le.PutUint32(b[sRoot:], uint32(nodeBase))
-	le.PutUint32(b[sNodeCount:], uint32(len(s.nodes)))
-	le.PutUint32(b[sEpFirst:], uint32(epBase))
-	le.PutUint32(b[sEpEligible:], uint32(s.nElig))
-	le.PutUint32(b[sEpTotal:], uint32(len(s.eps)))
-	b[sLevels] = byte(len(s.scopes))
-	b[sMode] = byte(s.mode)
-	b[sPolicy] = byte(s.policy)
-	b[sHealth] = byte(s.health)
-	le.PutUint32(b[sMetaOff:], uint32(metaOff))
-	le.PutUint32(b[sMetaLen:], uint32(s.metaSize()))
-	le.PutUint32(b[sAffinity:], s.affinity)
+	le.PutUint32(b[wire.SRoot:], uint32(nodeBase))
+	le.PutUint32(b[wire.SNodeCount:], uint32(len(s.nodes)))
+	le.PutUint32(b[wire.SEpFirst:], uint32(epBase))
+	le.PutUint32(b[wire.SEpEligible:], uint32(s.nElig))
+	le.PutUint32(b[wire.SEpTotal:], uint32(len(s.eps)))
+	b[wire.SLevels] = byte(len(s.scopes))
+	b[wire.SMode] = byte(s.mode)
+	b[wire.SPolicy] = byte(s.policy)
+	b[wire.SHealth] = byte(s.health)
+	le.PutUint32(b[wire.SMetaOff:], uint32(metaOff))
+	le.PutUint32(b[wire.SMetaLen:], uint32(s.metaSize()))
+	le.PutUint32(b[wire.SAffinity:], s.affinity)
 	if s.vip.IsValid() {
-		putAddr(b[sVIPAddr:], b[sVIPPort:], &b[sVIPFamily], s.vip)
+		putAddr(b[wire.SVIPAddr:], b[wire.SVIPPort:], &b[wire.SVIPFamily], s.vip)
 	}
 }
 
 func putNode(b []byte, n *builtNode, nodeBase, epBase int) {
-	le.PutUint64(b[nLabel:], n.label)
-	le.PutUint32(b[nLo:], uint32(epBase)+n.lo)
-	le.PutUint32(b[nHi:], uint32(epBase)+n.hi)
+	le.PutUint64(b[wire.NLabel:], n.label)
+	le.PutUint32(b[wire.NLo:], uint32(epBase)+n.lo)
+	le.PutUint32(b[wire.NHi:], uint32(epBase)+n.hi)
 	if n.childCount > 0 {
-		le.PutUint32(b[nFirstChild:], uint32(nodeBase)+n.firstChild)
-		le.PutUint32(b[nChildCount:], n.childCount)
+		le.PutUint32(b[wire.NFirstChild:], uint32(nodeBase)+n.firstChild)
+		le.PutUint32(b[wire.NChildCount:], n.childCount)
 	}
 }
 
 func putEndpoint(b []byte, e *builtEndpoint, cum uint64) {
-	putAddr(b[eAddr:], b[ePort:], &b[eFamily], e.addr)
+	putAddr(b[wire.EAddr:], b[wire.EPort:], &b[wire.EFamily], e.addr)
 	if e.healthy && !e.degraded {
-		b[eFlags] = flagHealthy
+		b[wire.EFlags] = wire.FlagHealthy
 	}
-	le.PutUint32(b[eWeight:], e.weight)
-	le.PutUint64(b[eCumWeight:], cum)
+	le.PutUint32(b[wire.EWeight:], e.weight)
+	le.PutUint64(b[wire.ECumWeight:], cum)
 }
 
 // putAddr writes a 16-byte address, a network-order port and a family byte.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // boundedOracle is oracle (the ztunnel rule) with bounded failover: an
@@ -62,7 +64,7 @@ func TestFailoverLimitLookupMatchesOracle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("topology %d: %v", it, err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for range 4 {
 			src := randomSource(rng, spec.Scopes)
 			want := boundedOracle(spec, src, limit)
@@ -95,7 +97,7 @@ func TestFailoverLimitLoadsMatchOracle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("topology %d: %v", it, err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for range 4 {
 			src := randomSource(rng, spec.Scopes)
 			want := priorityOracle(withoutBelow(spec, src, limit), src, of, threshold)
@@ -163,18 +165,18 @@ func TestFailoverLimitEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob := slices.Clone(tree.Bytes())
-	if v := le.Uint16(blob[hVersion:]); v != 4 {
+	if v := le.Uint16(blob[wire.HVersion:]); v != 4 {
 		t.Fatalf("format version %d, want 4", v)
 	}
-	pol := blob[int(le.Uint32(blob[hEndpointsOff:]))+EndpointRecordSize*int(le.Uint32(blob[hEndpointCnt:])):]
+	pol := blob[int(le.Uint32(blob[wire.HEndpointsOff:]))+wire.EndpointRecordSize*int(le.Uint32(blob[wire.HEndpointCnt:])):]
 	if pol[24] != 2 {
 		t.Fatalf("policy byte 24 is %d, want 2 (region, zone)", pol[24])
 	}
-	if got := tree.Services()[0].MinRank; got != 2 {
+	if got := tree.Services()[0].minRank; got != 2 {
 		t.Fatalf("decoded MinRank %d, want 2", got)
 	}
 	pol[24] = 4
-	le.PutUint32(blob[hChecksum:], checksum(blob))
+	le.PutUint32(blob[wire.HChecksum:], checksum(blob))
 	if _, err := Decode(blob); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "min_rank 4") {
 		t.Fatalf("min_rank 4 of 3 levels: %v, want ErrCorrupt naming it", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -172,25 +174,25 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 	v2 := goldenTree(t).Bytes()
 	u32 := func(b []byte, off int) int { return int(binary.LittleEndian.Uint32(b[off:])) }
-	strOff1 := u32(v1, hStringsOff)
-	if !bytes.Equal(v1[HeaderSize:strOff1], v2[HeaderSize:strOff1]) {
+	strOff1 := u32(v1, wire.HStringsOff)
+	if !bytes.Equal(v1[wire.HeaderSize:strOff1], v2[wire.HeaderSize:strOff1]) {
 		t.Fatal("service, node or endpoint records differ from format 1")
 	}
-	nSvc, nAux := u32(v2, hServiceCount), u32(v2, hAuxNodeCount)
-	strOff2 := strOff1 + nSvc*PolicyRecordSize + nAux*NodeRecordSize
-	if u32(v2, hStringsOff) != strOff2 || !bytes.Equal(v1[strOff1:], v2[strOff2:]) {
-		t.Fatalf("strings moved: at %d, want %d, or differ", u32(v2, hStringsOff), strOff2)
+	nSvc, nAux := u32(v2, wire.HServiceCount), u32(v2, wire.HAuxNodeCount)
+	strOff2 := strOff1 + nSvc*wire.PolicyRecordSize + nAux*wire.NodeRecordSize
+	if u32(v2, wire.HStringsOff) != strOff2 || !bytes.Equal(v1[strOff1:], v2[strOff2:]) {
+		t.Fatalf("strings moved: at %d, want %d, or differ", u32(v2, wire.HStringsOff), strOff2)
 	}
-	h1, h2 := slices.Clone(v1[:HeaderSize]), slices.Clone(v2[:HeaderSize])
-	for _, f := range []int{hVersion, hChecksum, hTotalSize, hStringsOff, hAuxNodeCount} {
+	h1, h2 := slices.Clone(v1[:wire.HeaderSize]), slices.Clone(v2[:wire.HeaderSize])
+	for _, f := range []int{wire.HVersion, wire.HChecksum, wire.HTotalSize, wire.HStringsOff, wire.HAuxNodeCount} {
 		copy(h1[f:f+2], []byte{0, 0})
 		copy(h2[f:f+2], []byte{0, 0})
-		if f != hVersion {
+		if f != wire.HVersion {
 			copy(h1[f:f+4], make([]byte, 4))
 			copy(h2[f:f+4], make([]byte, 4))
 		}
 	}
-	if !bytes.Equal(h1, h2) || v1[hVersion] != 1 || v2[hVersion] != FormatVersion || u32(v2, hTotalSize) != len(v2) {
+	if !bytes.Equal(h1, h2) || v1[wire.HVersion] != 1 || v2[wire.HVersion] != FormatVersion || u32(v2, wire.HTotalSize) != len(v2) {
 		t.Fatalf("headers differ beyond version, checksum, sizes and offsets:\n%x\n%x", h1, h2)
 	}
 }
@@ -202,19 +204,19 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 // the version field (the checksum starts at byte 12, after it).
 func TestGoldenKeepsOlderBytes(t *testing.T) {
 	now := goldenTree(t).Bytes()
-	if now[hVersion] != 4 {
-		t.Fatalf("version %d, want 4", now[hVersion])
+	if now[wire.HVersion] != 4 {
+		t.Fatalf("version %d, want 4", now[wire.HVersion])
 	}
 	for _, v := range []byte{2, 3} {
 		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if old[hVersion] != v {
-			t.Fatalf("mesh.v%d.golden.bin has version %d", v, old[hVersion])
+		if old[wire.HVersion] != v {
+			t.Fatalf("mesh.v%d.golden.bin has version %d", v, old[wire.HVersion])
 		}
 		b := slices.Clone(now)
-		b[hVersion] = v
+		b[wire.HVersion] = v
 		if !bytes.Equal(old, b) {
 			t.Fatalf("the format-4 golden tree differs from the format-%d one beyond the version", v)
 		}

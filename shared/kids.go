@@ -1,5 +1,7 @@
 package shared
 
+import "github.com/loctree/loctree/internal/wire"
+
 // kids is a service's child index (the kernel's is loader/kernel/kids.go), kept beside its node records (it is
 // not part of the encoded format): an open-addressing hash table from
 // (parent, label) to the child, with node indices relative to the tree's
@@ -31,10 +33,10 @@ func newKids(nodes []byte, base, count uint32) kids {
 		c.slots[i].parent = noParent
 	}
 	for p := range count {
-		rec := nodes[int(base+p)*NodeRecordSize:][:NodeRecordSize]
-		first := le.Uint32(rec[nFirstChild:]) - base
-		for k := first; k < first+le.Uint32(rec[nChildCount:]); k++ {
-			c.put(kidSlot{le.Uint64(nodes[int(base+k)*NodeRecordSize+nLabel:]), p, k})
+		rec := nodes[int(base+p)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+		first := le.Uint32(rec[wire.NFirstChild:]) - base
+		for k := first; k < first+le.Uint32(rec[wire.NChildCount:]); k++ {
+			c.put(kidSlot{le.Uint64(nodes[int(base+k)*wire.NodeRecordSize+wire.NLabel:]), p, k})
 		}
 	}
 	return c

@@ -29,10 +29,9 @@ func TestChildrenFindEveryChild(t *testing.T) {
 		trees = append(trees, placed)
 	}
 	for ti, tree := range trees {
-		for si := range tree.Services() {
-			s := &tree.Services()[si]
-			checkChildren(t, fmt.Sprintf("tree %d %s", ti, s.Name), s, setEligible, s.Root, s.NodeCount)
-			checkChildren(t, fmt.Sprintf("tree %d %s aux", ti, s.Name), s, setDegraded, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1])
+		for _, s := range tree.Services() {
+			checkChildren(t, fmt.Sprintf("tree %d %s", ti, s.name), s, setEligible, s.lay.Root, s.lay.NodeCount)
+			checkChildren(t, fmt.Sprintf("tree %d %s aux", ti, s.name), s, setDegraded, s.lay.AuxRoot[0], s.lay.AuxCount[0]+s.lay.AuxCount[1])
 		}
 	}
 }

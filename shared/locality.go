@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // The locality-weighted choice inside a priority (docs/FORMAT.md, "Priority
@@ -54,10 +56,10 @@ type LocalityWeight struct {
 // docs/ISTIO.md), and no distribute rules (their targets are drawn by
 // distribute.go).
 func (s *Service) localityWeighted() bool {
-	if s.OverprovisioningFactor == 0 || len(s.Distribute) > 0 || slices.Equal(s.Scopes, []string{NoLocalityScope}) {
+	if s.overprovision == 0 || len(s.distribute) > 0 || slices.Equal(s.scopes, []string{NoLocalityScope}) {
 		return false
 	}
-	return len(s.Failover) > 0 || !slices.Equal(s.Scopes, DefaultScopes())
+	return len(s.failover) > 0 || !slices.Equal(s.scopes, DefaultScopes())
 }
 
 // localityDepth is one past the deepest of region, zone and subzone among
@@ -108,7 +110,7 @@ type localityTotals struct {
 // be checked (Decode) or placed (Builder) first.
 func (s *Service) precomputeLocalities() {
 	s.locDepth, s.locs, s.locCum = 0, [2][]localityRec{}, [2][]uint64{}
-	d := localityDepth(s.Scopes)
+	d := localityDepth(s.scopes)
 	if !s.localityWeighted() || d == 0 {
 		return
 	}
@@ -116,9 +118,9 @@ func (s *Service) precomputeLocalities() {
 	totals := map[[MaxLevels]uint64]*localityTotals{}
 	var sum uint64
 	for set := range numSets {
-		root := s.Root
+		root := s.lay.Root
 		if set != setEligible {
-			root = s.AuxRoot[set-1]
+			root = s.lay.AuxRoot[set-1]
 		}
 		var path [MaxLevels]uint64
 		nodes[set] = s.collectLocalities(set, root, 0, d, &path, nodes[set])
@@ -140,7 +142,7 @@ func (s *Service) precomputeLocalities() {
 		var cum uint64
 		for i, n := range nodes[set] {
 			t := totals[n.path]
-			cum += localityWeight(s.OverprovisioningFactor, t, set) >> shift
+			cum += localityWeight(s.overprovision, t, set) >> shift
 			recs[i] = localityRec{span: n.span, node: n.node, cum: cum, key: pathKey(&n.path)}
 			if set != setEligible {
 				recs[i].node += uint32(s.tree.NumNodes())
@@ -152,11 +154,11 @@ func (s *Service) precomputeLocalities() {
 			s.locCum[set][i] = r.cum
 		}
 	}
-	s.locAt = make([]uint32, s.EpEligible+s.EpDegraded)
+	s.locAt = make([]uint32, s.lay.EpEligible+s.lay.EpDegraded)
 	for set := range setUnhealthy {
 		for i, r := range s.locs[set] {
 			for e := r.span.Lo; e < r.span.Hi; e++ {
-				s.locAt[e-s.EpFirst] = uint32(i)
+				s.locAt[e-s.lay.EpFirst] = uint32(i)
 			}
 		}
 	}
@@ -179,14 +181,14 @@ func localityWeight(of uint32, t *localityTotals, set int) uint64 {
 // collectLocalities appends the nodes at depth d below n (at depth at) of
 // one set's tree, in order, with their label paths.
 func (s *Service) collectLocalities(set int, n uint32, at, d int, path *[MaxLevels]uint64, out []localityNode) []localityNode {
-	rec := s.nodesOf(set)[int(n)*NodeRecordSize:][:NodeRecordSize]
+	rec := s.nodesOf(set)[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 	if at > 0 {
-		path[at-1] = le.Uint64(rec[nLabel:])
+		path[at-1] = le.Uint64(rec[wire.NLabel:])
 	}
 	if at == d {
-		return append(out, localityNode{path: *path, node: n, span: Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}})
+		return append(out, localityNode{path: *path, node: n, span: Span{le.Uint32(rec[wire.NLo:]), le.Uint32(rec[wire.NHi:])}})
 	}
-	first, count := le.Uint32(rec[nFirstChild:]), le.Uint32(rec[nChildCount:])
+	first, count := le.Uint32(rec[wire.NFirstChild:]), le.Uint32(rec[wire.NChildCount:])
 	for c := first; c < first+count; c++ {
 		out = s.collectLocalities(set, c, at+1, d, path, out)
 	}
@@ -208,8 +210,8 @@ func (s *Service) spanWeight(sp Span) uint64 {
 		return 0
 	}
 	e := s.tree.eps
-	cum := func(i uint32) uint64 { return le.Uint64(e[int(i)*EndpointRecordSize+eCumWeight:]) }
-	w := uint64(le.Uint32(e[int(sp.Lo)*EndpointRecordSize+eWeight:]))
+	cum := func(i uint32) uint64 { return le.Uint64(e[int(i)*wire.EndpointRecordSize+wire.ECumWeight:]) }
+	w := uint64(le.Uint32(e[int(sp.Lo)*wire.EndpointRecordSize+wire.EWeight:]))
 	return cum(sp.Hi-1) - cum(sp.Lo) + w
 }
 
@@ -221,7 +223,7 @@ type localityRun struct{ lo, hi uint32 }
 // locDepth is): the localities of its first and its last endpoint.
 func (s *Service) runOf(set int, sp Span) localityRun {
 	_ = set // locAt covers both sets' endpoints, each indexing its own set's localities
-	return localityRun{s.locAt[sp.Lo-s.EpFirst], s.locAt[sp.Hi-1-s.EpFirst] + 1}
+	return localityRun{s.locAt[sp.Lo-s.lay.EpFirst], s.locAt[sp.Hi-1-s.lay.EpFirst] + 1}
 }
 
 // cumBefore is the running effective weight before locality i of set.

@@ -51,9 +51,9 @@ func (lb *LocalityBalancer) newState(t *Tree) (*localityState, error) {
 		svc:    svc,
 		picker: NewPicker(t, lb.opts),
 		r:      svc.Lookup(lb.src),
-		byAddr: make(map[netip.AddrPort]uint32, svc.EpTotal),
+		byAddr: make(map[netip.AddrPort]uint32, svc.lay.EpTotal),
 	}
-	for i := svc.EpFirst; i < svc.EpFirst+svc.EpTotal; i++ {
+	for i := svc.lay.EpFirst; i < svc.lay.EpFirst+svc.lay.EpTotal; i++ {
 		st.byAddr[t.Endpoint(i).Addr] = i
 	}
 	st.loads = svc.Loads(lb.src)
@@ -68,18 +68,18 @@ func (lb *LocalityBalancer) newState(t *Tree) (*localityState, error) {
 func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
 	st := lb.state.Load()
 	var k uint64
-	if st.svc.Policy == PolicyConsistentHash {
+	if st.svc.policy == PolicyConsistentHash {
 		k = HashKey(key)
 	}
 	var i uint32
 	var ok bool
-	if st.svc.OverprovisioningFactor != 0 {
+	if st.svc.overprovision != 0 {
 		i, ok = st.picker.PickLoads(st.svc, &st.loads, k)
 	} else {
 		i, ok = st.picker.Pick(st.svc, st.r, k)
 	}
 	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("%w: service %q (%s) from %v", ErrNoCandidate, st.svc.Name, st.svc.Mode, lb.src)
+		return netip.AddrPort{}, fmt.Errorf("%w: service %q (%s) from %v", ErrNoCandidate, st.svc.name, st.svc.mode, lb.src)
 	}
 	return st.svc.tree.Endpoint(i).Addr, nil
 }

@@ -23,9 +23,9 @@ func TestLocalityLBDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
-	if len(svc.Scopes) != 1 || svc.Scopes[0] != NoLocalityScope {
-		t.Fatalf("scopes %v, want [%s]", svc.Scopes, NoLocalityScope)
+	svc := tree.Services()[0]
+	if len(svc.scopes) != 1 || svc.scopes[0] != NoLocalityScope {
+		t.Fatalf("scopes %v, want [%s]", svc.scopes, NoLocalityScope)
 	}
 	for _, src := range []Locality{{}, {"region": "a", "zone": "x"}, {"region": "zz"}} {
 		if r := svc.Lookup(src); r.Len() != 2 {

@@ -213,7 +213,7 @@ func checkSpreadOracle(t *testing.T, top *Topology, src Locality, n int) {
 	}
 	tree := mustBuild(t, top)
 	want := localitySpreadOracle(spec, src, of, threshold)
-	got := pickSpread(t, tree, &tree.Services()[0], src, n, 7)
+	got := pickSpread(t, tree, tree.Services()[0], src, n, 7)
 	chi2, df, stray := spreadChi2(got, want, n)
 	if df > 0 && chi2 > chi2AtZ(df, 4.75) || stray > 0 {
 		t.Fatalf("from %v: picks %v, Envoy's shares %v: chi-square %.1f (df %d), %d picks outside", src, got, want, chi2, df, stray)

@@ -1,5 +1,7 @@
 package shared
 
+import "github.com/loctree/loctree/internal/wire"
+
 // Range is the answer of a lookup: the candidate endpoints [Lo, Hi) (absolute
 // endpoint indices), how many scopes matched, and the tree node they hang from.
 // An empty range means no candidate.
@@ -17,13 +19,13 @@ func (r Range) Len() int { return int(r.Hi - r.Lo) }
 // the service's mode: in strict mode a partial match gives an empty range.
 func (s *Service) Lookup(src Locality) Range {
 	var labels [MaxLevels]uint64
-	for i, sc := range s.Scopes {
+	for i, sc := range s.scopes {
 		labels[i] = Label(src[sc])
 	}
-	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+	if r := s.lookupTree(labels[:len(s.scopes)]); !s.networkMiss(r) {
 		return r
 	}
-	return s.lookupNetwork(labels[:len(s.Scopes)])
+	return s.lookupNetwork(labels[:len(s.scopes)])
 }
 
 // emptyLabel is Label("").
@@ -41,14 +43,14 @@ func (s *Service) LookupLabels(labels []uint64) Range {
 // networkMiss reports whether the walk r of the service's tree found no
 // eligible endpoint on the source's network where the network rule applies
 // (the root has children, none for the source's network).
-func (s *Service) networkMiss(r Range) bool { return r.Depth == 0 && s.NetworkRule && r.Lo < r.Hi }
+func (s *Service) networkMiss(r Range) bool { return r.Depth == 0 && s.networkRule && r.Lo < r.Hi }
 
 // lookupTree walks the service's tree, a level a probe of its child table.
 // A function of its own, so that the compiler keeps the walk in registers.
 func (s *Service) lookupTree(labels []uint64) Range {
 	n := uint32(0) // relative to s.Root
 	depth := 0
-	for ; depth < len(s.Scopes); depth++ {
+	for ; depth < len(s.scopes); depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
 			want = labels[depth]
@@ -59,10 +61,10 @@ func (s *Service) lookupTree(labels []uint64) Range {
 		}
 		n = c
 	}
-	n += s.Root
-	rec := s.tree.nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
-	r := Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
-	if (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
+	n += s.lay.Root
+	rec := s.tree.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+	r := Range{Lo: le.Uint32(rec[wire.NLo:]), Hi: le.Uint32(rec[wire.NHi:]), Depth: depth, Node: n}
+	if (s.mode == ModeStrict && depth < len(s.scopes)) || depth < s.minRank {
 		r.Hi = r.Lo
 	}
 	return r
@@ -72,35 +74,35 @@ func (s *Service) lookupTree(labels []uint64) Range {
 // until a label is missing, and returns the deepest node's range.
 func walk(nodes []byte, root uint32, labels []uint64, levels int) Range {
 	n := root
-	rec := nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+	rec := nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 	depth := 0
 	for ; depth < levels; depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
 			want = labels[depth]
 		}
-		count := le.Uint32(rec[nChildCount:])
+		count := le.Uint32(rec[wire.NChildCount:])
 		if count == 0 {
 			break
 		}
 		// Branch-free binary search: base ends on the last child whose
 		// label is <= want (sources are unpredictable, branches are not).
-		base := le.Uint32(rec[nFirstChild:])
+		base := le.Uint32(rec[wire.NFirstChild:])
 		for count > 1 {
 			half := count / 2
-			if le.Uint64(nodes[int(base+half)*NodeRecordSize:]) <= want {
+			if le.Uint64(nodes[int(base+half)*wire.NodeRecordSize:]) <= want {
 				base += half
 			}
 			count -= half
 		}
-		rec = nodes[int(base)*NodeRecordSize:][:NodeRecordSize]
-		if le.Uint64(rec[nLabel:]) != want {
-			rec = nodes[int(n)*NodeRecordSize:][:NodeRecordSize]
+		rec = nodes[int(base)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+		if le.Uint64(rec[wire.NLabel:]) != want {
+			rec = nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 			break
 		}
 		n = base
 	}
-	return Range{Lo: le.Uint32(rec[nLo:]), Hi: le.Uint32(rec[nHi:]), Depth: depth, Node: n}
+	return Range{Lo: le.Uint32(rec[wire.NLo:]), Hi: le.Uint32(rec[wire.NHi:]), Depth: depth, Node: n}
 }
 
 // Source is a source locality prepared for many lookups: every value is hashed
@@ -184,7 +186,7 @@ func newScopeSlots(scopes []string) scopeSlots {
 // sourceLabels fills labels[:len(s.Scopes)] with the source's labels of the
 // service's scopes.
 func (s *Service) sourceLabels(src *Source, labels *[MaxLevels]uint64) {
-	for i, sc := range s.Scopes {
+	for i, sc := range s.scopes {
 		if k := s.slots[i]; k != 0 {
 			labels[i] = src.known[k-1]
 		} else {
@@ -197,8 +199,8 @@ func (s *Service) sourceLabels(src *Source, labels *[MaxLevels]uint64) {
 func (s *Service) LookupSource(src *Source) Range {
 	var labels [MaxLevels]uint64
 	s.sourceLabels(src, &labels)
-	if r := s.lookupTree(labels[:len(s.Scopes)]); !s.networkMiss(r) {
+	if r := s.lookupTree(labels[:len(s.scopes)]); !s.networkMiss(r) {
 		return r
 	}
-	return s.lookupNetwork(labels[:len(s.Scopes)])
+	return s.lookupNetwork(labels[:len(s.scopes)])
 }

@@ -3,6 +3,8 @@ package shared
 import (
 	"cmp"
 	"slices"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // Network rules of a service whose first scope is "network" (docs/FORMAT.md,
@@ -78,7 +80,7 @@ func (s *Service) lookupNetwork(labels []uint64) Range {
 	if len(labels) > 0 {
 		labels = labels[1:]
 	}
-	r := walk(s.tree.aux, s.NetRoot, labels, len(s.Scopes)-1)
+	r := walk(s.tree.aux, s.lay.NetRoot, labels, len(s.scopes)-1)
 	r.Node += uint32(s.tree.NumNodes())
 	return r
 }
@@ -89,14 +91,14 @@ func (s *Service) lookupNetwork(labels []uint64) Range {
 // the scopes after network they share with the source. (Range.Node is then
 // past the tree's nodes: the network tree's aux node, offset by NumNodes.)
 func (s *Service) CrossNetwork(r Range) bool {
-	return s.NetworkRule && r.Node >= uint32(s.tree.NumNodes())
+	return s.networkRule && r.Node >= uint32(s.tree.NumNodes())
 }
 
 // netCopies is the number of endpoint records the network rule adds after
 // the service's endpoints: a copy of each eligible one.
 func (s *Service) netCopies() uint32 {
-	if s.NetworkRule {
-		return s.EpEligible
+	if s.networkRule {
+		return s.lay.EpEligible
 	}
 	return 0
 }
@@ -104,14 +106,13 @@ func (s *Service) netCopies() uint32 {
 // decodeNetworkRule reads the network rule from a policy record; nAux is
 // the number of aux nodes of the tree.
 func (s *Service) decodeNetworkRule(p []byte, nAux uint64) error {
-	rule, count := p[pNetworkRule], le.Uint32(p[pNetworkCount:])
-	s.NetworkRule, s.NetCount = rule == 1, count
-	s.NetRoot = le.Uint32(p[pUnhealthyRoot:]) + le.Uint32(p[pUnhealthyCount:])
+	rule, count := p[wire.PNetworkRule], le.Uint32(p[wire.PNetworkCount:])
+	s.networkRule = rule == 1 // s.lay holds the network tree's place (wire.ServiceLayout)
 	switch {
 	case rule > 1, (rule == 1) != (count > 0):
 		return corrupt("network rule %d with a network tree of %d nodes", rule, count)
-	case uint64(s.NetRoot)+uint64(count) > nAux:
-		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.NetRoot, count, nAux)
+	case uint64(s.lay.NetRoot)+uint64(count) > nAux:
+		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.lay.NetRoot, count, nAux)
 	}
 	return nil
 }
@@ -120,8 +121,8 @@ func (s *Service) decodeNetworkRule(p []byte, nAux uint64) error {
 // gives it to (network first, more scopes, mode failover, no bound, no
 // priority load).
 func (s *Service) checkNetworkRule() error {
-	if s.NetworkRule && (s.Scopes[0] != "network" || len(s.Scopes) < 2 || s.Mode != ModeFailover || s.MinRank != 0 || s.OverprovisioningFactor != 0) {
-		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.Scopes, s.Mode, s.MinRank, s.OverprovisioningFactor)
+	if s.networkRule && (s.scopes[0] != "network" || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || s.overprovision != 0) {
+		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.scopes, s.mode, s.minRank, s.overprovision)
 	}
 	return nil
 }
@@ -130,13 +131,13 @@ func (s *Service) checkNetworkRule() error {
 // the eligible endpoints, in some order: the same multiset of records but
 // for the cumulative weight (by a sum of record hashes, O(endpoints)).
 func (t *Tree) checkNetworkCopies(s *Service) error {
-	if !s.NetworkRule {
+	if !s.networkRule {
 		return nil
 	}
 	var elig, copies uint64
-	for k := range s.EpEligible {
-		elig += recordHash(t.eps[int(s.EpFirst+k)*EndpointRecordSize:][:EndpointRecordSize])
-		copies += recordHash(t.eps[int(s.EpFirst+s.EpTotal+k)*EndpointRecordSize:][:EndpointRecordSize])
+	for k := range s.lay.EpEligible {
+		elig += recordHash(t.eps[int(s.lay.EpFirst+k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
+		copies += recordHash(t.eps[int(s.lay.EpFirst+s.lay.EpTotal+k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
 	}
 	if elig != copies {
 		return corrupt("the network rule's endpoint copies are not the eligible endpoints")
@@ -146,7 +147,7 @@ func (t *Tree) checkNetworkCopies(s *Service) error {
 
 // recordHash hashes an endpoint record but its cumulative weight.
 func recordHash(b []byte) uint64 {
-	w := uint64(le.Uint32(b[eWeight:])) | uint64(b[eFlags])<<32
+	w := uint64(le.Uint32(b[wire.EWeight:])) | uint64(b[wire.EFlags])<<32
 	return mix64(addrRecordHash(b) ^ mix64(w))
 }
 
@@ -154,7 +155,7 @@ func recordHash(b []byte) uint64 {
 // one with its address), or i. It is for tools: O(endpoints).
 func (s *Service) originalOf(i uint32) uint32 {
 	want := s.tree.Endpoint(i).Addr
-	for k := s.EpFirst; k < s.EpFirst+s.EpEligible; k++ {
+	for k := s.lay.EpFirst; k < s.lay.EpFirst+s.lay.EpEligible; k++ {
 		if s.tree.Endpoint(k).Addr == want {
 			return k
 		}

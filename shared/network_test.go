@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // networkTopology has no endpoint on net-a; the other networks' endpoints
@@ -42,7 +44,7 @@ func TestNetworkRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		r := svc.Lookup(Locality{"network": c.network, "region": "us-east"})
 		if got := rangeAddrs(tree, r); !slices.Equal(got, c.want) || r.Depth != c.depth || svc.CrossNetwork(r) != c.cross {
 			t.Errorf("rule %q, source on %s: %v (depth %d, cross-network %v), want %v (%d, %v)", c.rule, c.network, got, r.Depth, svc.CrossNetwork(r), c.want, c.depth, c.cross)
@@ -79,7 +81,7 @@ func TestNetworkRuleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tree.Services()[0].NetworkRule {
+	if tree.Services()[0].networkRule {
 		t.Fatal("spillover with network first: the network rule is on, want Envoy's plain ranking")
 	}
 }
@@ -195,24 +197,24 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	orig := tree.Bytes()
-	pol := int(le.Uint32(orig[hEndpointsOff:])) + EndpointRecordSize*int(le.Uint32(orig[hEndpointCnt:]))
-	aux := pol + PolicyRecordSize
-	copy0 := int(le.Uint32(orig[hEndpointsOff:])) + 4*EndpointRecordSize
+	pol := int(le.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*int(le.Uint32(orig[wire.HEndpointCnt:]))
+	aux := pol + wire.PolicyRecordSize
+	copy0 := int(le.Uint32(orig[wire.HEndpointsOff:])) + 4*wire.EndpointRecordSize
 	for _, c := range []struct {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 2", "network rule 2", func(b []byte) { b[pol+pNetworkRule] = 2 }},
-		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+pNetworkRule] = 0 }},
-		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+pNetworkCount:], 100) }},
-		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*NodeRecordSize+nHi:], 3) }},
+		{"rule 2", "network rule 2", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
+		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
+		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+wire.PNetworkCount:], 100) }},
+		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*wire.NodeRecordSize+wire.NHi:], 3) }},
 		{"copy address", "copies are not the eligible endpoints", func(b []byte) { b[copy0+3] = 9 }},
-		{"copy weight", "cumulative weight", func(b []byte) { b[copy0+eWeight] = 2 }},
-		{"copy health", "health does not match", func(b []byte) { b[copy0+eFlags] = 0 }},
+		{"copy weight", "cumulative weight", func(b []byte) { b[copy0+wire.EWeight] = 2 }},
+		{"copy health", "health does not match", func(b []byte) { b[copy0+wire.EFlags] = 0 }},
 	} {
 		b := bytes.Clone(orig)
 		c.mut(b)
-		le.PutUint32(b[hChecksum:], checksum(b))
+		le.PutUint32(b[wire.HChecksum:], checksum(b))
 		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrCorrupt mentioning %q", c.name, err, c.want)
 		}
@@ -226,7 +228,7 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	loc := Locality{"network": "net-a", "region": "us-east"}
 	src := NewSource(loc)
 	p := NewPicker(tree, PickerOptions{Seed: 1})

@@ -39,7 +39,7 @@ func TestPanicPicksAmongAllHosts(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			top := issue26PanicTopology(policy)
 			tree := mustBuild(t, top)
-			svc := &tree.Services()[0]
+			svc := tree.Services()[0]
 			src := Locality{"region": "r3"}
 			want := priorityOracle(&top.Services[0], src, DefaultOverprovisioningFactor, 60)
 			if len(want) != 1 || !want[0].panic || len(want[0].all) != 6 {

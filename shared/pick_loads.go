@@ -20,7 +20,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 		return 0, false
 	}
 	h := key
-	if s.Policy != PolicyConsistentHash {
+	if s.policy != PolicyConsistentHash {
 		h = p.src.next()
 	}
 	pr, degraded := l.choose(h)
@@ -42,7 +42,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	} else {
 		if s.locDepth > int(l.Rank[pr]) {
 			if loc, ok := p.chooseLocality(s, l, pr, set, h); ok {
-				return p.pool.pick(s.Policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
+				return p.pool.pick(s.policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
 			}
 		}
 		u.add(l.spans(set, pr))
@@ -52,9 +52,9 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if u.n == 1 {
-		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
+		return p.pool.pick(s.policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
 	}
-	return p.pool.pickSpans(s.Policy, &u, key, p.src, rr), true
+	return p.pool.pickSpans(s.policy, &u, key, p.src, rr), true
 }
 
 // chooseLocality draws the locality of priority pr in set, for a service
@@ -65,7 +65,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 // remainder) draw the locality by Lemire's multiply-shift, so that one
 // random number serves both draws.
 func (p *Picker) chooseLocality(s *Service, l *Loads, pr, set int, h uint64) (*localityRec, bool) {
-	if s.Policy == PolicyConsistentHash {
+	if s.policy == PolicyConsistentHash {
 		h = mix64(h ^ 0x6a09e667f3bcc909)
 	}
 	loc, ok := s.chooseLocality(l, pr, set, h)
@@ -97,7 +97,7 @@ func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (ui
 	if sp.Hi <= sp.Lo || int(sp.Hi) > len(p.pool.counts) {
 		return 0, false
 	}
-	return p.pool.pick(s.Policy, sp.Lo, sp.Hi, key, p.src, &p.rr[l.dist[i].node]), true
+	return p.pool.pick(s.policy, sp.Lo, sp.Hi, key, p.src, &p.rr[l.dist[i].node]), true
 }
 
 // pickTargets picks by the policy among the targets' endpoints of one set,
@@ -111,12 +111,12 @@ func (p *Picker) pickTargets(s *Service, l *Loads, key uint64, set int) (uint32,
 			}
 		}
 	}
-	return p.pickSet(s, &u, key, &p.rr[s.Root])
+	return p.pickSet(s, &u, key, &p.rr[s.lay.Root])
 }
 
 // targetDraw is the random number that chooses a target.
 func (p *Picker) targetDraw(s *Service, key uint64) uint64 {
-	if s.Policy == PolicyConsistentHash {
+	if s.policy == PolicyConsistentHash {
 		return mix64(key ^ 0x6a09e667f3bcc909)
 	}
 	return p.src.next()
@@ -149,9 +149,9 @@ func (p *Picker) pickSet(s *Service, u *spanSet, key uint64, rr *atomic.Uint64) 
 		return 0, false
 	}
 	if u.n == 1 {
-		return p.pool.pick(s.Policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
+		return p.pool.pick(s.policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true
 	}
-	return p.pool.pickSpans(s.Policy, u, key, p.src, rr), true
+	return p.pool.pickSpans(s.policy, u, key, p.src, rr), true
 }
 
 // spanSet is up to MaxDistributeTargets·3 non-empty spans (at most six

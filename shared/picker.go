@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // PickerOptions are the settings of a Picker.
@@ -33,7 +35,7 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 	p := &Picker{
 		tree: t,
 		src:  newSource(opts.Seed),
-		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/NodeRecordSize),
+		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
 		pool: pool{
 			recs:   t.eps,
 			hashes: make([]uint64, n),
@@ -42,11 +44,11 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 		},
 	}
 	for i := range p.pool.hashes {
-		p.pool.hashes[i] = addrRecordHash(t.eps[i*EndpointRecordSize:][:EndpointRecordSize])
+		p.pool.hashes[i] = addrRecordHash(t.eps[i*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
 	}
 	for _, s := range t.services {
-		p.pool.indexWeights(s.EpFirst, s.EpFirst+s.EpTotal)
-		p.pool.indexWeights(s.EpFirst+s.EpTotal, s.EpFirst+s.EpTotal+s.netCopies())
+		p.pool.indexWeights(s.lay.EpFirst, s.lay.EpFirst+s.lay.EpTotal)
+		p.pool.indexWeights(s.lay.EpFirst+s.lay.EpTotal, s.lay.EpFirst+s.lay.EpTotal+s.netCopies())
 	}
 	return p
 }
@@ -76,7 +78,7 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
 	}
-	return p.pool.pick(s.Policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
+	return p.pool.pick(s.policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
 }
 
 // Inc counts one more request or connection in flight to endpoint ep (an
@@ -116,8 +118,8 @@ func decrement(c *atomic.Int64) {
 // port and family; not the flags, so a health change under allow_all keeps
 // the keys in place), so consistent_hash picks survive rebuilds of the tree.
 func addrRecordHash(b []byte) uint64 {
-	portFamily := uint64(le.Uint16(b[ePort:])) | uint64(b[eFamily])<<16
-	return mix64(mix64(le.Uint64(b[eAddr:])^portFamily) ^ le.Uint64(b[eAddr+8:]))
+	portFamily := uint64(le.Uint16(b[wire.EPort:])) | uint64(b[wire.EFamily])<<16
+	return mix64(mix64(le.Uint64(b[wire.EAddr:])^portFamily) ^ le.Uint64(b[wire.EAddr+8:]))
 }
 
 // addrHash is the consistent_hash identity of a Balancer's endpoint: the
@@ -129,8 +131,8 @@ func addrHash(addr string) uint64 {
 	if err != nil {
 		return HashKey(addr)
 	}
-	var rec [EndpointRecordSize]byte
-	putAddr(rec[eAddr:], rec[ePort:], &rec[eFamily], ap)
+	var rec [wire.EndpointRecordSize]byte
+	putAddr(rec[wire.EAddr:], rec[wire.EPort:], &rec[wire.EFamily], ap)
 	return addrRecordHash(rec[:])
 }
 
@@ -184,7 +186,7 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // (for weight and cum_weight), address hashes and in-flight counts. The
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
-	recs   []byte          // EndpointRecordSize bytes an endpoint
+	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
 	hashes []uint64        // address hashes, for consistent_hash
 	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
 	counts []atomic.Int64  // in-flight counts, or nil when shared is used
@@ -192,12 +194,12 @@ type pool struct {
 }
 
 func (p *pool) weight(i uint32) uint32 {
-	return le.Uint32(p.recs[int(i)*EndpointRecordSize+eWeight:])
+	return le.Uint32(p.recs[int(i)*wire.EndpointRecordSize+wire.EWeight:])
 }
 
 // cumWeight is the sum of the weights of the set (service) up to and including i.
 func (p *pool) cumWeight(i uint32) uint64 {
-	return le.Uint64(p.recs[int(i)*EndpointRecordSize+eCumWeight:])
+	return le.Uint64(p.recs[int(i)*wire.EndpointRecordSize+wire.ECumWeight:])
 }
 
 func (p *pool) load(i uint32) int64 {

@@ -87,7 +87,7 @@ func pickerOnes(n int) []uint32 {
 // withPolicy is a copy of s with another policy (same tree).
 func withPolicy(s *Service, p Policy) *Service {
 	c := *s
-	c.Policy = p
+	c.policy = p
 	return &c
 }
 

@@ -1,5 +1,7 @@
 package shared
 
+import "github.com/loctree/loctree/internal/wire"
+
 // MaxPriorities is the largest number of priorities of a source: one per
 // match depth, 0..MaxLevels, and one more where a failover rule splits a
 // depth in two.
@@ -77,11 +79,11 @@ func (l *Loads) InPanic(p int) bool { return p >= 0 && p < 16 && l.panic&(1<<p) 
 // Loads computes the priority loads of a source.
 func (s *Service) Loads(src Locality) Loads {
 	var labels [MaxLevels]uint64
-	for i, sc := range s.Scopes {
+	for i, sc := range s.scopes {
 		labels[i] = Label(src[sc])
 	}
 	var l Loads
-	s.LoadsLabels(labels[:len(s.Scopes)], &l)
+	s.LoadsLabels(labels[:len(s.scopes)], &l)
 	return l
 }
 
@@ -89,7 +91,7 @@ func (s *Service) Loads(src Locality) Loads {
 func (s *Service) LoadsSource(src *Source, l *Loads) {
 	var labels [MaxLevels]uint64
 	s.sourceLabels(src, &labels)
-	s.LoadsLabels(labels[:len(s.Scopes)], l)
+	s.LoadsLabels(labels[:len(s.scopes)], l)
 }
 
 // LoadsLabels computes into l the priority loads of a source given as
@@ -103,9 +105,9 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	}
 	l.priorities = priorities{tree: s.tree}
 	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
-	levels := len(s.Scopes)
-	l.walk(s, setEligible, s.Root, labels, levels)
-	if s.OverprovisioningFactor == 0 {
+	levels := len(s.scopes)
+	l.walk(s, setEligible, s.lay.Root, labels, levels)
+	if s.overprovision == 0 {
 		l.single(s)
 		return
 	}
@@ -117,10 +119,10 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 			l.reach[set] = -1 // not walked: no node to search
 			continue
 		}
-		l.walk(s, set, s.AuxRoot[k], labels, levels)
+		l.walk(s, set, s.lay.AuxRoot[k], labels, levels)
 	}
 	split := l.failover(s, labels)
-	for r := levels; r >= s.MinRank; r-- { // bounded failover: lower ranks are no priority
+	for r := levels; r >= s.minRank; r-- { // bounded failover: lower ranks are no priority
 		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
 		if r == split {
 			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
@@ -130,7 +132,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		}
 		l.add(r, 0, h, d, u)
 	}
-	l.distribute(s.OverprovisioningFactor, s.PanicThreshold)
+	l.distribute(s.overprovision, s.panicThreshold)
 	if s.locDepth > 0 {
 		l.drawLocalities(s)
 	}
@@ -191,8 +193,8 @@ func (l *Loads) failover(s *Service, labels []uint64) int {
 			continue
 		}
 		if c, ok := s.child(set, l.node[set][s.regionAt], s.failTo[k][1]); ok {
-			cr := s.nodesOf(set)[int(c)*NodeRecordSize:][:NodeRecordSize]
-			l.to[set] = Span{le.Uint32(cr[nLo:]), le.Uint32(cr[nHi:])}
+			cr := s.nodesOf(set)[int(c)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+			l.to[set] = Span{le.Uint32(cr[wire.NLo:]), le.Uint32(cr[wire.NHi:])}
 		}
 	}
 	return s.regionAt
@@ -200,22 +202,22 @@ func (l *Loads) failover(s *Service, labels []uint64) int {
 
 // auxRange is the endpoint range of aux tree k (degraded, unhealthy).
 func (s *Service) auxRange(k int) (lo, hi uint32) {
-	lo = s.EpFirst + s.EpEligible
+	lo = s.lay.EpFirst + s.lay.EpEligible
 	if k == 0 {
-		return lo, lo + s.EpDegraded
+		return lo, lo + s.lay.EpDegraded
 	}
-	return lo + s.EpDegraded, s.EpFirst + s.EpTotal
+	return lo + s.lay.EpDegraded, s.lay.EpFirst + s.lay.EpTotal
 }
 
 // single is the one priority of a service without spillover: the eligible
 // endpoints of maximal rank (strict: of full rank).
 func (l *Loads) single(s *Service) {
 	depth := 0
-	for depth < len(s.Scopes) && l.path[setEligible][depth+1].Len() > 0 {
+	for depth < len(s.scopes) && l.path[setEligible][depth+1].Len() > 0 {
 		depth++
 	}
 	n := uint32(l.path[setEligible][depth].Len())
-	if n == 0 || (s.Mode == ModeStrict && depth < len(s.Scopes)) || depth < s.MinRank {
+	if n == 0 || (s.mode == ModeStrict && depth < len(s.scopes)) || depth < s.minRank {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
@@ -226,9 +228,9 @@ func (l *Loads) single(s *Service) {
 // node's lo), so the ranges nest.
 func (l *Loads) walk(s *Service, set int, root uint32, labels []uint64, levels int) {
 	nodes := s.nodesOf(set)
-	rec := nodes[int(root)*NodeRecordSize:][:NodeRecordSize]
+	rec := nodes[int(root)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 	n, depth := root, 0
-	l.path[set][0] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+	l.path[set][0] = Span{le.Uint32(rec[wire.NLo:]), le.Uint32(rec[wire.NHi:])}
 	for ; depth < levels; depth++ {
 		want := emptyLabel
 		if depth < len(labels) {
@@ -238,11 +240,11 @@ func (l *Loads) walk(s *Service, set int, root uint32, labels []uint64, levels i
 		if !ok {
 			break
 		}
-		n, rec = c, nodes[int(c)*NodeRecordSize:][:NodeRecordSize]
-		l.path[set][depth+1] = Span{le.Uint32(rec[nLo:]), le.Uint32(rec[nHi:])}
+		n, rec = c, nodes[int(c)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+		l.path[set][depth+1] = Span{le.Uint32(rec[wire.NLo:]), le.Uint32(rec[wire.NHi:])}
 		l.node[set][depth+1] = n
 	}
-	lo := le.Uint32(rec[nLo:])
+	lo := le.Uint32(rec[wire.NLo:])
 	l.node[set][0], l.reach[set] = root, depth
 	for j := depth + 1; j <= levels+1; j++ {
 		l.path[set][j], l.node[set][j] = Span{lo, lo}, n

@@ -35,7 +35,7 @@ func TestOverrideLookupMatchesIstio(t *testing.T) {
 		if err != nil {
 			t.Fatalf("topology %d: %v", it, err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for range 4 {
 			src := randomSource(rng, spec.Scopes)
 			best, want := -1, []string{}
@@ -420,7 +420,7 @@ func TestLoadsMatchEnvoyOracle(t *testing.T) {
 			t.Fatalf("topology %d: %v", it, err)
 		}
 		spec := &top.Services[0]
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for range sources {
 			src := randomSource(rng, spec.Scopes)
 			want := priorityOracle(spec, src, of, threshold)

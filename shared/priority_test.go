@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 func TestBuildValidatesSpillover(t *testing.T) {
@@ -43,8 +45,8 @@ func TestBuildValidatesSpillover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := tree.Services()[0]; s.OverprovisioningFactor != 140 || s.PanicThreshold != 50 {
-		t.Fatalf("defaults: factor %d, panic %d; want Envoy's 140 and 50", s.OverprovisioningFactor, s.PanicThreshold)
+	if s := tree.Services()[0]; s.overprovision != 140 || s.panicThreshold != 50 {
+		t.Fatalf("defaults: factor %d, panic %d; want Envoy's 140 and 50", s.overprovision, s.panicThreshold)
 	}
 }
 
@@ -80,7 +82,7 @@ func TestPickLoadsFollowsLoads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc := &tree.Services()[0]
+			svc := tree.Services()[0]
 			l := svc.Loads(Locality{"region": "r1", "zone": "z1"})
 			// z1: health 140·2/10 = 28, degraded 14; z2: 100; r2: 100.
 			// NTA 100: healthy 28/72/0, degraded 0 (rem 0 after healthy).
@@ -145,7 +147,7 @@ func TestPickLoadsPanicUsesAllHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	l := svc.Loads(Locality{"zone": "a"})
 	if l.N != 1 || !l.InPanic(0) || l.Healthy[0] != 100 {
 		t.Fatalf("loads %+v, want one priority in panic with all the load", l)
@@ -167,11 +169,11 @@ func TestPickLoadsRejectsForeignLoads(t *testing.T) {
 	t1, _ := Build(spillTopology("random"), BuildOptions{})
 	t2, _ := Build(spillTopology("random"), BuildOptions{})
 	l := t1.Services()[0].Loads(Locality{})
-	if _, ok := NewPicker(t2, PickerOptions{}).PickLoads(&t2.Services()[0], &l, 0); ok {
+	if _, ok := NewPicker(t2, PickerOptions{}).PickLoads(t2.Services()[0], &l, 0); ok {
 		t.Fatal("loads of another tree picked")
 	}
 	var zero Loads
-	if _, ok := NewPicker(t1, PickerOptions{}).PickLoads(&t1.Services()[0], &zero, 0); ok {
+	if _, ok := NewPicker(t1, PickerOptions{}).PickLoads(t1.Services()[0], &zero, 0); ok {
 		t.Fatal("zero loads picked")
 	}
 }
@@ -203,7 +205,7 @@ func TestPickLoadsDegradedAndPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	l := svc.Loads(Locality{"zone": "a"})
 	if l.N != 2 || l.Healthy[0] != 43 || l.Healthy[1] != 16 || l.Degraded[0] != 41 || l.Degraded[1] != 0 || l.InPanic(0) || !l.InPanic(1) {
 		t.Fatalf("loads %+v", l)
@@ -308,7 +310,7 @@ func TestFailoverEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := tree.Bytes()
-	pols := int(le.Uint32(b[hEndpointsOff:])) + EndpointRecordSize
+	pols := int(le.Uint32(b[wire.HEndpointsOff:])) + wire.EndpointRecordSize
 	if b[pols+23] != 2 {
 		t.Fatalf("policy byte 23 is %d, want 2 rules", b[pols+23])
 	}
@@ -316,7 +318,7 @@ func TestFailoverEncoding(t *testing.T) {
 	if !bytes.HasSuffix(b, wantTail) {
 		t.Fatalf("metadata ends %x, want %x", b[len(b)-len(wantTail):], wantTail)
 	}
-	if got := tree.Services()[0].Failover; len(got) != 2 || got[1] != (FailoverSpec{From: "r3", To: "r1"}) {
+	if got := tree.Services()[0].failover; len(got) != 2 || got[1] != (FailoverSpec{From: "r3", To: "r1"}) {
 		t.Fatalf("decoded failover %+v", got)
 	}
 }
@@ -335,7 +337,7 @@ func TestFailoverPrefersToRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	l := svc.Loads(Locality{"region": "us-east", "zone": "a"})
 	if l.N != 2 || l.Failover[0] != 1 || l.Failover[1] != 2 || l.Healthy[0] != 100 {
 		t.Fatalf("loads %+v", l)
@@ -401,7 +403,7 @@ func TestPickLoadsFrequenciesRandom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		l := svc.Loads(randomSource(rng, top.Services[0].Scopes))
 		if l.N < 2 {
 			continue
@@ -446,7 +448,7 @@ func TestPickLoadsFrequenciesRandom(t *testing.T) {
 			df++
 		}
 		if df > 0 && chi > chiCritical[df-1] {
-			t.Fatalf("topology %d (%s): picks %v for loads %v/%v: chi-square %.1f, %d df", it, svc.Policy, got[:l.N], l.Healthy[:l.N], l.Degraded[:l.N], chi, df)
+			t.Fatalf("topology %d (%s): picks %v for loads %v/%v: chi-square %.1f, %d df", it, svc.policy, got[:l.N], l.Healthy[:l.N], l.Degraded[:l.N], chi, df)
 		}
 	}
 }
@@ -479,7 +481,7 @@ func TestLoadsPriorityHoldsEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		src := randomSource(rng, spec.Scopes)
 		l := svc.Loads(src)
 		for _, e := range spec.Endpoints {
@@ -489,7 +491,7 @@ func TestLoadsPriorityHoldsEndpoint(t *testing.T) {
 				t.Fatalf("%s from %v: Priority = %d (rank %d), want a priority of rank %d", e.Address, src, p, l.Rank[max(p, 0)], want)
 			}
 		}
-		if p := l.Priority(svc.EpFirst + svc.EpTotal); p != -1 {
+		if p := l.Priority(svc.lay.EpFirst + svc.lay.EpTotal); p != -1 {
 			t.Fatalf("an endpoint past the service: Priority = %d, want -1", p)
 		}
 	}
@@ -497,7 +499,7 @@ func TestLoadsPriorityHoldsEndpoint(t *testing.T) {
 
 func endpointIndex(t *testing.T, tree *Tree, svc *Service, addr string) uint32 {
 	t.Helper()
-	for i := svc.EpFirst; i < svc.EpFirst+svc.EpTotal; i++ {
+	for i := svc.lay.EpFirst; i < svc.lay.EpFirst+svc.lay.EpTotal; i++ {
 		if tree.Endpoint(i).Addr.String() == addr {
 			return i
 		}

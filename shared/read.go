@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // ReadBlob reads one encoded tree from r without trusting r's length: the
@@ -14,10 +16,10 @@ import (
 // and memory grows only with the bytes actually read. Errors wrap
 // ErrCorrupt. The blob still needs Decode.
 func ReadBlob(r io.Reader) ([]byte, error) {
-	hdr := make([]byte, HeaderSize)
+	hdr := make([]byte, wire.HeaderSize)
 	if n, err := io.ReadFull(r, hdr); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, corrupt("%d bytes, shorter than the %d-byte header", n, HeaderSize)
+			return nil, corrupt("%d bytes, shorter than the %d-byte header", n, wire.HeaderSize)
 		}
 		return nil, err
 	}
@@ -26,8 +28,8 @@ func ReadBlob(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	buf := bytes.NewBuffer(hdr)
-	buf.Grow(min(int(total), preallocMax) - HeaderSize + 1)
-	if _, err := buf.ReadFrom(io.LimitReader(r, int64(total)-HeaderSize+1)); err != nil {
+	buf.Grow(min(int(total), preallocMax) - wire.HeaderSize + 1)
+	if _, err := buf.ReadFrom(io.LimitReader(r, int64(total)-wire.HeaderSize+1)); err != nil {
 		return nil, err
 	}
 	switch got := buf.Len(); {
@@ -46,18 +48,18 @@ const preallocMax = 64 << 20
 // blobSize checks the fields of a header that say what the input is and
 // how long, and returns total_size.
 func blobSize(hdr []byte) (uint32, error) {
-	if string(hdr[hMagic:hMagic+MagicSize]) != magic {
+	if string(hdr[wire.HMagic:wire.HMagic+MagicSize]) != magic {
 		return 0, corrupt("bad magic %q (want %q): not a loctree tree", hdr[:4], magic)
 	}
-	if v := le.Uint16(hdr[hVersion:]); v != FormatVersion {
+	if v := le.Uint16(hdr[wire.HVersion:]); v != FormatVersion {
 		return 0, corrupt("format version %d (this build reads %d)", v, FormatVersion)
 	}
-	if h := le.Uint16(hdr[hHeaderSize:]); h != HeaderSize {
-		return 0, corrupt("header size %d (want %d)", h, HeaderSize)
+	if h := le.Uint16(hdr[wire.HHeaderSize:]); h != wire.HeaderSize {
+		return 0, corrupt("header size %d (want %d)", h, wire.HeaderSize)
 	}
-	total := le.Uint32(hdr[hTotalSize:])
-	if total < HeaderSize || uint64(total) > MaxBlobSize {
-		return 0, fmt.Errorf("%w: header says %d bytes (want %d..%d)", ErrCorrupt, total, HeaderSize, uint64(MaxBlobSize))
+	total := le.Uint32(hdr[wire.HTotalSize:])
+	if total < wire.HeaderSize || uint64(total) > MaxBlobSize {
+		return 0, fmt.Errorf("%w: header says %d bytes (want %d..%d)", ErrCorrupt, total, wire.HeaderSize, uint64(MaxBlobSize))
 	}
 	return total, nil
 }

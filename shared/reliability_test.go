@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // Reliability: hostile topologies that issue 9 found accepted. Each case
@@ -96,8 +98,8 @@ func (z *countingZeros) Read(p []byte) (int, error) {
 // Item 9: a blob is read header first, then exactly the header's size.
 func TestReliabilityReadBlobBounded(t *testing.T) {
 	z := &countingZeros{}
-	if _, err := ReadBlob(z); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "magic") || z.n > HeaderSize {
-		t.Fatalf("endless zeros: error %v after %d bytes, want a bad magic after %d", err, z.n, HeaderSize)
+	if _, err := ReadBlob(z); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "magic") || z.n > wire.HeaderSize {
+		t.Fatalf("endless zeros: error %v after %d bytes, want a bad magic after %d", err, z.n, wire.HeaderSize)
 	}
 	tree, err := Build(&Topology{Services: []ServiceSpec{{Name: "a", Endpoints: []EndpointSpec{{Address: "127.0.0.1:80"}}}}}, BuildOptions{})
 	if err != nil {
@@ -127,7 +129,7 @@ func FuzzReadBlob(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(tree.Bytes())
-	f.Add(tree.Bytes()[:HeaderSize])
+	f.Add(tree.Bytes()[:wire.HeaderSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := ReadBlob(bytes.NewReader(b))
 		if err == nil && !bytes.Equal(got, b) {

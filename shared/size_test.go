@@ -1,6 +1,10 @@
 package shared
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/loctree/loctree/internal/wire"
+)
 
 // TestEncodedSize holds the format to its budget: 32 bytes per endpoint and at
 // most 40 bytes per node (record + value string), beyond the header and the
@@ -12,16 +16,16 @@ func TestEncodedSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &tree.Services()[0]
-		fixed := HeaderSize + ServiceRecordSize + 2 + len(s.Name) + 1 + len(s.Hosts)
-		for _, sc := range s.Scopes {
+		s := tree.Services()[0]
+		fixed := wire.HeaderSize + wire.ServiceRecordSize + 2 + len(s.name) + 1 + len(s.hosts)
+		for _, sc := range s.scopes {
 			fixed += 2 + len(sc)
 		}
-		budget := fixed + EndpointRecordSize*tree.NumEndpoints() + 40*tree.NumNodes()
+		budget := fixed + wire.EndpointRecordSize*tree.NumEndpoints() + 40*tree.NumNodes()
 		if got := len(tree.Bytes()); got > budget {
 			t.Errorf("N=%d: %d bytes for %d endpoints and %d nodes, budget %d", n, got, tree.NumEndpoints(), tree.NumNodes(), budget)
 		}
-		perNode := float64(len(tree.Bytes())-fixed-EndpointRecordSize*tree.NumEndpoints()) / float64(tree.NumNodes())
+		perNode := float64(len(tree.Bytes())-fixed-wire.EndpointRecordSize*tree.NumEndpoints()) / float64(tree.NumNodes())
 		t.Logf("N=%d: %d bytes, %.1f bytes per node beyond 32 per endpoint", n, len(tree.Bytes()), perNode)
 	}
 }

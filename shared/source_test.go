@@ -36,7 +36,7 @@ func TestSourceMatchesLocality(t *testing.T) {
 		if err != nil {
 			t.Fatalf("topology %d: %v", it, err)
 		}
-		svc := &tree.Services()[0]
+		svc := tree.Services()[0]
 		for range 4 {
 			src := randomSource(rng, keys) // every key, used by a scope or not
 			if got, want := svc.LookupSource(NewSource(src)), svc.Lookup(src); got != want {

@@ -3,6 +3,8 @@ package shared
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/loctree/loctree/internal/wire"
 )
 
 // Tree is a decoded tree. It reads records straight from the blob it was
@@ -18,52 +20,41 @@ type Tree struct {
 	aux      []byte // the aux node section (degraded, unhealthy and network trees)
 }
 
-// Service is one service of a tree: its metadata and where its nodes and
-// endpoints are. Root, EpFirst and the indices in a Range are absolute indices
-// into the tree's node and endpoint arrays.
+// Service is one service of a tree: a read-only view of its metadata and of
+// where its nodes and endpoints are. Root, FirstEndpoint and the indices in a
+// Range are absolute indices into the tree's node and endpoint arrays.
 type Service struct {
-	Index      int
-	Name       string
-	Hosts      []string
-	Scopes     []string
-	Mode       Mode
-	Policy     Policy
-	Health     Health
-	VIP        netip.AddrPort // invalid when the service has no L4 frontend
-	Root       uint32
-	NodeCount  uint32
-	EpFirst    uint32
-	EpEligible uint32
-	EpTotal    uint32
-	// EpDegraded degraded endpoints follow the eligible ones; the
-	// unhealthy ones follow them (format version 2).
-	EpDegraded uint32
-	// OverprovisioningFactor (percent) is non-zero when the service uses
-	// Envoy's priority load (Spillover); PanicThreshold is in percent.
-	OverprovisioningFactor uint32
-	PanicThreshold         uint32
-	// AuxRoot and AuxCount locate the trees over the degraded (0) and the
-	// unhealthy (1) endpoints in the aux node section.
-	AuxRoot, AuxCount [2]uint32
-	// Failover are the service's failover rules (format version 2).
-	Failover []FailoverSpec
-	// Distribute are the service's distribute rules (format version 3).
-	Distribute []DistributeSpec
-	// AffinityTimeout is the session affinity timeout in seconds of a
-	// consistent_hash service; 0 when the service sets none (the kernel then
-	// uses DefaultAffinityTimeout).
-	AffinityTimeout uint32
-	// MinRank bounds failover (format version 3): candidates and priorities
-	// share at least the first MinRank scopes with the source; 0 is
+	index  int
+	name   string
+	hosts  []string
+	scopes []string
+	mode   Mode
+	policy Policy
+	health Health
+	vip    netip.AddrPort // invalid when the service has no L4 frontend
+	// lay is where the service's records sit (docs/FORMAT.md): its nodes,
+	// its endpoints (eligible, then degraded, then unhealthy), the trees
+	// over its degraded and unhealthy endpoints, and its network tree.
+	lay wire.Layout
+	// overprovision (percent) is non-zero when the service uses Envoy's
+	// priority load (Spillover); panicThreshold is in percent.
+	overprovision  uint32
+	panicThreshold uint32
+	failover       []FailoverSpec   // format version 2
+	distribute     []DistributeSpec // format version 3
+	// affinityTimeout is the session affinity timeout in seconds of a
+	// consistent_hash service; 0 when the service sets none.
+	affinityTimeout uint32
+	// minRank bounds failover (format version 3): candidates and priorities
+	// share at least the first minRank scopes with the source; 0 is
 	// unbounded.
-	MinRank int
-	// NetworkRule is set when the service applies the network rule (format
+	minRank int
+	// networkRule is set when the service applies the network rule (format
 	// version 4): a source whose network has no eligible endpoint gets the
 	// deepest match over the scopes after network, across all networks,
 	// from the network tree (aux nodes [NetRoot, +NetCount)) over copies of
 	// the eligible endpoints, [EpFirst+EpTotal, +EpEligible).
-	NetworkRule       bool
-	NetRoot, NetCount uint32
+	networkRule bool
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1
@@ -82,9 +73,9 @@ type Service struct {
 // child is the child labelled want of node n (an absolute index) in the
 // trees of set: the eligible tree, or the degraded or unhealthy aux tree.
 func (s *Service) child(set int, n uint32, want uint64) (uint32, bool) {
-	k, base := &s.kids[0], s.Root
+	k, base := &s.kids[0], s.lay.Root
 	if set != setEligible {
-		k, base = &s.kids[1], s.AuxRoot[0]
+		k, base = &s.kids[1], s.lay.AuxRoot[0]
 	}
 	c, ok := k.child(n-base, want)
 	return c + base, ok
@@ -118,10 +109,20 @@ type Node struct {
 func (t *Tree) Bytes() []byte { return t.blob }
 
 // Generation is the generation written by the builder.
-func (t *Tree) Generation() uint64 { return le.Uint64(t.blob[hGeneration:]) }
+func (t *Tree) Generation() uint64 { return le.Uint64(t.blob[wire.HGeneration:]) }
 
-// Services returns the services sorted by name; Services()[i].Index == i.
-func (t *Tree) Services() []Service { return t.services }
+// Services returns the services sorted by name, Services()[i].Index() == i,
+// in a new slice: a caller may reorder or drop its elements, not the tree's.
+func (t *Tree) Services() []*Service {
+	out := make([]*Service, len(t.services))
+	for i := range t.services {
+		out[i] = &t.services[i]
+	}
+	return out
+}
+
+// NumServices is the number of services.
+func (t *Tree) NumServices() int { return len(t.services) }
 
 // Service finds a service by name or by one of its hosts.
 func (t *Tree) Service(nameOrHost string) (*Service, bool) {
@@ -133,22 +134,16 @@ func (t *Tree) Service(nameOrHost string) (*Service, bool) {
 }
 
 // NumNodes is the number of node records of all services.
-func (t *Tree) NumNodes() int { return len(t.nodes) / NodeRecordSize }
+func (t *Tree) NumNodes() int { return len(t.nodes) / wire.NodeRecordSize }
 
 // NumEndpoints is the number of endpoint records of all services.
-func (t *Tree) NumEndpoints() int { return len(t.eps) / EndpointRecordSize }
+func (t *Tree) NumEndpoints() int { return len(t.eps) / wire.EndpointRecordSize }
 
-// ServiceRecord returns the 64-byte record of service i, as in the blob.
-func (t *Tree) ServiceRecord(i int) []byte {
-	off := HeaderSize + i*ServiceRecordSize
-	return t.blob[off : off+ServiceRecordSize : off+ServiceRecordSize]
+// serviceRecord is the 64-byte record of service i, as in the blob.
+func (t *Tree) serviceRecord(i int) []byte {
+	off := wire.HeaderSize + i*wire.ServiceRecordSize
+	return t.blob[off : off+wire.ServiceRecordSize : off+wire.ServiceRecordSize]
 }
-
-// NodeRecords returns the whole node section (NodeRecordSize bytes a node).
-func (t *Tree) NodeRecords() []byte { return t.nodes }
-
-// EndpointRecords returns the whole endpoint section (EndpointRecordSize bytes an endpoint).
-func (t *Tree) EndpointRecords() []byte { return t.eps }
 
 // Node decodes node i (an absolute index below NumNodes).
 func (t *Tree) Node(i uint32) Node { return nodeAt(t.nodes, i) }
@@ -156,48 +151,45 @@ func (t *Tree) Node(i uint32) Node { return nodeAt(t.nodes, i) }
 // AuxNode decodes node i of the aux section (the degraded and unhealthy trees).
 func (t *Tree) AuxNode(i uint32) Node { return nodeAt(t.aux, i) }
 
-// AuxNodeRecords returns the whole aux node section.
-func (t *Tree) AuxNodeRecords() []byte { return t.aux }
-
 func nodeAt(nodes []byte, i uint32) Node {
-	b := nodes[int(i)*NodeRecordSize:][:NodeRecordSize]
+	b := nodes[int(i)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 	return Node{
-		Label:      le.Uint64(b[nLabel:]),
-		Lo:         le.Uint32(b[nLo:]),
-		Hi:         le.Uint32(b[nHi:]),
-		FirstChild: le.Uint32(b[nFirstChild:]),
-		ChildCount: le.Uint32(b[nChildCount:]),
+		Label:      le.Uint64(b[wire.NLabel:]),
+		Lo:         le.Uint32(b[wire.NLo:]),
+		Hi:         le.Uint32(b[wire.NHi:]),
+		FirstChild: le.Uint32(b[wire.NFirstChild:]),
+		ChildCount: le.Uint32(b[wire.NChildCount:]),
 	}
 }
 
 // Endpoint decodes endpoint i (an absolute index below NumEndpoints).
 func (t *Tree) Endpoint(i uint32) Endpoint {
-	b := t.eps[int(i)*EndpointRecordSize:][:EndpointRecordSize]
+	b := t.eps[int(i)*wire.EndpointRecordSize:][:wire.EndpointRecordSize]
 	return Endpoint{
-		Addr:      getAddr(b[eAddr:], b[ePort:], b[eFamily]),
-		Weight:    le.Uint32(b[eWeight:]),
-		Healthy:   b[eFlags]&flagHealthy != 0,
-		CumWeight: le.Uint64(b[eCumWeight:]),
+		Addr:      getAddr(b[wire.EAddr:], b[wire.EPort:], b[wire.EFamily]),
+		Weight:    le.Uint32(b[wire.EWeight:]),
+		Healthy:   b[wire.EFlags]&wire.FlagHealthy != 0,
+		CumWeight: le.Uint64(b[wire.ECumWeight:]),
 	}
 }
 
 // NodeValue returns the scope value of node i of service s (the root's is "").
 // It is for tools; lookups use labels.
 func (s *Service) NodeValue(i uint32) string {
-	if i <= s.Root || i >= s.Root+s.NodeCount {
+	if i <= s.lay.Root || i >= s.lay.Root+s.lay.NodeCount {
 		return ""
 	}
-	return s.values[i-s.Root-1]
+	return s.values[i-s.lay.Root-1]
 }
 
 // Levels is the number of routing scopes.
-func (s *Service) Levels() int { return len(s.Scopes) }
+func (s *Service) Levels() int { return len(s.scopes) }
 
 // Tree returns the tree the service belongs to.
 func (s *Service) Tree() *Tree { return s.tree }
 
 func (s *Service) String() string {
-	return fmt.Sprintf("%s (%s, %s, %d endpoints)", s.Name, s.Mode, s.Policy, s.EpTotal)
+	return fmt.Sprintf("%s (%s, %s, %d endpoints)", s.name, s.mode, s.policy, s.lay.EpTotal)
 }
 
 // EndpointValues returns the scope values of eligible endpoint i (an absolute
@@ -205,14 +197,14 @@ func (s *Service) String() string {
 // walking down the tree: nil for an ineligible endpoint. It is for tools; it
 // allocates.
 func (s *Service) EndpointValues(i uint32) []string {
-	if c := s.EpFirst + s.EpTotal; s.NetworkRule && i >= c && i < c+s.EpEligible {
+	if c := s.lay.EpFirst + s.lay.EpTotal; s.networkRule && i >= c && i < c+s.lay.EpEligible {
 		i = s.originalOf(i)
 	}
-	if i < s.EpFirst || i >= s.EpFirst+s.EpEligible {
+	if i < s.lay.EpFirst || i >= s.lay.EpFirst+s.lay.EpEligible {
 		return nil
 	}
-	out := make([]string, 0, len(s.Scopes))
-	n := s.tree.Node(s.Root)
+	out := make([]string, 0, len(s.scopes))
+	n := s.tree.Node(s.lay.Root)
 	for n.ChildCount > 0 {
 		k := n.FirstChild
 		for ; k < n.FirstChild+n.ChildCount-1; k++ {
@@ -228,4 +220,4 @@ func (s *Service) EndpointValues(i uint32) []string {
 
 // Checksum is the CRC-32C of the blob from the header (docs/FORMAT.md):
 // with the generation it identifies the content.
-func (t *Tree) Checksum() uint32 { return le.Uint32(t.blob[hChecksum:]) }
+func (t *Tree) Checksum() uint32 { return le.Uint32(t.blob[wire.HChecksum:]) }

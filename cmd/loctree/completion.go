@@ -30,7 +30,7 @@ func completeServices(cmd *cobra.Command, _ []string, toComplete string) ([]stri
 	}
 	var out []string
 	for _, s := range in.tree.Services() {
-		for _, n := range append([]string{s.Name}, s.Hosts...) {
+		for _, n := range append([]string{s.Name()}, s.Hosts()...) {
 			if strings.HasPrefix(n, toComplete) {
 				out = append(out, n)
 			}
@@ -91,17 +91,13 @@ func completionServices(cmd *cobra.Command, t *shared.Tree) []*shared.Service {
 			return []*shared.Service{s}
 		}
 	}
-	var out []*shared.Service
-	for i := range t.Services() {
-		out = append(out, &t.Services()[i])
-	}
-	return out
+	return t.Services()
 }
 
 func localityScopes(svcs []*shared.Service) []string {
 	var out []string
 	for _, s := range svcs {
-		for _, sc := range s.Scopes {
+		for _, sc := range s.Scopes() {
 			if !slices.Contains(out, sc) {
 				out = append(out, sc)
 			}
@@ -113,7 +109,7 @@ func localityScopes(svcs []*shared.Service) []string {
 func localityValues(svcs []*shared.Service, scope string) []string {
 	set := map[string]bool{}
 	for _, s := range svcs {
-		if d := slices.Index(s.Scopes, scope); d >= 0 {
+		if d := slices.Index(s.Scopes(), scope); d >= 0 {
 			for v := range scopeValues(s, d) {
 				set[v] = true
 			}

@@ -97,7 +97,7 @@ func buildTopology(path string, generation uint64, stderr io.Writer) (*shared.Tr
 }
 
 func summarize(t *shared.Tree, name string) buildSummary {
-	return buildSummary{Topology: name, Generation: t.Generation(), Services: len(t.Services()),
+	return buildSummary{Topology: name, Generation: t.Generation(), Services: t.NumServices(),
 		Endpoints: endpointCount(t), Eligible: eligibleCount(t), Nodes: int(t.NumNodes()), Bytes: len(t.Bytes())}
 }
 

@@ -17,24 +17,24 @@ import (
 // the note about a value that no eligible endpoint has anywhere.
 func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality, r shared.Range) (notes []string, typo string) {
 	if len(src) == 0 {
-		notes = append(notes, "no --from or --node: the source locality is empty, so it matches only endpoints whose "+svc.Scopes[0]+" is empty too")
+		notes = append(notes, "no --from or --node: the source locality is empty, so it matches only endpoints whose "+svc.Scope(0)+" is empty too")
 	}
 	if svc.CrossNetwork(r) {
 		return append(notes, networkRuleNote(svc, src, r)), ""
 	}
-	if r.Depth >= len(svc.Scopes) {
+	if r.Depth >= svc.Levels() {
 		return notes, ""
 	}
-	scope := svc.Scopes[r.Depth]
+	scope := svc.Scope(r.Depth)
 	v, given := src[scope]
 	prefix := matchedPrefix(svc, src, r.Depth)
 	values := scopeValues(svc, r.Depth)
 	switch {
 	case !given && len(src) > 0:
-		notes = append(notes, fmt.Sprintf("--from gives no %s, so the walk stops after %d of %d scopes", scope, r.Depth, len(svc.Scopes)))
+		notes = append(notes, fmt.Sprintf("--from gives no %s, so the walk stops after %d of %d scopes", scope, r.Depth, svc.Levels()))
 	case !given:
 	case !values[v]:
-		typo = fmt.Sprintf("%q is not a %s of any eligible endpoint of %s (nearest: %s)", v, scope, svc.Name, strings.Join(nearest(v, values, 3), ", "))
+		typo = fmt.Sprintf("%q is not a %s of any eligible endpoint of %s (nearest: %s)", v, scope, svc.Name(), strings.Join(nearest(v, values, 3), ", "))
 		notes = append(notes, typo+ineligibleSuffix(svc, top, src, r.Depth))
 	default:
 		there := childValues(svc, src, r.Depth)
@@ -42,7 +42,7 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 			scope, v, describePrefix(prefix), ineligibleSuffix(svc, top, src, r.Depth), strings.Join(there, ", ")))
 	}
 	var unused []string
-	for _, sc := range svc.Scopes[r.Depth+1:] {
+	for _, sc := range svc.Scopes()[r.Depth+1:] {
 		if val, ok := src[sc]; ok {
 			unused = append(unused, sc+"="+val)
 		}
@@ -50,7 +50,7 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 	if len(unused) > 0 {
 		notes = append(notes, fmt.Sprintf("%s is not used: scopes after the first mismatch do not count", strings.Join(unused, ", ")))
 	}
-	if r.Len() > 0 && svc.Mode == shared.ModeFailover {
+	if r.Len() > 0 && svc.Mode() == shared.ModeFailover {
 		notes = append(notes, fmt.Sprintf("failover: the candidates are the eligible endpoints %s", describeMatched(prefix)))
 	}
 	return notes, typo
@@ -59,7 +59,7 @@ func explainMatch(svc *shared.Service, top *shared.Topology, src shared.Locality
 // networkRuleNote explains a candidate set of ztunnel's network rule.
 func networkRuleNote(svc *shared.Service, src shared.Locality, r shared.Range) string {
 	var prefix []string
-	for _, sc := range svc.Scopes[1 : 1+r.Depth] {
+	for _, sc := range svc.Scopes()[1 : 1+r.Depth] {
 		prefix = append(prefix, sc+"="+src[sc])
 	}
 	return fmt.Sprintf("no eligible endpoint is on network %q: by ztunnel's network rule the candidates are the other networks' eligible endpoints %s",
@@ -69,7 +69,7 @@ func networkRuleNote(svc *shared.Service, src shared.Locality, r shared.Range) s
 // matchedPrefix is the source's values of the first depth scopes.
 func matchedPrefix(svc *shared.Service, src shared.Locality, depth int) []string {
 	var out []string
-	for _, sc := range svc.Scopes[:depth] {
+	for _, sc := range svc.Scopes()[:depth] {
 		out = append(out, sc+"="+src[sc])
 	}
 	return out
@@ -98,7 +98,7 @@ func ineligibleSuffix(svc *shared.Service, top *shared.Topology, src shared.Loca
 	}
 	var addrs []string
 	for _, ep := range spec.Endpoints {
-		if ep.Healthy != nil && !*ep.Healthy && svc.Health == shared.HealthOnlyHealthy && matchesFirst(svc.Scopes[:depth+1], ep.Locality, src) {
+		if ep.Healthy != nil && !*ep.Healthy && svc.Health() == shared.HealthOnlyHealthy && matchesFirst(svc.Scopes()[:depth+1], ep.Locality, src) {
 			if ap, err := netip.ParseAddrPort(ep.Address); err == nil {
 				addrs = append(addrs, ap.String())
 			} else {
@@ -130,7 +130,7 @@ func serviceSpec(svc *shared.Service, top *shared.Topology) *shared.ServiceSpec 
 		return nil
 	}
 	for i := range top.Services {
-		if top.Services[i].Name == svc.Name {
+		if top.Services[i].Name == svc.Name() {
 			return &top.Services[i]
 		}
 	}
@@ -151,7 +151,7 @@ func scopeValues(svc *shared.Service, depth int) map[string]bool {
 			walk(k, d+1)
 		}
 	}
-	walk(svc.Root, 0)
+	walk(svc.Root(), 0)
 	return out
 }
 
@@ -159,8 +159,8 @@ func scopeValues(svc *shared.Service, depth int) map[string]bool {
 // matched prefix, sorted.
 func childValues(svc *shared.Service, src shared.Locality, depth int) []string {
 	t := svc.Tree()
-	n := t.Node(svc.Root)
-	for _, sc := range svc.Scopes[:depth] {
+	n := t.Node(svc.Root())
+	for _, sc := range svc.Scopes()[:depth] {
 		for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
 			if svc.NodeValue(k) == src[sc] {
 				n = t.Node(k)

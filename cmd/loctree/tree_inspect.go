@@ -99,21 +99,20 @@ type jsonNode struct {
 
 func inspectJSON(t *shared.Tree) jsonTree {
 	out := jsonTree{Generation: t.Generation(), Bytes: len(t.Bytes()), Services: []jsonService{}}
-	for i := range t.Services() {
-		s := &t.Services()[i]
+	for _, s := range t.Services() {
 		js := jsonService{
-			Name: s.Name, Hosts: append([]string{}, s.Hosts...), Scopes: s.Scopes,
-			Mode: s.Mode.String(), Policy: s.Policy.String(), Health: s.Health.String(),
-			Endpoints: int(s.EpTotal), Eligible: int(s.EpEligible), Ineligible: []string{}, IneligibleReasons: map[string]string{},
-			Tree: nodeJSON(s, s.Root), AffinityTimeout: s.AffinityTimeout, Distribute: s.Distribute,
+			Name: s.Name(), Hosts: append([]string{}, s.Hosts()...), Scopes: s.Scopes(),
+			Mode: s.Mode().String(), Policy: s.Policy().String(), Health: s.Health().String(),
+			Endpoints: int(s.EndpointCount()), Eligible: int(s.EligibleCount()), Ineligible: []string{}, IneligibleReasons: map[string]string{},
+			Tree: nodeJSON(s, s.Root()), AffinityTimeout: s.AffinityTimeout(), Distribute: s.Distribute(),
 		}
-		if s.NetworkRule {
+		if s.NetworkRule() {
 			js.NetworkRule = shared.NetworkRuleZtunnel
 		}
-		if s.VIP.IsValid() {
-			js.VIP = s.VIP.String()
+		if s.VIP().IsValid() {
+			js.VIP = s.VIP().String()
 		}
-		for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
+		for k := s.FirstEndpoint() + s.EligibleCount(); k < s.FirstEndpoint()+s.EndpointCount(); k++ {
 			addr := t.Endpoint(k).Addr.String()
 			js.Ineligible = append(js.Ineligible, addr)
 			js.IneligibleReasons[addr] = ineligibleReason(t.Endpoint(k))
@@ -146,23 +145,22 @@ func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
 
 func drawTree(w io.Writer, name string, t *shared.Tree) {
 	fmt.Fprintf(w, "%s: %s\n", safe(name), summarize(t, name).text())
-	for i := range t.Services() {
-		s := &t.Services()[i]
-		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name), s.Mode, s.Policy, joinSafe(s.Scopes, "/"))
-		if s.VIP.IsValid() {
-			fmt.Fprintf(w, "  vip %s", s.VIP)
+	for _, s := range t.Services() {
+		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name()), s.Mode(), s.Policy(), joinSafe(s.Scopes(), "/"))
+		if s.VIP().IsValid() {
+			fmt.Fprintf(w, "  vip %s", s.VIP())
 		}
-		if s.AffinityTimeout != 0 {
-			fmt.Fprintf(w, "  session affinity %d s", s.AffinityTimeout)
+		if s.AffinityTimeout() != 0 {
+			fmt.Fprintf(w, "  session affinity %d s", s.AffinityTimeout())
 		}
-		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts), s.EpTotal, s.EpEligible, s.Health)
-		drawDistributeRules(w, s.Distribute)
-		if s.NetworkRule {
-			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes[1:], "/"))
+		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts()), s.EndpointCount(), s.EligibleCount(), s.Health())
+		drawDistributeRules(w, s.Distribute())
+		if s.NetworkRule() {
+			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes()[1:], "/"))
 		}
-		root := t.Node(s.Root)
+		root := t.Node(s.Root())
 		drawChildren(w, s, root, "  ")
-		if s.EpTotal > s.EpEligible {
+		if s.EndpointCount() > s.EligibleCount() {
 			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(ineligible(t, s), " "))
 		}
 	}
@@ -205,7 +203,7 @@ func childrenByName(s *shared.Service, n shared.Node) []uint32 {
 // one the builder has is an unhealthy endpoint under health only_healthy.
 func ineligible(t *shared.Tree, s *shared.Service) []string {
 	var out []string
-	for k := s.EpFirst + s.EpEligible; k < s.EpFirst+s.EpTotal; k++ {
+	for k := s.FirstEndpoint() + s.EligibleCount(); k < s.FirstEndpoint()+s.EndpointCount(); k++ {
 		ep := t.Endpoint(k)
 		out = append(out, fmt.Sprintf("%s (%s)", ep.Addr, ineligibleReason(ep)))
 	}
@@ -261,7 +259,7 @@ func drawDistributeRules(w io.Writer, rules []shared.DistributeSpec) {
 func endpointCount(t *shared.Tree) int {
 	n := 0
 	for _, s := range t.Services() {
-		n += int(s.EpTotal)
+		n += int(s.EndpointCount())
 	}
 	return n
 }
@@ -271,7 +269,7 @@ func endpointCount(t *shared.Tree) int {
 func eligibleCount(t *shared.Tree) int {
 	n := 0
 	for _, s := range t.Services() {
-		n += int(s.EpEligible)
+		n += int(s.EligibleCount())
 	}
 	return n
 }

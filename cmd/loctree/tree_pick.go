@@ -188,13 +188,13 @@ func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare) s
 	}
 	addr := in.tree.Endpoint(ls.Degraded.Lo).Addr
 	for _, spec := range in.top.Services {
-		if spec.Name != svc.Name {
+		if spec.Name != svc.Name() {
 			continue
 		}
 		for _, e := range spec.Endpoints {
 			if ap, err := netip.ParseAddrPort(e.Address); err == nil && netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == addr {
 				v := make([]string, d)
-				for i, sc := range svc.Scopes[:d] {
+				for i, sc := range svc.Scopes()[:d] {
 					v[i] = e.Locality[sc]
 				}
 				return joinSafe(v, "/")
@@ -262,7 +262,7 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 	case typo != "":
 		fmt.Fprintf(cmd.ErrOrStderr(), "loctree: warning: %s\n", typo)
 	}
-	if svc.OverprovisioningFactor != 0 {
+	if svc.OverprovisioningFactor() != 0 {
 		res.Picks, res.Error = map[string]int{}, ""
 		pickLoads(in, svc, src, o, res)
 	}
@@ -282,7 +282,7 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 func serviceNames(t *shared.Tree) string {
 	var names []string
 	for _, s := range t.Services() {
-		names = append(names, s.Name)
+		names = append(names, s.Name())
 	}
 	return strings.Join(names, ", ")
 }
@@ -301,8 +301,8 @@ func sourceLocality(in *treeInput, svc *shared.Service, o *treePickOptions) (sha
 		return nil, fmt.Errorf("bad --from: %w", err)
 	}
 	for k := range src {
-		if !slices.Contains(svc.Scopes, k) {
-			return nil, fmt.Errorf("bad --from: %q is not a scope of %s (its scopes: %s)", k, svc.Name, strings.Join(svc.Scopes, ", "))
+		if !slices.Contains(svc.Scopes(), k) {
+			return nil, fmt.Errorf("bad --from: %q is not a scope of %s (its scopes: %s)", k, svc.Name(), strings.Join(svc.Scopes(), ", "))
 		}
 	}
 	return src, nil
@@ -311,7 +311,7 @@ func sourceLocality(in *treeInput, svc *shared.Service, o *treePickOptions) (sha
 // pick picks --count times in the candidate range r of svc.
 func pick(t *shared.Tree, svc *shared.Service, r shared.Range, o *treePickOptions) *pickResult {
 	res := &pickResult{
-		Service: svc.Name, Mode: svc.Mode.String(), Scopes: svc.Scopes, Matched: r.Depth, CrossNetwork: svc.CrossNetwork(r),
+		Service: svc.Name(), Mode: svc.Mode().String(), Scopes: svc.Scopes(), Matched: r.Depth, CrossNetwork: svc.CrossNetwork(r),
 		Candidates: endpointAddrs(t, r.Lo, r.Hi), Picks: map[string]int{},
 	}
 	if r.Len() == 0 {
@@ -328,19 +328,19 @@ func pick(t *shared.Tree, svc *shared.Service, r shared.Range, o *treePickOption
 }
 
 func noCandidateReason(svc *shared.Service, r shared.Range) string {
-	if svc.EpEligible == 0 {
-		return fmt.Sprintf("%s: %v: the service has no eligible endpoint", svc.Name, shared.ErrNoCandidate)
+	if svc.EligibleCount() == 0 {
+		return fmt.Sprintf("%s: %v: the service has no eligible endpoint", svc.Name(), shared.ErrNoCandidate)
 	}
-	if svc.Mode == shared.ModeFailover && r.Depth < svc.MinRank {
+	if svc.Mode() == shared.ModeFailover && r.Depth < svc.MinRank() {
 		return fmt.Sprintf("%s: %v: failover_limit %s and the source matches only %d of %d scopes (%s)",
-			svc.Name, shared.ErrNoCandidate, svc.Scopes[svc.MinRank-1], r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+			svc.Name(), shared.ErrNoCandidate, svc.Scope(svc.MinRank()-1), r.Depth, svc.Levels(), strings.Join(svc.Scopes(), ", "))
 	}
-	if svc.Mode == shared.ModeStrict {
+	if svc.Mode() == shared.ModeStrict {
 		return fmt.Sprintf("%s: %v: strict mode and the source matches only %d of %d scopes (%s)",
-			svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+			svc.Name(), shared.ErrNoCandidate, r.Depth, svc.Levels(), strings.Join(svc.Scopes(), ", "))
 	}
 	return fmt.Sprintf("%s: %v: the source matches %d of %d scopes (%s) and no eligible endpoint there",
-		svc.Name, shared.ErrNoCandidate, r.Depth, len(svc.Scopes), strings.Join(svc.Scopes, ", "))
+		svc.Name(), shared.ErrNoCandidate, r.Depth, svc.Levels(), strings.Join(svc.Scopes(), ", "))
 }
 
 // noLoadsReason says why a spillover service has no priority for the
@@ -351,31 +351,31 @@ func noLoadsReason(svc *shared.Service, l *shared.Loads) string {
 		return noCandidateReason(svc, shared.Range{})
 	}
 	rule := "distribute (no rule's from matches the source: every locality)"
-	if l.Rule > 0 && l.Rule <= len(svc.Distribute) {
-		rule = fmt.Sprintf("distribute rule %d (from %s)", l.Rule, safe(svc.Distribute[l.Rule-1].From))
+	if l.Rule > 0 && l.Rule <= len(svc.Distribute()) {
+		rule = fmt.Sprintf("distribute rule %d (from %s)", l.Rule, safe(svc.Distribute()[l.Rule-1].From))
 	}
 	var to []string
 	for _, t := range l.Targets[:l.NTargets] {
 		to = append(to, safe(t.Pattern))
 	}
 	return fmt.Sprintf("%s: %v: %s sends the source to %s, which have no eligible endpoint",
-		svc.Name, shared.ErrNoCandidate, rule, strings.Join(to, ", "))
+		svc.Name(), shared.ErrNoCandidate, rule, strings.Join(to, ", "))
 }
 
 func drawPick(w io.Writer, svc *shared.Service, src shared.Locality, r shared.Range, res *pickResult) {
 	var from []string
-	for _, sc := range svc.Scopes {
+	for _, sc := range svc.Scopes() {
 		from = append(from, fmt.Sprintf("%s=%q", sc, src[sc]))
 	}
-	fmt.Fprintf(w, "%s (%s, %s) from %s\n", safe(svc.Name), svc.Mode, svc.Policy, strings.Join(from, " "))
-	if res.Loads != nil || svc.OverprovisioningFactor != 0 {
+	fmt.Fprintf(w, "%s (%s, %s) from %s\n", safe(svc.Name()), svc.Mode(), svc.Policy(), strings.Join(from, " "))
+	if res.Loads != nil || svc.OverprovisioningFactor() != 0 {
 		drawLoads(w, svc, res)
 		return
 	}
 	if res.CrossNetwork {
-		fmt.Fprintf(w, "matched %d of the %s after network: %s\n", res.Matched, plural(len(svc.Scopes)-1, "scope"), plural(len(res.Candidates), "candidate"))
+		fmt.Fprintf(w, "matched %d of the %s after network: %s\n", res.Matched, plural(svc.Levels()-1, "scope"), plural(len(res.Candidates), "candidate"))
 	} else {
-		fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, len(svc.Scopes), plural(len(res.Candidates), "candidate"))
+		fmt.Fprintf(w, "matched %d of %d scopes: %s\n", res.Matched, svc.Levels(), plural(len(res.Candidates), "candidate"))
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "  why: %s\n", n)
@@ -406,7 +406,7 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 		if l.Failover != "" {
 			fo = " (failover " + l.Failover + ")"
 		}
-		what := fmt.Sprintf("matched %d of %d%s", l.Matched, len(svc.Scopes), fo)
+		what := fmt.Sprintf("matched %d of %d%s", l.Matched, svc.Levels(), fo)
 		if res.Distribute != nil {
 			what = "the distribute targets"
 		}

@@ -137,7 +137,7 @@ func TestBuildInspectJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Generation != 9 || len(got.Services) != len(tree.Services()) {
+	if got.Generation != 9 || len(got.Services) != tree.NumServices() {
 		t.Fatalf("inspect: %+v", got)
 	}
 	for _, s := range got.Services {

@@ -56,11 +56,11 @@ func unknownService(t *shared.Tree, cluster, authority string) string {
 func serviceHosts(t *shared.Tree) string {
 	var out []string
 	for _, s := range t.Services() {
-		if len(s.Hosts) == 0 {
-			out = append(out, safe(s.Name))
+		if len(s.Hosts()) == 0 {
+			out = append(out, safe(s.Name()))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s (%s)", safe(s.Name), joinSafe(s.Hosts, ", ")))
+		out = append(out, fmt.Sprintf("%s (%s)", safe(s.Name()), joinSafe(s.Hosts(), ", ")))
 	}
 	return strings.Join(out, ", ")
 }

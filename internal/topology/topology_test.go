@@ -30,8 +30,8 @@ func TestDefaultBuilds(t *testing.T) {
 			t.Errorf("%s: vip %s is outside 127.77.0.0/16", s.Name, s.VIP)
 		}
 	}
-	if len(regions) != 3 || len(tree.Services()) < 4 {
-		t.Errorf("default mesh has %d regions and %d services, want 3 and several", len(regions), len(tree.Services()))
+	if len(regions) != 3 || tree.NumServices() < 4 {
+		t.Errorf("default mesh has %d regions and %d services, want 3 and several", len(regions), tree.NumServices())
 	}
 }
 
@@ -124,17 +124,16 @@ func FuzzParse(f *testing.F) {
 // unicast endpoints, one service per VIP.
 func checkBuilt(t *testing.T, tree *shared.Tree) {
 	vips := map[netip.AddrPort]bool{}
-	for i := range tree.Services() {
-		s := &tree.Services()[i]
-		for _, v := range append(append([]string{s.Name}, s.Hosts...), s.Scopes...) {
+	for _, s := range tree.Services() {
+		for _, v := range append(append([]string{s.Name()}, s.Hosts()...), s.Scopes()...) {
 			if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
-				t.Fatalf("service %q: accepted %q", s.Name, v)
+				t.Fatalf("service %q: accepted %q", s.Name(), v)
 			}
 		}
-		if s.VIP.IsValid() && vips[s.VIP] {
-			t.Fatalf("vip %s accepted twice", s.VIP)
+		if s.VIP().IsValid() && vips[s.VIP()] {
+			t.Fatalf("vip %s accepted twice", s.VIP())
 		}
-		vips[s.VIP] = s.VIP.IsValid()
+		vips[s.VIP()] = s.VIP().IsValid()
 	}
 	for i := range tree.NumEndpoints() {
 		a := tree.Endpoint(uint32(i)).Addr.Addr()

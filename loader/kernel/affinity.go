@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -16,17 +17,17 @@ import (
 // an index only where the endpoint there has that address and is a
 // candidate.
 func (in *Installer) writeAffinityEps(p plan, eps []byte, base uint32) error {
-	if p.svc.Policy != shared.PolicyConsistentHash || len(eps) == 0 {
+	if p.svc.Policy() != shared.PolicyConsistentHash || len(eps) == 0 {
 		return nil
 	}
-	n := len(eps) / shared.EndpointRecordSize
+	n := len(eps) / wire.EndpointRecordSize
 	keys, idx := make([]bpf.AffinityEpKey, n), make([]uint32, n)
 	for i := range n {
-		keys[i] = bpf.AffinityEpKey{Fe: p.fe, Backend: backendAt(eps[i*shared.EndpointRecordSize:])}
+		keys[i] = bpf.AffinityEpKey{Fe: p.fe, Backend: backendAt(eps[i*wire.EndpointRecordSize:])}
 		idx[i] = base + uint32(i)
 	}
 	if _, err := in.k.objs.LtAffEps.BatchUpdate(keys, idx, nil); err != nil {
-		return fmt.Errorf("write affinity endpoints of %s: %w", p.svc.Name, err)
+		return fmt.Errorf("write affinity endpoints of %s: %w", p.svc.Name(), err)
 	}
 	return nil
 }

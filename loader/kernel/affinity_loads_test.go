@@ -43,7 +43,7 @@ const affPriorityKey = 0x6a09e667f3bcc909
 func modelLoadsPick(tree *shared.Tree, client uint64) string {
 	s, _ := tree.Service("aff")
 	l := s.Loads(affSource)
-	h := affinityHash(client, FrontendOf(s.VIP))
+	h := affinityHash(client, FrontendOf(s.VIP()))
 	draw, agg, p := mix64(h^affPriorityKey)%100+1, uint64(0), 0
 	for p = range l.N {
 		if agg += uint64(l.Healthy[p]); draw <= agg {

@@ -138,7 +138,7 @@ func backendString(b bpf.Backend) string {
 func modelPick(tree *shared.Tree, client uint64) string {
 	s, _ := tree.Service("aff")
 	r := s.Lookup(affSource)
-	i := r.Lo + jump(affinityHash(client, FrontendOf(s.VIP)), r.Hi-r.Lo)
+	i := r.Lo + jump(affinityHash(client, FrontendOf(s.VIP())), r.Hi-r.Lo)
 	return tree.Endpoint(i).Addr.String()
 }
 

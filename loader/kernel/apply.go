@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -35,15 +36,14 @@ type plan struct {
 func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
 	out := map[bpf.Frontend]plan{}
 	endpoints := 0
-	for i := range t.Services() {
-		s := &t.Services()[i]
-		if !s.VIP.IsValid() {
+	for _, s := range t.Services() {
+		if !s.VIP().IsValid() {
 			continue
 		}
-		p := plan{fe: FrontendOf(s.VIP), svc: s, src: sourceLabels(s, in.locality)}
+		p := plan{fe: FrontendOf(s.VIP()), svc: s, src: sourceLabels(s, in.locality)}
 		p.digest = in.cachedDigest(t, &p)
 		out[p.fe] = p
-		endpoints += int(s.EpEligible)
+		endpoints += int(s.EligibleCount())
 	}
 	for fe := range in.digests {
 		if _, ok := out[fe]; !ok {
@@ -95,7 +95,7 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 		delete(in.byName, name)
 	}
 	for _, p := range plans {
-		in.byName[p.svc.Name] = p.fe
+		in.byName[p.svc.Name()] = p.fe
 	}
 	if err := in.writeAll(t, write, &res); err != nil {
 		return res, err
@@ -125,10 +125,10 @@ func (in *Installer) changedPlans(t *shared.Tree, changed []string) ([]plan, []b
 	claimed := map[bpf.Frontend]bool{}
 	for _, name := range changed {
 		s, ok := t.Service(name)
-		if !ok || s.Name != name || !s.VIP.IsValid() {
+		if !ok || s.Name() != name || !s.VIP().IsValid() {
 			continue
 		}
-		p := plan{fe: FrontendOf(s.VIP), svc: s, src: sourceLabels(s, in.locality)}
+		p := plan{fe: FrontendOf(s.VIP()), svc: s, src: sourceLabels(s, in.locality)}
 		p.digest = digest(t, s, p.src)
 		plans = append(plans, p)
 		claimed[p.fe] = true
@@ -176,13 +176,13 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 	}
 	in.byName = make(map[string]bpf.Frontend, len(plans))
 	for fe, p := range plans {
-		in.byName[p.svc.Name] = fe
+		in.byName[p.svc.Name()] = fe
 	}
 	if err := in.writeAll(t, changed, &res); err != nil {
 		return res, err
 	}
 	for fe, p := range plans { // recounts services re-adopted unchanged, too
-		in.eligible[fe] = p.svc.EpEligible
+		in.eligible[fe] = p.svc.EligibleCount()
 	}
 	in.endpoints = endpoints
 	res.Duration = time.Since(start)
@@ -244,11 +244,11 @@ func (in *Installer) fits(services int, changed []plan) error {
 	for _, p := range changed {
 		if _, ok := nodes.alloc(regionLen(p)); !ok {
 			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots), %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc), nodes.available(), nodes.size)
+				ErrCapacity, p.svc.Name(), regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc), nodes.available(), nodes.size)
 		}
 		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name, epLen(p.svc), eps.available(), eps.size)
+				ErrCapacity, p.svc.Name(), epLen(p.svc), eps.available(), eps.size)
 		}
 	}
 	return nil
@@ -315,16 +315,16 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	nb, ok1 := in.nodes.alloc(regionLen(p))
 	eb, ok2 := in.eps.alloc(epLen(s))
 	if !ok1 || !ok2 {
-		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name)
+		return fmt.Errorf("%w: service %s (checked before, allocator out of sync)", ErrCapacity, s.Name())
 	}
 	_, eps := records(t, s)
-	if _, err := in.k.nodes.WriteAt(p.region, int64(nb)*shared.NodeRecordSize); err != nil {
-		return fmt.Errorf("write nodes of %s: %w", s.Name, err)
+	if _, err := in.k.nodes.WriteAt(p.region, int64(nb)*wire.NodeRecordSize); err != nil {
+		return fmt.Errorf("write nodes of %s: %w", s.Name(), err)
 	}
-	if _, err := in.k.eps.WriteAt(eps, int64(eb)*shared.EndpointRecordSize); err != nil {
-		return fmt.Errorf("write endpoints of %s: %w", s.Name, err)
+	if _, err := in.k.eps.WriteAt(eps, int64(eb)*wire.EndpointRecordSize); err != nil {
+		return fmt.Errorf("write endpoints of %s: %w", s.Name(), err)
 	}
-	if err := in.writeAffinityEps(p, eps[:affinityLen(s)*shared.EndpointRecordSize], eb); err != nil {
+	if err := in.writeAffinityEps(p, eps[:affinityLen(s)*wire.EndpointRecordSize], eb); err != nil {
 		return err
 	}
 	v := serviceValue(t, p, nb, eb)
@@ -332,14 +332,14 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 	if had {
 		v.Slot = old.Slot
 	} else if v.Slot, ok1 = in.slots.alloc(1); !ok1 {
-		return fmt.Errorf("%w: no service slot for %s", ErrCapacity, s.Name)
+		return fmt.Errorf("%w: no service slot for %s", ErrCapacity, s.Name())
 	}
 	if err := in.k.objs.LtFrontends.Put(&p.fe, &v); err != nil {
-		return fmt.Errorf("publish %s: %w", s.Name, err)
+		return fmt.Errorf("publish %s: %w", s.Name(), err)
 	}
 	in.installed[p.fe] = v
-	in.endpoints += int(s.EpEligible) - int(in.eligible[p.fe])
-	in.eligible[p.fe] = s.EpEligible
+	in.endpoints += int(s.EligibleCount()) - int(in.eligible[p.fe])
+	in.eligible[p.fe] = s.EligibleCount()
 	if had {
 		in.retire(old)
 	}

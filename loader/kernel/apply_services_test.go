@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -19,30 +20,29 @@ func checkInstalled(t *testing.T, in *Installer, tree *shared.Tree) {
 	t.Helper()
 	got := frontends(t, in)
 	n := 0
-	for i := range tree.Services() {
-		s := &tree.Services()[i]
-		if !s.VIP.IsValid() {
+	for _, s := range tree.Services() {
+		if !s.VIP().IsValid() {
 			continue
 		}
 		n++
-		v, ok := got[FrontendOf(s.VIP)]
+		v, ok := got[FrontendOf(s.VIP())]
 		if !ok || v.Digest != digest(tree, s, sourceLabels(s, in.locality)) {
-			t.Fatalf("service %s: installed %v with digest %#x, want %#x", s.Name, ok, v.Digest, digest(tree, s, sourceLabels(s, in.locality)))
+			t.Fatalf("service %s: installed %v with digest %#x, want %#x", s.Name(), ok, v.Digest, digest(tree, s, sourceLabels(s, in.locality)))
 		}
 		nodes, eps := records(tree, s)
 		gotEps := make([]byte, len(eps))
-		if _, err := in.k.eps.ReadAt(gotEps, int64(v.EpBase)*shared.EndpointRecordSize); err != nil {
+		if _, err := in.k.eps.ReadAt(gotEps, int64(v.EpBase)*wire.EndpointRecordSize); err != nil {
 			t.Fatal(err)
 		}
 		gotNodes := make([]byte, len(nodes))
-		if _, err := in.k.nodes.ReadAt(gotNodes, int64(v.NodeBase)*shared.NodeRecordSize); err != nil {
+		if _, err := in.k.nodes.ReadAt(gotNodes, int64(v.NodeBase)*wire.NodeRecordSize); err != nil {
 			t.Fatal(err)
 		}
 		// Node records keep the indices of the tree they were written from;
 		// the value's deltas map them, so compare them made relative.
 		oldRoot, oldFirst := v.NodeBase-v.NodeDelta, v.EpBase-v.EpDelta
-		if !slices.Equal(gotEps, eps) || !slices.Equal(relative(gotNodes, oldRoot, oldFirst), relative(nodes, s.Root, s.EpFirst)) {
-			t.Fatalf("service %s: records in the maps differ from the tree's", s.Name)
+		if !slices.Equal(gotEps, eps) || !slices.Equal(relative(gotNodes, oldRoot, oldFirst), relative(nodes, s.Root(), s.FirstEndpoint())) {
+			t.Fatalf("service %s: records in the maps differ from the tree's", s.Name())
 		}
 	}
 	if len(got) != n {
@@ -198,7 +198,7 @@ func benchApply(b *testing.B, services int, whole bool) {
 func relative(nodes []byte, root, first uint32) []byte {
 	out := slices.Clone(nodes)
 	le := binary.LittleEndian
-	for off := 0; off < len(out); off += shared.NodeRecordSize {
+	for off := 0; off < len(out); off += wire.NodeRecordSize {
 		n := out[off:]
 		le.PutUint32(n[8:], le.Uint32(n[8:])-first)
 		le.PutUint32(n[12:], le.Uint32(n[12:])-first)

@@ -138,7 +138,7 @@ func TestAtomicUpdatesKernelLoop(t *testing.T) {
 	}
 	kl := newKernelLookup(t, in)
 	svc, _ := trees[1].Service("flip")
-	args := bpftest.NewArgs(FrontendOf(svc.VIP), sourceLabels(svc, src), 20000)
+	args := bpftest.NewArgs(FrontendOf(svc.VIP()), sourceLabels(svc, src), 20000)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -69,7 +69,7 @@ func askAll(t *testing.T, tree *shared.Tree, s *shared.Service, src shared.Local
 	t.Helper()
 	want := candidates(tree, s, src)
 	for range 10 {
-		got, err := kerneltest.Ask(s.VIP.String())
+		got, err := kerneltest.Ask(s.VIP().String())
 		if err != nil || !slices.Contains(want, got) {
 			t.Fatalf("source %v: reached %q (%v), candidates %v", src, got, err, want)
 		}

@@ -171,7 +171,7 @@ func twoDistinct(t *testing.T, policy string) {
 	}
 	kl := newKernelLookup(t, in)
 	svc, _ := tree.Service("lcm")
-	args := bpftest.NewArgs(FrontendOf(svc.VIP), sourceLabels(svc, shared.Locality{"region": "r1", "zone": "z1"}), 0)
+	args := bpftest.NewArgs(FrontendOf(svc.VIP()), sourceLabels(svc, shared.Locality{"region": "r1", "zone": "z1"}), 0)
 	for i := range 1000 {
 		out := kl.lookup(t, args)
 		var ep bpf.Endpoint

@@ -81,10 +81,9 @@ func TestKernelLookupMatchesGo(t *testing.T) {
 	for it := range 150 {
 		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies})
 		tree := installBuilt(t, in, top, uint64(it+1))
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
+		for _, s := range tree.Services() {
 			for range 2 {
-				compare(t, kl, in, s, treetest.Source(rng, s.Scopes, 5))
+				compare(t, kl, in, s, treetest.Source(rng, s.Scopes(), 5))
 				pairs++
 			}
 			compareCgroup(t, kl, in, s, treetest.Source(rng, treetest.Scopes, 5))
@@ -113,10 +112,9 @@ func TestKernelNetworkRuleMatchesGo(t *testing.T) {
 	for it := range 150 {
 		top := treetest.Topology(rng, treetest.Options{Services: 1 + rng.IntN(12), IPv6: true, Policies: policies, NetworkFirst: true})
 		tree := installBuilt(t, in, top, uint64(it+1))
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
+		for _, s := range tree.Services() {
 			for range 3 {
-				src := treetest.Source(rng, s.Scopes, 5)
+				src := treetest.Source(rng, s.Scopes(), 5)
 				if s.CrossNetwork(s.Lookup(src)) {
 					cross++
 				}
@@ -135,9 +133,9 @@ func TestKernelNetworkRuleMatchesGo(t *testing.T) {
 
 func compare(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Service, src shared.Locality) {
 	t.Helper()
-	fe := FrontendOf(s.VIP)
+	fe := FrontendOf(s.VIP())
 	labels := sourceLabels(s, src)
-	check(t, in, s, src, s.LookupLabels(labels[:len(s.Scopes)]), kl.lookup(t, bpftest.NewArgs(fe, labels, 0)))
+	check(t, in, s, src, s.LookupLabels(labels[:s.Levels()]), kl.lookup(t, bpftest.NewArgs(fe, labels, 0)))
 }
 
 // compareCgroup is compare with the source given as a cgroup's own
@@ -149,26 +147,26 @@ func compareCgroup(t *testing.T, kl *kernelLookup, in *Installer, s *shared.Serv
 	if err := in.setCgroupLocality(fakeCgroup, 0, src); err != nil {
 		t.Fatal(err)
 	}
-	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpftest.NewCgroupArgs(FrontendOf(s.VIP), fakeCgroup)))
+	check(t, in, s, src, s.Lookup(src), kl.lookup(t, bpftest.NewCgroupArgs(FrontendOf(s.VIP()), fakeCgroup)))
 }
 
 func check(t *testing.T, in *Installer, s *shared.Service, src shared.Locality, want shared.Range, got bpftest.Args) {
 	t.Helper()
-	svc := in.installed[FrontendOf(s.VIP)]
+	svc := in.installed[FrontendOf(s.VIP())]
 	if want.Len() == 0 {
 		if got.Status != bpf.StatNoCandidate {
-			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name, src, s.Mode, got.Status, got.R)
+			t.Fatalf("%s %v (%s): Go has no candidate, kernel status %d range %+v", s.Name(), src, s.Mode(), got.Status, got.R)
 		}
 		return
 	}
 	if s.CrossNetwork(want) { // the network tree follows the service's own in its node region
-		want.Node = s.Root + s.NodeCount + want.Node - uint32(s.Tree().NumNodes()) - s.NetRoot
+		want.Node = s.Root() + layoutOf(s).NodeCount + want.Node - uint32(s.Tree().NumNodes()) - layoutOf(s).NetRoot
 	}
 	r := shared.Range{Lo: got.R.Lo - svc.EpDelta, Hi: got.R.Hi - svc.EpDelta, Depth: int(got.R.Depth), Node: got.R.Node - svc.NodeDelta}
 	if got.Status != bpf.StatRedirect || r != want {
-		t.Fatalf("%s %v (%s): kernel status %d range %+v, Go %+v", s.Name, src, s.Mode, got.Status, r, want)
+		t.Fatalf("%s %v (%s): kernel status %d range %+v, Go %+v", s.Name(), src, s.Mode(), got.Status, r, want)
 	}
 	if got.Pick < got.R.Lo || got.Pick >= got.R.Hi {
-		t.Fatalf("%s %v: kernel picked %d outside [%d, %d)", s.Name, src, got.Pick, got.R.Lo, got.R.Hi)
+		t.Fatalf("%s %v: kernel picked %d outside [%d, %d)", s.Name(), src, got.Pick, got.R.Lo, got.R.Hi)
 	}
 }

@@ -32,8 +32,8 @@ type loadsKey struct {
 }
 
 func loadsKeyOf(s *shared.Service) loadsKey {
-	return loadsKey{of: s.OverprovisioningFactor, panic: s.PanicThreshold, minRank: uint32(s.MinRank),
-		auxRoot: s.AuxRoot, rules: string(ruleRecords(s))}
+	return loadsKey{of: s.OverprovisioningFactor(), panic: s.PanicThreshold(), minRank: uint32(s.MinRank()),
+		auxRoot: layoutOf(s).AuxRoot, rules: string(ruleRecords(s))}
 }
 
 // cachedDigest is digest(t, p.svc, p.src), reusing the previous tree's value
@@ -41,8 +41,8 @@ func loadsKeyOf(s *shared.Service) loadsKey {
 func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
 	s := p.svc
 	nodes, eps := records(t, s)
-	c := digestCache{root: s.Root, epFirst: s.EpFirst, src: p.src, keys: scopeKeys(s), nodes: nodes, eps: eps,
-		settings: [4]uint8{uint8(len(s.Scopes)), uint8(s.Mode), uint8(s.Policy), uint8(s.Health)}, affinity: s.AffinityTimeout,
+	c := digestCache{root: s.Root(), epFirst: s.FirstEndpoint(), src: p.src, keys: scopeKeys(s), nodes: nodes, eps: eps,
+		settings: [4]uint8{uint8(s.Levels()), uint8(s.Mode()), uint8(s.Policy()), uint8(s.Health())}, affinity: s.AffinityTimeout(),
 		loads: loadsKeyOf(s), aux: auxRecords(t, s)}
 	if old, ok := in.digests[p.fe]; ok && old.root == c.root && old.epFirst == c.epFirst &&
 		old.settings == c.settings && old.affinity == c.affinity && old.src == c.src && old.keys == c.keys && bytes.Equal(old.nodes, nodes) && bytes.Equal(old.eps, eps) &&
@@ -61,16 +61,16 @@ func (in *Installer) cachedDigest(t *shared.Tree, p *plan) uint64 {
 func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uint64 {
 	h := sha256.New()
 	var b [64]byte
-	b[0], b[1], b[2], b[3] = byte(len(s.Scopes)), byte(s.Mode), byte(s.Policy), byte(s.Health)
+	b[0], b[1], b[2], b[3] = byte(s.Levels()), byte(s.Mode()), byte(s.Policy()), byte(s.Health())
 	h.Write(b[:4])
-	if s.AffinityTimeout != 0 { // only then: other services keep the digests installed before it existed
-		h.Write(binary.LittleEndian.AppendUint32(b[:0], s.AffinityTimeout))
+	if s.AffinityTimeout() != 0 { // only then: other services keep the digests installed before it existed
+		h.Write(binary.LittleEndian.AppendUint32(b[:0], s.AffinityTimeout()))
 	}
 	keys := scopeKeys(s)
 	for _, l := range append(src[:], keys[:]...) {
 		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))
 	}
-	digestNodes(h, t.Node, s.Root, s.NodeCount, s.EpFirst, nil)
+	digestNodes(h, t.Node, s.Root(), layoutOf(s).NodeCount, s.FirstEndpoint(), nil)
 	_, eps := records(t, s)
 	h.Write(eps) // endpoint records hold no indices
 	digestLoads(h, t, s)
@@ -83,14 +83,15 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 // first aux node and the first endpoint.
 func digestLoads(h hash.Hash, t *shared.Tree, s *shared.Service) {
 	var b [24]byte
-	b[0], b[1], b[2] = byte(s.OverprovisioningFactor), byte(s.OverprovisioningFactor>>8), byte(s.PanicThreshold)
-	b[3] = byte(s.MinRank)
+	b[0], b[1], b[2] = byte(s.OverprovisioningFactor()), byte(s.OverprovisioningFactor()>>8), byte(s.PanicThreshold())
+	b[3] = byte(s.MinRank())
 	h.Write(b[:4])
 	h.Write(ruleRecords(s))
 	if !hasLoads(s) {
 		return
 	}
-	digestNodes(h, t.AuxNode, s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1], s.EpFirst, binary.LittleEndian.AppendUint32(nil, s.AuxCount[0]))
+	l := layoutOf(s)
+	digestNodes(h, t.AuxNode, l.AuxRoot[0], l.AuxLen(), l.EpFirst, binary.LittleEndian.AppendUint32(nil, l.AuxCount[0]))
 }
 
 // digestNodes writes into h the count node records from root (node reads

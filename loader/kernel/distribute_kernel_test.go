@@ -101,12 +101,11 @@ func TestKernelDistributeMatchesGo(t *testing.T) {
 	pairs, seen := 0, map[string]int{}
 	for it := 0; pairs < 20000; it++ {
 		tree := installBuilt(t, in, distributeTopology(rng, 1+rng.IntN(6)), uint64(it+1))
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
+		for _, s := range tree.Services() {
 			for range 12 {
 				labels := sourceLabels(s, treetest.Source(rng, treetest.Scopes, 4))
 				want := loadsOf(s, labels)
-				compareDistribute(t, s, labels, &want, kl.run(t, FrontendOf(s.VIP), labels), seen)
+				compareDistribute(t, s, labels, &want, kl.run(t, FrontendOf(s.VIP()), labels), seen)
 				pairs++
 			}
 		}
@@ -121,7 +120,7 @@ func TestKernelDistributeMatchesGo(t *testing.T) {
 
 func compareDistribute(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint64, want *shared.Loads, got bpftest.LoadsOut, seen map[string]int) {
 	t.Helper()
-	where := fmt.Sprintf("%s (of %d, panic %d, distribute %v, %s) source %x", s.Name, s.OverprovisioningFactor, s.PanicThreshold, s.Distribute, s.Policy, labels[:len(s.Scopes)])
+	where := fmt.Sprintf("%s (of %d, panic %d, distribute %v, %s) source %x", s.Name(), s.OverprovisioningFactor(), s.PanicThreshold(), s.Distribute(), s.Policy(), labels[:s.Levels()])
 	if want.N == 0 {
 		seen["no candidate"]++
 		if got.Status != bpf.StatNoCandidate {

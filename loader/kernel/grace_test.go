@@ -109,7 +109,7 @@ func staleWalks(t *testing.T, grace bool, enough func(applies int, out bpftest.S
 func (kl *kernelLookup) staleRun(t *testing.T, tree *shared.Tree, i int) {
 	t.Helper()
 	svc, _ := tree.Service(fmt.Sprintf("s%d", i))
-	in := bpftest.NewStaleIn(FrontendOf(svc.VIP), uint16(9200+i), sourceLabels(svc, shared.Locality{"region": "r1", "zone": "z1"}), 20000)
+	in := bpftest.NewStaleIn(FrontendOf(svc.VIP()), uint16(9200+i), sourceLabels(svc, shared.Locality{"region": "r1", "zone": "z1"}), 20000)
 	if err := kl.objs.LtTestStaleArgs.Put(uint32(0), &in); err != nil {
 		t.Fatal(err)
 	}

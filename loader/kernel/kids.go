@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -49,12 +50,13 @@ type kidTree struct{ from, to, base uint32 }
 // trees (a priority load; their first_child indices are the aux section's)
 // or its network tree (rebased to the node section by netRecords).
 func kidTrees(s *shared.Service) []kidTree {
-	trees := []kidTree{{0, s.NodeCount, s.Root}}
+	l := layoutOf(s)
+	trees := []kidTree{{0, l.NodeCount, l.Root}}
 	switch {
 	case hasLoads(s):
-		trees = append(trees, kidTree{s.NodeCount, s.NodeCount + s.AuxCount[0] + s.AuxCount[1], s.AuxRoot[0] - s.NodeCount})
-	case s.NetworkRule:
-		trees = append(trees, kidTree{s.NodeCount, s.NodeCount + s.NetCount, s.Root})
+		trees = append(trees, kidTree{l.NodeCount, l.NodeCount + l.AuxLen(), l.AuxRoot[0] - l.NodeCount})
+	case s.NetworkRule():
+		trees = append(trees, kidTree{l.NodeCount, l.NodeCount + l.NetCount, l.Root})
 	}
 	return trees
 }
@@ -62,10 +64,10 @@ func kidTrees(s *shared.Service) []kidTree {
 // kidCount checks the child links of the trees in region and returns the
 // number of (parent, label) keys they make.
 func kidCount(region []byte, trees []kidTree) (uint32, error) {
-	n, keys := uint32(len(region)/shared.NodeRecordSize), uint32(0)
+	n, keys := uint32(len(region)/wire.NodeRecordSize), uint32(0)
 	for _, t := range trees {
 		for p := t.from; p < t.to; p++ {
-			rec := region[int(p)*shared.NodeRecordSize:]
+			rec := region[int(p)*wire.NodeRecordSize:]
 			count := binary.LittleEndian.Uint32(rec[20:])
 			if count == 0 {
 				continue
@@ -85,11 +87,11 @@ func kidCount(region []byte, trees []kidTree) (uint32, error) {
 func eachKid(region []byte, trees []kidTree, put func(kidKey) bool) bool {
 	for _, t := range trees {
 		for p := t.from; p < t.to; p++ {
-			rec := region[int(p)*shared.NodeRecordSize:]
+			rec := region[int(p)*wire.NodeRecordSize:]
 			count := binary.LittleEndian.Uint32(rec[20:])
 			first := binary.LittleEndian.Uint32(rec[16:]) - t.base
 			for k := first; count > 0 && k < first+count; k++ {
-				if !put(kidOf(region[int(k)*shared.NodeRecordSize:], t.base, first, k)) {
+				if !put(kidOf(region[int(k)*wire.NodeRecordSize:], t.base, first, k)) {
 					return false
 				}
 			}
@@ -114,10 +116,10 @@ func kidOf(rec []byte, base, first, k uint32) kidKey {
 // key stops at a free slot inside the table.
 type kidTable []byte
 
-func (t kidTable) len() uint32 { return uint32(len(t) / shared.NodeRecordSize) }
+func (t kidTable) len() uint32 { return uint32(len(t) / wire.NodeRecordSize) }
 
 func (t kidTable) at(i uint32) kidKey {
-	r := t[int(i)*shared.NodeRecordSize:][:shared.NodeRecordSize]
+	r := t[int(i)*wire.NodeRecordSize:][:wire.NodeRecordSize]
 	le := binary.LittleEndian
 	return kidKey{le.Uint64(r), le.Uint32(r[8:]), le.Uint32(r[12:]), le.Uint32(r[16:]), le.Uint32(r[20:])}
 }

@@ -72,7 +72,7 @@ func newKernelBench(b *testing.B, n int, loops uint32) *kernelBench {
 		b.Fatal(err)
 	}
 	kl := newKernelLookup(b, in)
-	svc := &tree.Services()[0]
+	svc := tree.Services()[0]
 	rand.New(rand.NewPCG(3, 4)).Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
 	for i, loc := range leaves {
 		src := bpftest.BenchSource{Labels: sourceLabels(svc, loc)}
@@ -80,7 +80,7 @@ func newKernelBench(b *testing.B, n int, loops uint32) *kernelBench {
 			b.Fatalf("source %d of %d: %v", i, len(leaves), err)
 		}
 	}
-	return &kernelBench{kl: kl, args: bpftest.NewBenchArgs(FrontendOf(svc.VIP), uint32(len(leaves)), loops), sources: len(leaves)}
+	return &kernelBench{kl: kl, args: bpftest.NewBenchArgs(FrontendOf(svc.VIP()), uint32(len(leaves)), loops), sources: len(leaves)}
 }
 
 // run runs prog once and returns its time; every lookup must find a
@@ -133,7 +133,7 @@ func BenchmarkKernelLookup(b *testing.B) {
 // its child table built, what a change of the service adds to an apply.
 func BenchmarkChildTable(b *testing.B) {
 	tree := mustBuild(b, &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.78.0.1:80", 1000, 9400)}}, 1)
-	s := &tree.Services()[0]
+	s := tree.Services()[0]
 	var scratch kidSlots
 	b.ReportAllocs()
 	for b.Loop() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/internal/testing/treetest"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -51,10 +52,10 @@ func kidFind(t *testing.T, k installedKids, first uint32, label uint64) (kidKey,
 	t.Helper()
 	i := kidHome(first, label, k.slots)
 	for p := range uint32(kidProbes) {
-		if i+p >= uint32(len(k.records)/shared.NodeRecordSize) {
+		if i+p >= uint32(len(k.records)/wire.NodeRecordSize) {
 			t.Fatalf("search for (%d, %#x) reads slot %d of a %d-byte table", first, label, i+p, len(k.records))
 		}
-		rec := k.records[int(i+p)*shared.NodeRecordSize:]
+		rec := k.records[int(i+p)*wire.NodeRecordSize:]
 		f := binary.LittleEndian.Uint32(rec[8:])
 		if f == kidEmpty {
 			return kidKey{}, false
@@ -77,12 +78,13 @@ type regionTree struct {
 // regionTrees derives a service's trees from shared's accessors (not from
 // the records the loader copies).
 func regionTrees(tree *shared.Tree, s *shared.Service) []regionTree {
-	out := []regionTree{{tree.Node, s.Root, s.Root + s.NodeCount, 0}}
+	l := layoutOf(s)
+	out := []regionTree{{tree.Node, l.Root, l.Root + l.NodeCount, 0}}
 	switch {
-	case s.OverprovisioningFactor != 0:
-		out = append(out, regionTree{tree.AuxNode, s.AuxRoot[0], s.AuxRoot[0] + s.AuxCount[0] + s.AuxCount[1], s.NodeCount})
-	case s.NetworkRule:
-		out = append(out, regionTree{tree.AuxNode, s.NetRoot, s.NetRoot + s.NetCount, s.NodeCount})
+	case s.OverprovisioningFactor() != 0:
+		out = append(out, regionTree{tree.AuxNode, l.AuxRoot[0], l.AuxRoot[0] + l.AuxLen(), l.NodeCount})
+	case s.NetworkRule():
+		out = append(out, regionTree{tree.AuxNode, l.NetRoot, l.NetRoot + l.NetCount, l.NodeCount})
 	}
 	return out
 }
@@ -121,15 +123,14 @@ func TestKidTableFindsEveryChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
+		for _, s := range tree.Services() {
 			region, slots, err := regionOf(tree, s, new(kidSlots))
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := installedKids{slots, region[nodeLen(s)*shared.NodeRecordSize:]}
+			k := installedKids{slots, region[nodeLen(s)*wire.NodeRecordSize:]}
 			if n := kidTable(k.records).len(); slots > 0 && (n < slots || kidTable(k.records).at(n-1).first != kidEmpty) {
-				t.Fatalf("%s: table of %d slots, %d home slots, does not end with a free slot", s.Name, n, slots)
+				t.Fatalf("%s: table of %d slots, %d home slots, does not end with a free slot", s.Name(), n, slots)
 			}
 			for _, rt := range regionTrees(tree, s) {
 				n, m := checkKids(t, k, rt, rng)
@@ -250,9 +251,9 @@ func TestApplyServicesRewritesOneTable(t *testing.T) {
 			t.Fatalf("frontend %+v changed: %+v, was %+v", f, after[f], old)
 		}
 	}
-	for i := range uint32(len(nodesAfter) / shared.NodeRecordSize) {
+	for i := range uint32(len(nodesAfter) / wire.NodeRecordSize) {
 		inRegion := i-v.NodeBase < v.NodeLen
-		rec := func(m []byte) []byte { return m[int(i)*shared.NodeRecordSize:][:shared.NodeRecordSize] }
+		rec := func(m []byte) []byte { return m[int(i)*wire.NodeRecordSize:][:wire.NodeRecordSize] }
 		if !inRegion && !slices.Equal(rec(nodesBefore), rec(nodesAfter)) {
 			t.Fatalf("node map entry %d changed outside the rewritten region [%d, +%d)", i, v.NodeBase, v.NodeLen)
 		}
@@ -261,17 +262,17 @@ func TestApplyServicesRewritesOneTable(t *testing.T) {
 	if v.KidSlots == 0 || v.Kids != v.NodeBase+nodeLen(s) {
 		t.Fatalf("service value: table of %d slots at %d, want one after the records at %d", v.KidSlots, v.Kids, v.NodeBase+nodeLen(s))
 	}
-	table := installedKids{v.KidSlots, nodesAfter[int(v.Kids)*shared.NodeRecordSize : int(v.NodeBase+v.NodeLen)*shared.NodeRecordSize]}
+	table := installedKids{v.KidSlots, nodesAfter[int(v.Kids)*wire.NodeRecordSize : int(v.NodeBase+v.NodeLen)*wire.NodeRecordSize]}
 	n, _ := checkKids(t, table, regionTrees(next, s)[0], rand.New(rand.NewPCG(1, 1)))
-	if n != int(s.NodeCount)-1 {
-		t.Fatalf("%d keys found in the installed table, the tree has %d", n, s.NodeCount-1)
+	if n != int(layoutOf(s).NodeCount)-1 {
+		t.Fatalf("%d keys found in the installed table, the tree has %d", n, layoutOf(s).NodeCount-1)
 	}
 }
 
 // nodeMap reads the whole node map.
 func nodeMap(t *testing.T, in *Installer) []byte {
 	t.Helper()
-	out := make([]byte, int(in.k.capacity().Nodes)*shared.NodeRecordSize)
+	out := make([]byte, int(in.k.capacity().Nodes)*wire.NodeRecordSize)
 	if _, err := in.k.nodes.ReadAt(out, 0); err != nil {
 		t.Fatal(err)
 	}

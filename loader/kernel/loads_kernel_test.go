@@ -114,18 +114,17 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 	pairs, seen := 0, map[string]int{}
 	for it := 0; pairs < 20000; it++ {
 		tree := installBuilt(t, in, loadsTopology(rng, 1+rng.IntN(8)), uint64(it+1))
-		for i := range tree.Services() {
-			s := &tree.Services()[i]
-			if s.OverprovisioningFactor == 0 { // the plain lookup, with its failover_limit
+		for _, s := range tree.Services() {
+			if s.OverprovisioningFactor() == 0 { // the plain lookup, with its failover_limit
 				for range 4 {
-					compare(t, plain, in, s, treetest.Source(rng, s.Scopes, 4))
+					compare(t, plain, in, s, treetest.Source(rng, s.Scopes(), 4))
 				}
 				continue
 			}
 			for range 12 {
 				labels := sourceLabels(s, treetest.Source(rng, treetest.Scopes, 4))
 				want := loadsOf(s, labels)
-				compareLoads(t, s, labels, &want, kl.run(t, FrontendOf(s.VIP), labels), seen)
+				compareLoads(t, s, labels, &want, kl.run(t, FrontendOf(s.VIP()), labels), seen)
 				pairs++
 			}
 		}
@@ -140,16 +139,16 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 
 func loadsOf(s *shared.Service, labels [shared.MaxLevels]uint64) shared.Loads {
 	var l shared.Loads
-	s.LoadsLabels(labels[:len(s.Scopes)], &l)
+	s.LoadsLabels(labels[:s.Levels()], &l)
 	return l
 }
 
 func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint64, want *shared.Loads, got bpftest.LoadsOut, seen map[string]int) {
 	t.Helper()
-	where := fmt.Sprintf("%s (of %d, panic %d, %d rules, %s) source %x", s.Name, s.OverprovisioningFactor, s.PanicThreshold, len(s.Failover), s.Policy, labels[:len(s.Scopes)])
+	where := fmt.Sprintf("%s (of %d, panic %d, %d rules, %s) source %x", s.Name(), s.OverprovisioningFactor(), s.PanicThreshold(), len(s.Failover()), s.Policy(), labels[:s.Levels()])
 	if want.N == 0 {
 		seen["no candidate"]++
-		if s.MinRank > 0 {
+		if s.MinRank() > 0 {
 			seen["beyond failover_limit"]++
 		}
 		if got.Status != bpf.StatNoCandidate {

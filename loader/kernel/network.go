@@ -5,16 +5,17 @@ import (
 	"hash"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
 // netCount is the number of node map entries s's network tree takes
 // (docs/FORMAT.md "Network rule"); 0 without the rule.
 func netCount(s *shared.Service) uint32 {
-	if !s.NetworkRule {
+	if !s.NetworkRule() {
 		return 0
 	}
-	return s.NetCount
+	return layoutOf(s).NetCount
 }
 
 // netRecords are the records of s's network tree as the kernel reads them:
@@ -24,15 +25,16 @@ func netCount(s *shared.Service) uint32 {
 // lt_lookup). Their endpoint ranges, over the copies that follow the
 // service's endpoints, need no change.
 func netRecords(t *shared.Tree, s *shared.Service) []byte {
-	if !s.NetworkRule {
+	if !s.NetworkRule() {
 		return nil
 	}
-	recs := t.AuxNodeRecords()[int(s.NetRoot)*shared.NodeRecordSize : int(s.NetRoot+s.NetCount)*shared.NodeRecordSize]
+	l := layoutOf(s)
+	recs := wire.Nodes(wire.Split(t.Bytes()).Aux, l.NetRoot, l.NetCount)
 	out := make([]byte, len(recs))
 	copy(out, recs)
-	rebase := s.Root + s.NodeCount - s.NetRoot // record index in the aux section → as if in the node section
-	for off := 0; off < len(out); off += shared.NodeRecordSize {
-		n := out[off : off+shared.NodeRecordSize]
+	rebase := l.Root + l.NodeCount - l.NetRoot // record index in the aux section → as if in the node section
+	for off := 0; off < len(out); off += wire.NodeRecordSize {
+		n := out[off : off+wire.NodeRecordSize]
 		if binary.LittleEndian.Uint32(n[20:]) > 0 { // child_count
 			binary.LittleEndian.PutUint32(n[16:], binary.LittleEndian.Uint32(n[16:])+rebase)
 		}
@@ -43,11 +45,11 @@ func netRecords(t *shared.Tree, s *shared.Service) []byte {
 // setNetworkRule marks v, a service whose nodes start at map index nb, as
 // applying the network rule: the network tree's root follows its own tree.
 func setNetworkRule(v *bpf.Service, s *shared.Service, nb uint32) {
-	if !s.NetworkRule {
+	if !s.NetworkRule() {
 		return
 	}
 	v.NetRule = 1
-	v.AuxRoot[0] = nb + s.NodeCount
+	v.AuxRoot[0] = nb + layoutOf(s).NodeCount
 }
 
 // affinityLen is the number of endpoints of s's region the kernel finds a
@@ -57,8 +59,8 @@ func setNetworkRule(v *bpf.Service, s *shared.Service, nb uint32) {
 // keeps its backend through its last index while an update leaves it in
 // place.
 func affinityLen(s *shared.Service) uint32 {
-	if s.NetworkRule {
-		return s.EpEligible
+	if s.NetworkRule() {
+		return s.EligibleCount()
 	}
 	return epLen(s)
 }
@@ -67,9 +69,10 @@ func affinityLen(s *shared.Service) uint32 {
 // the network tree's records, their indices relative to its root and the
 // service's first endpoint.
 func digestNetwork(h hash.Hash, t *shared.Tree, s *shared.Service) {
-	if !s.NetworkRule {
+	if !s.NetworkRule() {
 		return
 	}
 	h.Write([]byte("network rule"))
-	digestNodes(h, t.AuxNode, s.NetRoot, s.NetCount, s.EpFirst, nil)
+	l := layoutOf(s)
+	digestNodes(h, t.AuxNode, l.NetRoot, l.NetCount, l.EpFirst, nil)
 }

@@ -45,7 +45,7 @@ func TestLeastConnections(t *testing.T) {
 	tree, _ := shared.Build(top, shared.BuildOptions{Generation: 1})
 	in := setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
 	lc, _ := tree.Service("lc")
-	svc := in.installed[FrontendOf(lc.VIP)]
+	svc := in.installed[FrontendOf(lc.VIP())]
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -116,7 +116,7 @@ func TestSocketsFull(t *testing.T) {
 	tree, _ := shared.Build(top, shared.BuildOptions{Generation: 1})
 	in, _ := setupWith(t, tree, Config{Locality: shared.Locality{"region": "r1", "zone": "z1"}, Capacity: Capacity{Sockets: 4}})
 	lc, _ := tree.Service("lc")
-	svc := in.installed[FrontendOf(lc.VIP)]
+	svc := in.installed[FrontendOf(lc.VIP())]
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -124,7 +124,7 @@ func TestSocketsFull(t *testing.T) {
 		}
 	}()
 	for range 10 {
-		c, err := net.DialTimeout("tcp", lc.VIP.String(), 2*time.Second)
+		c, err := net.DialTimeout("tcp", lc.VIP().String(), 2*time.Second)
 		if err != nil {
 			t.Fatalf("connect beyond the socket table: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -15,15 +16,16 @@ const noRegion = 0xff
 // hasLoads reports whether the kernel computes s's priority load: then it
 // needs the aux trees, the failover rules and every endpoint, not only the
 // eligible ones.
-func hasLoads(s *shared.Service) bool { return s.OverprovisioningFactor != 0 }
+func hasLoads(s *shared.Service) bool { return s.OverprovisioningFactor() != 0 }
 
 // nodeLen is the number of node map entries s takes: its tree, and with a
 // priority load its two aux trees and one entry per failover rule.
 func nodeLen(s *shared.Service) uint32 {
 	if !hasLoads(s) {
-		return s.NodeCount + netCount(s)
+		return layoutOf(s).NodeCount + netCount(s)
 	}
-	return s.NodeCount + s.AuxCount[0] + s.AuxCount[1] + uint32(len(s.Failover)) + distLen(s) + locLen(s)
+	l := layoutOf(s)
+	return l.NodeCount + l.AuxLen() + uint32(len(s.Failover())) + distLen(s) + locLen(s)
 }
 
 // locLen is the node map entries of s's localities (bpf/lib/locality.h):
@@ -42,7 +44,7 @@ func locRecords(s *shared.Service) []byte {
 	if locLen(s) == 0 {
 		return nil
 	}
-	out := make([]byte, 0, int(locLen(s))*shared.NodeRecordSize)
+	out := make([]byte, 0, int(locLen(s))*wire.NodeRecordSize)
 	for _, degraded := range []bool{false, true} {
 		for _, w := range s.LocalityWeights(degraded) {
 			out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
@@ -58,10 +60,10 @@ const distStride = 3 + 3*shared.MaxDistributeTargets
 // distLen is the node map entries of s's distribute rules: a block per
 // rule and one for a source no rule applies to.
 func distLen(s *shared.Service) uint32 {
-	if len(s.Distribute) == 0 {
+	if len(s.Distribute()) == 0 {
 		return 0
 	}
-	return uint32(len(s.Distribute)+1) * distStride
+	return uint32(len(s.Distribute())+1) * distStride
 }
 
 // epLen is the number of endpoint map entries s takes: the eligible
@@ -70,11 +72,11 @@ func distLen(s *shared.Service) uint32 {
 func epLen(s *shared.Service) uint32 {
 	switch {
 	case hasLoads(s):
-		return s.EpTotal
-	case s.NetworkRule:
-		return s.EpTotal + s.EpEligible
+		return s.EndpointCount()
+	case s.NetworkRule():
+		return s.EndpointCount() + s.EligibleCount()
 	}
-	return s.EpEligible
+	return s.EligibleCount()
 }
 
 // auxRecords are the records of s's degraded and unhealthy trees,
@@ -83,26 +85,26 @@ func auxRecords(t *shared.Tree, s *shared.Service) []byte {
 	if !hasLoads(s) {
 		return nil
 	}
-	first, n := s.AuxRoot[0], s.AuxCount[0]+s.AuxCount[1]
-	return t.AuxNodeRecords()[int(first)*shared.NodeRecordSize : int(first+n)*shared.NodeRecordSize]
+	l := layoutOf(s)
+	return wire.Nodes(wire.Split(t.Bytes()).Aux, l.AuxRoot[0], l.AuxLen())
 }
 
 // ruleRecords are s's failover rules as the kernel searches them: node
 // records sorted by the from-region's label, the to-region's label in lo
 // (low half) and hi (high half).
 func ruleRecords(s *shared.Service) []byte {
-	if hasLoads(s) && len(s.Distribute) > 0 {
+	if hasLoads(s) && len(s.Distribute()) > 0 {
 		return distRecords(s)
 	}
-	if !hasLoads(s) || len(s.Failover) == 0 {
+	if !hasLoads(s) || len(s.Failover()) == 0 {
 		return nil
 	}
-	rules := make([][2]uint64, len(s.Failover))
-	for i, r := range s.Failover {
+	rules := make([][2]uint64, len(s.Failover()))
+	for i, r := range s.Failover() {
 		rules[i] = [2]uint64{shared.Label(r.From), shared.Label(r.To)}
 	}
 	slices.SortFunc(rules, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
-	out := make([]byte, 0, len(rules)*shared.NodeRecordSize)
+	out := make([]byte, 0, len(rules)*wire.NodeRecordSize)
 	for _, r := range rules {
 		out = binary.LittleEndian.AppendUint64(out, r[0])
 		out = binary.LittleEndian.AppendUint64(out, r[1])
@@ -113,7 +115,7 @@ func ruleRecords(s *shared.Service) []byte {
 
 // regionAt is the index of s's scope "region", or noRegion.
 func regionAt(s *shared.Service) uint8 {
-	if i := slices.Index(s.Scopes, "region"); i >= 0 {
+	if i := slices.Index(s.Scopes(), "region"); i >= 0 {
 		return uint8(i)
 	}
 	return noRegion
@@ -122,21 +124,22 @@ func regionAt(s *shared.Service) uint8 {
 // setLoads fills the priority-load fields of v, a service whose nodes start
 // at map index nb: the aux trees follow its own tree, the rules follow them.
 func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
-	v.MinRank = uint8(s.MinRank)
+	v.MinRank = uint8(s.MinRank())
 	if !hasLoads(s) {
 		return
 	}
-	aux := nb + s.NodeCount
-	v.Of = uint16(s.OverprovisioningFactor)
-	v.Panic = uint8(s.PanicThreshold)
+	l := layoutOf(s)
+	aux := nb + l.NodeCount
+	v.Of = uint16(s.OverprovisioningFactor())
+	v.Panic = uint8(s.PanicThreshold())
 	v.RegionAt = regionAt(s)
-	v.AuxDelta = aux - s.AuxRoot[0]
-	v.AuxRoot = [2]uint32{aux, aux + s.AuxCount[0]}
-	v.Rules = aux + s.AuxCount[0] + s.AuxCount[1]
-	v.RuleCount = uint8(len(s.Failover))
-	v.DistCount = uint8(len(s.Distribute))
+	v.AuxDelta = aux - l.AuxRoot[0]
+	v.AuxRoot = [2]uint32{aux, aux + l.AuxCount[0]}
+	v.Rules = aux + l.AuxLen()
+	v.RuleCount = uint8(len(s.Failover()))
+	v.DistCount = uint8(len(s.Distribute()))
 	if locLen(s) > 0 {
-		v.Loc = v.Rules + uint32(len(s.Failover))
+		v.Loc = v.Rules + uint32(len(s.Failover()))
 		v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
 		v.LocDepth = uint8(s.LocalityDepth())
 	}
@@ -148,8 +151,8 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 // loads, panic and counts, and per target its span and effective weight
 // in each set.
 func distRecords(s *shared.Service) []byte {
-	out := make([]byte, 0, int(distLen(s))*shared.NodeRecordSize)
-	for k := range len(s.Distribute) + 1 {
+	out := make([]byte, 0, int(distLen(s))*wire.NodeRecordSize)
+	for k := range len(s.Distribute()) + 1 {
 		out = appendDistBlock(out, s.DistributeFrom(k), s.RuleLoads(k))
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -20,24 +21,25 @@ import (
 func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
 	nodes, _ := records(t, s)
 	aux, rules, net := auxRecords(t, s), append(ruleRecords(s), locRecords(s)...), netRecords(t, s)
-	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*shared.NodeRecordSize)
+	region := make([]byte, 0, len(nodes)+len(aux)+len(rules)+len(net)+int(kidLen(s))*wire.NodeRecordSize)
 	region = append(append(append(append(region, nodes...), aux...), rules...), net...)
 	region, slots, err := appendKids(region, kidTrees(s), scratch)
 	if err != nil {
-		return nil, 0, fmt.Errorf("service %s: %w", s.Name, err)
+		return nil, 0, fmt.Errorf("service %s: %w", s.Name(), err)
 	}
 	return region, slots, nil
 }
 
 // regionLen is the node map entries p's node region takes: its records
 // and its child table.
-func regionLen(p plan) uint32 { return uint32(len(p.region) / shared.NodeRecordSize) }
+func regionLen(p plan) uint32 { return uint32(len(p.region) / wire.NodeRecordSize) }
 
 // records are the byte ranges of a service's nodes and of the endpoints
 // the kernel reads (eligible ones; all of them with a priority load).
 func records(t *shared.Tree, s *shared.Service) (nodes, eps []byte) {
-	nodes = t.NodeRecords()[int(s.Root)*shared.NodeRecordSize : int(s.Root+s.NodeCount)*shared.NodeRecordSize]
-	eps = t.EndpointRecords()[int(s.EpFirst)*shared.EndpointRecordSize : int(s.EpFirst+epLen(s))*shared.EndpointRecordSize]
+	l, sec := layoutOf(s), wire.Split(t.Bytes())
+	nodes = wire.Nodes(sec.Nodes, l.Root, l.NodeCount)
+	eps = wire.Endpoints(sec.Endpoints, l.EpFirst, epLen(s))
 	return nodes, eps
 }
 
@@ -47,13 +49,16 @@ func serviceValue(t *shared.Tree, p plan, nb, eb uint32) bpf.Service {
 	s := p.svc
 	v := bpf.Service{
 		Src: p.src, ScopeKeys: scopeKeys(s), Digest: p.digest, Generation: t.Generation(),
-		Root: nb, NodeDelta: nb - s.Root, EpDelta: eb - s.EpFirst,
+		Root: nb, NodeDelta: nb - s.Root(), EpDelta: eb - s.FirstEndpoint(),
 		NodeBase: nb, NodeLen: regionLen(p), EpBase: eb, EpLen: epLen(s),
-		Levels: uint8(len(s.Scopes)), Mode: uint8(s.Mode), Policy: uint8(s.Policy), Health: uint8(s.Health),
-		AffinityTimeout: s.AffinityTimeout,
+		Levels: uint8(s.Levels()), Mode: uint8(s.Mode()), Policy: uint8(s.Policy()), Health: uint8(s.Health()),
+		AffinityTimeout: s.AffinityTimeout(),
 	}
 	setLoads(&v, s, nb)
 	setNetworkRule(&v, s, nb)
 	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
 	return v
 }
+
+// layoutOf is where s's records sit in its tree's blob.
+func layoutOf(s *shared.Service) wire.Layout { return wire.ServiceLayout(s.Tree().Bytes(), s.Index()) }

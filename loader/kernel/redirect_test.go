@@ -110,8 +110,7 @@ func TestConnectRedirect(t *testing.T) {
 	for _, src := range sources {
 		t.Run(fmt.Sprint(src), func(t *testing.T) {
 			setup(t, tree, src)
-			for i := range tree.Services() {
-				s := &tree.Services()[i]
+			for _, s := range tree.Services() {
 				checkService(t, tree, s, src)
 			}
 		})
@@ -123,27 +122,27 @@ func checkService(t *testing.T, tree *shared.Tree, s *shared.Service, src shared
 	want := candidates(tree, s, src)
 	seen := map[string]int{}
 	for range 3 * max(len(want), 1) * 4 {
-		got, err := kerneltest.Ask(s.VIP.String())
+		got, err := kerneltest.Ask(s.VIP().String())
 		if len(want) == 0 {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
-				t.Fatalf("%s: strict with no match: got %q, %v; want ECONNREFUSED", s.Name, got, err)
+				t.Fatalf("%s: strict with no match: got %q, %v; want ECONNREFUSED", s.Name(), got, err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Fatalf("%s via %s: %v", s.Name, s.VIP, err)
+			t.Fatalf("%s via %s: %v", s.Name(), s.VIP(), err)
 		}
 		if !slices.Contains(want, got) {
-			t.Fatalf("%s: connected to %s, candidates %v", s.Name, got, want)
+			t.Fatalf("%s: connected to %s, candidates %v", s.Name(), got, want)
 		}
 		seen[got]++
 	}
 	for _, w := range want {
 		switch {
-		case s.Policy == shared.PolicyRoundRobin && seen[w] != seen[want[0]]:
-			t.Fatalf("%s: round robin counts %v", s.Name, seen)
-		case s.Policy == shared.PolicyRandom && seen[w] == 0: // P(miss) < 2e-6
-			t.Fatalf("%s: random never picked candidate %s: %v", s.Name, w, seen)
+		case s.Policy() == shared.PolicyRoundRobin && seen[w] != seen[want[0]]:
+			t.Fatalf("%s: round robin counts %v", s.Name(), seen)
+		case s.Policy() == shared.PolicyRandom && seen[w] == 0: // P(miss) < 2e-6
+			t.Fatalf("%s: random never picked candidate %s: %v", s.Name(), w, seen)
 		}
 	}
 }

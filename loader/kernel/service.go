@@ -33,7 +33,7 @@ func FrontendOf(vip netip.AddrPort) bpf.Frontend {
 // vector the programs walk the tree with.
 func sourceLabels(s *shared.Service, src shared.Locality) [shared.MaxLevels]uint64 {
 	var out [shared.MaxLevels]uint64
-	for i, scope := range s.Scopes {
+	for i, scope := range s.Scopes() {
 		out[i] = shared.Label(src[scope])
 	}
 	return out
@@ -43,7 +43,7 @@ func sourceLabels(s *shared.Service, src shared.Locality) [shared.MaxLevels]uint
 // cgroup's own locality against.
 func scopeKeys(s *shared.Service) [shared.MaxLevels]uint64 {
 	var out [shared.MaxLevels]uint64
-	for i, scope := range s.Scopes {
+	for i, scope := range s.Scopes() {
 		out[i] = shared.Label(scope)
 	}
 	return out

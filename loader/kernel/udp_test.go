@@ -31,7 +31,7 @@ func TestUDPSendmsg(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	vip := net.UDPAddrFromAddrPort(svc.VIP)
+	vip := net.UDPAddrFromAddrPort(svc.VIP())
 	buf := make([]byte, 64)
 	for range 20 {
 		if _, err := pc.WriteTo([]byte("hi"), vip); err != nil {
@@ -45,8 +45,8 @@ func TestUDPSendmsg(t *testing.T) {
 		if got := string(buf[:n]); !slices.Contains(want, got) {
 			t.Fatalf("datagram reached %s, candidates %v", got, want)
 		}
-		if from.String() != svc.VIP.String() {
-			t.Fatalf("reply from %s, want the VIP %s", from, svc.VIP)
+		if from.String() != svc.VIP().String() {
+			t.Fatalf("reply from %s, want the VIP %s", from, svc.VIP())
 		}
 	}
 }
@@ -61,12 +61,12 @@ func TestGetpeername(t *testing.T) {
 	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
 	svc, _ := tree.Service("reviews")
 	for _, network := range []string{"tcp4", "udp4"} {
-		c, err := net.DialTimeout(network, svc.VIP.String(), 2*time.Second)
+		c, err := net.DialTimeout(network, svc.VIP().String(), 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := peer(t, c); got != svc.VIP {
-			t.Errorf("%s getpeername = %s, want the VIP %s", network, got, svc.VIP)
+		if got := peer(t, c); got != svc.VIP() {
+			t.Errorf("%s getpeername = %s, want the VIP %s", network, got, svc.VIP())
 		}
 		if network == "udp4" {
 			c.Write([]byte("hi"))

@@ -2,7 +2,9 @@
 
 package abi
 
-import "unsafe"
+import (
+	"unsafe"
+)
 
 // The host functions of proxy-wasm ABI 0.2.1 that the filter calls. All
 // pointers and sizes are i32 on the wire.

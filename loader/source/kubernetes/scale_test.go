@@ -147,5 +147,5 @@ func servedServices(listen string) int {
 	if err != nil {
 		return 0
 	}
-	return len(tree.Services())
+	return tree.NumServices()
 }
