@@ -32,6 +32,7 @@ func TestTreeCommandsWarnUnknownRegion(t *testing.T) {
 	for _, args := range [][]string{
 		{"tree", "build", "-f", path, "--out", out, "-o", "json"},
 		{"tree", "validate", "-f", path, "-o", "json"},
+		{"tree", "inspect", "-f", path, "-o", "json"},
 		{"tree", "pick", "-f", path, "--service", "api", "--from", "region=us-east", "-o", "json"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
