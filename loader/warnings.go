@@ -1,7 +1,10 @@
 package loader
 
 import (
+	"slices"
+
 	"github.com/loctree/loctree/internal/topology"
+	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -22,4 +25,19 @@ func (a *agent) noteWarnings(nodes []shared.NodeSpec) {
 	}
 	a.warned = next
 	a.metrics.setWarnings(len(next))
+}
+
+// sourceNodes are the localities sources are known to be in, for the
+// warnings of failover from regions: the source's nodes, the agent's
+// --locality and its cgroups' localities (the agent's own clients, which a
+// topology file need not list as nodes).
+func (a *agent) sourceNodes(u source.Update) []shared.NodeSpec {
+	nodes := slices.Clip(u.Nodes)
+	if a.cfg.Locality != nil {
+		nodes = append(nodes, shared.NodeSpec{Name: "--locality", Locality: a.cfg.Locality})
+	}
+	for dir, loc := range a.cfg.CgroupLocality {
+		nodes = append(nodes, shared.NodeSpec{Name: dir, Locality: loc})
+	}
+	return nodes
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -35,5 +36,22 @@ func TestAgentLogsWarningsOnce(t *testing.T) {
 	a.metrics.WriteTo(&metrics)
 	if !strings.Contains(metrics.String(), "\nloctree_topology_warnings 1\n") {
 		t.Errorf("metrics lack loctree_topology_warnings 1:\n%s", metrics.String())
+	}
+}
+
+// The agent's own localities (--locality, its cgroups') are where sources
+// are: a failover from region only they are in is no warning.
+func TestAgentSourceNodes(t *testing.T) {
+	a := &agent{cfg: AgentConfig{Locality: shared.Locality{"region": "ap-east"},
+		CgroupLocality: map[string]shared.Locality{"pods": {"region": "sa-east"}}}}
+	var b shared.Builder
+	api := shared.ServiceSpec{Name: "api", Spillover: &shared.SpilloverSpec{},
+		Failover: []shared.FailoverSpec{{From: "ap-east", To: "us-east"}, {From: "sa-east", To: "us-east"}},
+		Endpoints: []shared.EndpointSpec{{Address: "127.0.0.1:80", Locality: shared.Locality{"region": "us-east"}}}}
+	if _, err := b.Update([]shared.ServiceSpec{api}, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Warnings(a.sourceNodes(source.Update{})); len(got) != 0 {
+		t.Fatalf("warnings %v, want none: the agent's localities are sources", got)
 	}
 }
