@@ -2,10 +2,16 @@ package loader
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
+	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/loader/source"
 	"github.com/loctree/loctree/shared"
 )
@@ -46,12 +52,54 @@ func TestAgentSourceNodes(t *testing.T) {
 		CgroupLocality: map[string]shared.Locality{"pods": {"region": "sa-east"}}}}
 	var b shared.Builder
 	api := shared.ServiceSpec{Name: "api", Spillover: &shared.SpilloverSpec{},
-		Failover: []shared.FailoverSpec{{From: "ap-east", To: "us-east"}, {From: "sa-east", To: "us-east"}},
+		Failover:  []shared.FailoverSpec{{From: "ap-east", To: "us-east"}, {From: "sa-east", To: "us-east"}},
 		Endpoints: []shared.EndpointSpec{{Address: "127.0.0.1:80", Locality: shared.Locality{"region": "us-east"}}}}
 	if _, err := b.Update([]shared.ServiceSpec{api}, nil, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.Warnings(a.sourceNodes(source.Update{})); len(got) != 0 {
 		t.Fatalf("warnings %v, want none: the agent's localities are sources", got)
+	}
+}
+
+// Through the agent's one update path: a warning of a rule is logged once
+// while later updates (of another service) keep it.
+func TestAgentWarnsOnceThroughUpdates(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	const apiVIP, webVIP = "127.77.9.1:80", "127.77.9.2:80"
+	const a1, a2, w1, w2 = "127.0.9.1:9009", "127.0.9.4:9009", "127.0.9.2:9009", "127.0.9.3:9009"
+	kerneltest.Backends(t, []string{a1, a2, w1, w2})
+	api := shared.ServiceSpec{Name: "api", VIP: apiVIP, Spillover: &shared.SpilloverSpec{},
+		Failover: []shared.FailoverSpec{{From: "us-east", To: "ap-soth"}},
+		Endpoints: []shared.EndpointSpec{{Address: a1, Locality: shared.Locality{"region": "us-east"}},
+			{Address: a2, Locality: shared.Locality{"region": "ap-south"}}}}
+	web := func(backend string) shared.ServiceSpec {
+		return shared.ServiceSpec{Name: "web", VIP: webVIP, Endpoints: []shared.EndpointSpec{{Address: backend, Locality: shared.Locality{"region": "ap-south"}}}}
+	}
+	update := func(changed []string, services ...shared.ServiceSpec) source.Update {
+		top := &shared.Topology{Services: services}
+		return source.Update{Topology: top, Services: source.TopologyServices(top), Changed: changed}
+	}
+	src := make(scriptSource, 1)
+	logs := &syncbuf.Buffer{}
+	cg, dir := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "lt")
+	t.Cleanup(func() { kernel.Uninstall("", dir) }) // after the agent stops: cleanups run last first
+	runAgent(t, AgentConfig{Source: src, Cgroup: cg, BPFFS: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	src <- update([]string{"api", "web"}, api, web(w1))
+	kerneltest.Eventually(t, 10*time.Second, "web installed", answersFrom(webVIP, w1))
+	src <- update([]string{"web"}, api, web(w2))
+	kerneltest.Eventually(t, 5*time.Second, "web's change installed", answersFrom(webVIP, w2))
+	const want = `failover[0].to \"ap-soth\": no endpoint of the service is in this region, so the rule sends no traffic there; did you mean \"ap-south\"?`
+	if n := strings.Count(logs.String(), want); n != 1 {
+		t.Fatalf("the warning logged %d times over two installs, want once:\n%s", n, logs.String())
+	}
+}
+
+func answersFrom(vip, want string) func() error {
+	return func() error {
+		if got, err := kerneltest.Ask(vip); got != want || err != nil {
+			return fmt.Errorf("%s answered by %q (%v), want %s", vip, got, err, want)
+		}
+		return nil
 	}
 }
