@@ -71,20 +71,17 @@ func (rs regionSet) sorted() []string {
 
 // failoverWarnings are the warnings of one service's failover rules: a
 // from region no source can be in, a to region none of the service's
-// endpoints (own, sorted) is in.
+// endpoints (own, sorted) is in. Each warning has its own Known: a caller
+// may keep or change it.
 func failoverWarnings(service string, rules []FailoverSpec, own []string, sources regionSet) []Warning {
 	var out []Warning
-	var known []string
 	for i, r := range rules {
 		if !sources[r.From] {
-			if known == nil {
-				known = sources.sorted()
-			}
-			out = append(out, Warning{Service: service, Field: fmt.Sprintf("failover[%d].from", i), Value: r.From, Known: known,
+			out = append(out, Warning{Service: service, Field: fmt.Sprintf("failover[%d].from", i), Value: r.From, Known: sources.sorted(),
 				Problem: "no endpoint of any service and no node is in this region, so no source matches the rule"})
 		}
 		if _, ok := slices.BinarySearch(own, r.To); !ok {
-			out = append(out, Warning{Service: service, Field: fmt.Sprintf("failover[%d].to", i), Value: r.To, Known: own,
+			out = append(out, Warning{Service: service, Field: fmt.Sprintf("failover[%d].to", i), Value: r.To, Known: slices.Clone(own),
 				Problem: "no endpoint of the service is in this region, so the rule sends no traffic there"})
 		}
 	}

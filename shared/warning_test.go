@@ -96,3 +96,18 @@ func TestBuilderWarnings(t *testing.T) {
 func warningEqual(a, b Warning) bool {
 	return a.String() == b.String() && slices.Equal(a.Known, b.Known)
 }
+
+// A warning's Known is its own: changing it changes nothing the builder
+// reports next.
+func TestWarningKnownIsACopy(t *testing.T) {
+	top := warnTopology(FailoverSpec{From: "us-east", To: "ap-soth"})
+	var b Builder
+	if _, err := b.Update(top.Services, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	w := b.Warnings(nil)
+	w[0].Known[0] = "changed"
+	if got := b.Warnings(nil); got[0].Known[0] != "ap-south" {
+		t.Fatalf("known %v after a caller changed an earlier warning's", got[0].Known)
+	}
+}
