@@ -165,6 +165,11 @@ var filterCases = []filterCase{
 	{name: "bad config: both tree sources", config: `{"topology":` + topo + `,"tree":{"cluster":"a"}}`, wantLog: "exactly one tree source"},
 	{name: "bad config: header format", config: inline(`,"header_format":"hex"`), wantLog: `header_format "hex"`},
 	{name: "bad config: not JSON", config: `{topology`, wantLog: "invalid loctree plugin configuration"},
+	{name: "inline topology: a failover region no endpoint has is a warning (issue 26 item 7)",
+		config: `{"topology":{"services":[{"name":"api","spillover":{},"failover":[{"from":"us-east","to":"ap-soth"}],` +
+			`"endpoints":[{"address":"127.0.2.1:9080","locality":{"region":"us-east"}}]}]},"locality":{"region":"us-east"}}`,
+		headers: req("api"), wantStart: true, wantHeader: []string{"127.0.2.1:9080"},
+		wantLog: `loctree: inline topology: warning: service "api": failover[0].to "ap-soth": no endpoint of the service is in this region`},
 	{name: "bad config: invalid topology", config: `{"topology":{"services":[{"name":"x","endpoints":[{"address":"nope"}]}]}}`,
 		wantLog: "inline topology"},
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestFilterNative(t *testing.T) {
 				}
 				emu.CompleteHttpContext(id)
 			}
-			logs := append(emu.GetCriticalLogs(), emu.GetErrorLogs()...)
+			logs := slices.Concat(emu.GetCriticalLogs(), emu.GetErrorLogs(), emu.GetWarnLogs())
 			if problem := c.check(started, value, has, status, logs); problem != "" {
 				t.Error(problem)
 			}

@@ -83,7 +83,7 @@ func (p *pluginContext) start() types.OnPluginStartStatus {
 }
 
 func (p *pluginContext) startInline() types.OnPluginStartStatus {
-	t, err := shared.Build(p.cfg.Topology, shared.BuildOptions{Generation: 1})
+	t, err := shared.Build(p.cfg.Topology, shared.BuildOptions{Generation: 1, Warn: logWarning})
 	if err != nil {
 		abi.LogCritical("loctree: plugin start failed: inline topology: " + err.Error())
 		return types.OnPluginStartStatusFailed
@@ -95,6 +95,12 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 		return types.OnPluginStartStatusFailed
 	}
 	return types.OnPluginStartStatusOK
+}
+
+// logWarning logs a warning of the inline topology (the agent logs those
+// of the trees it serves).
+func logWarning(w shared.Warning) {
+	abi.LogWarn("loctree: inline topology: warning: " + w.String())
 }
 
 // firstTreeTickMS is the tick period of an agent-fed plugin until its

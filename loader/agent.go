@@ -54,6 +54,7 @@ type agent struct {
 	tree       *shared.Tree     // the tree installed last
 	builder    shared.Builder   // makes the next tree from the last per service
 	refused    map[string]error // a source's services the tree refused, each keeping its last installed version
+	warned     map[string]bool  // the installed tree's warnings (shared.Warning.String), each logged once
 }
 
 // Run is `loctree agent`: it starts the source, re-adopts or creates the

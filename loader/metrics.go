@@ -35,6 +35,7 @@ type Metrics struct {
 	gen       uint64
 	pinsLost  bool
 	refused   int // a source's services the tree refuses (agent.refused)
+	warnings  int // warnings of the installed tree (agent.warned)
 	kernel    func() ([bpf.StatCount]uint64, error)
 	picks     func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
 	fetches   treeFetches              // the filters' /v1/tree polls (treefetches.go)
@@ -82,6 +83,13 @@ func (m *Metrics) setRefused(n int) {
 	m.refused = n
 }
 
+// setWarnings records how many warnings the installed tree has.
+func (m *Metrics) setWarnings(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.warnings = n
+}
+
 // failed records a topology that could not be built or installed.
 func (m *Metrics) failed() {
 	m.mu.Lock()
@@ -107,6 +115,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.metric("loctree_services_refused", "gauge", "Services of the source the tree refuses (the agent's log says why); each keeps its last installed version while the others are applied.", float64(m.refused))
+	pw.metric("loctree_topology_warnings", "gauge", "Warnings of the installed tree: input accepted that most likely does not do what was meant (a failover region no endpoint or node has; the agent's log names each once, with the nearest known region).", float64(m.warnings))
 	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	unlabelled := []string{""}
 	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", unlabelled, &m.install)

@@ -21,6 +21,7 @@ func TestMetricsGolden(t *testing.T) {
 	m.installed(kernel.Result{Generation: 8, Services: 5, Endpoints: 15, Rewritten: 1, Duration: 200 * time.Millisecond})
 	m.failed()
 	m.setRefused(2)
+	m.setWarnings(3)
 	m.setPins(false)
 	m.kernel = func() ([bpf.StatCount]uint64, error) { return [bpf.StatCount]uint64{120, 3, 2, 1, 4}, nil }
 	m.picks = func() ([]uint64, error) { return []uint64{35, 0, 60, 5}, nil }

@@ -22,6 +22,7 @@ type built struct {
 	upserted []string
 	removes  []string
 	refused  map[string]error
+	nodes    []shared.NodeSpec // where sources are (sourceNodes), for the tree's warnings
 }
 
 // update applies one update after the first; a rejected one is logged and
@@ -56,7 +57,7 @@ func (a *agent) update(u source.Update) error {
 // Services refused only together, and errors other than the tree's
 // refusal, reject the whole update.
 func (a *agent) build(u source.Update, gen uint64) (built, error) {
-	b := built{refused: map[string]error{}}
+	b := built{refused: map[string]error{}, nodes: a.sourceNodes(u)}
 	names := u.Changed
 	if !u.Whole {
 		names = slices.Concat(names, slices.Collect(maps.Keys(a.refused))) // retried until accepted
@@ -146,6 +147,7 @@ func (a *agent) installBuilt(observed time.Time, b built) error {
 		a.metrics.updated(observed, done, time.Now())
 	}
 	a.noteRefused(b)
+	a.noteWarnings(b.nodes)
 	return nil
 }
 

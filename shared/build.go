@@ -13,6 +13,10 @@ import (
 type BuildOptions struct {
 	// Generation is written into the header; callers increase it on every change.
 	Generation uint64
+	// Warn, when set, is called with each Warning of a topology Build
+	// accepts (services in name order, then rules in order), before Build
+	// returns; a topology it refuses has no warnings.
+	Warn func(Warning)
 }
 
 // Build validates a topology and encodes it into a tree. The same topology and
@@ -27,7 +31,13 @@ func Build(top *Topology, opts BuildOptions) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Decode(blob)
+	t, err := Decode(blob)
+	if err == nil && opts.Warn != nil {
+		for _, w := range buildWarnings(top, svcs) {
+			opts.Warn(w)
+		}
+	}
+	return t, err
 }
 
 // builtService is a validated service, its endpoints sorted, its nodes laid out.

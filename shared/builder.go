@@ -31,8 +31,10 @@ type Builder struct {
 // chunk is one service built alone: a one-service tree whose indices start
 // at 0, so placing it in a bigger tree adds its bases to them.
 type chunk struct {
-	tree   *Tree
-	labels map[uint64]string // distinct labels of its nodes
+	tree     *Tree
+	labels   map[uint64]string // distinct labels of its nodes
+	regions  []string          // distinct regions of its endpoints, sorted (for warnings)
+	failover []FailoverSpec    // its failover rules (for warnings)
 }
 
 func (c *chunk) svc() *Service { return &c.tree.services[0] }
@@ -209,7 +211,7 @@ func buildChunk(spec *ServiceSpec) (*chunk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service %q: %w", spec.Name, err)
 	}
-	return &chunk{tree: t, labels: labels}, nil
+	return &chunk{tree: t, labels: labels, regions: endpointRegions(spec.Endpoints), failover: slices.Clone(s.failover)}, nil
 }
 
 // swap detaches the current chunks of the names in next and attaches next's

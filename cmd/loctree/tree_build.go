@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -64,7 +65,7 @@ func runTreeBuild(cmd *cobra.Command, o *treeBuildOptions) error {
 	if o.out == "" {
 		return fmt.Errorf(`required flag(s) "out" not set: where to write the tree (to check a topology without one: loctree tree validate)`)
 	}
-	t, name, err := buildTopology(o.file, o.generation)
+	t, name, err := buildTopology(o.file, o.generation, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -81,16 +82,17 @@ func runTreeBuild(cmd *cobra.Command, o *treeBuildOptions) error {
 }
 
 // buildTopology reads and builds the topology at path ("" : the embedded
-// example mesh), a file or a directory.
-func buildTopology(path string, generation uint64) (*shared.Tree, string, error) {
+// example mesh), a file or a directory, and prints its warnings to stderr.
+func buildTopology(path string, generation uint64, stderr io.Writer) (*shared.Tree, string, error) {
 	top, name, err := topology.LoadOrDefault(path)
 	if err != nil {
 		return nil, "", err
 	}
-	t, err := shared.Build(top, shared.BuildOptions{Generation: generation})
+	t, ws, err := buildWarned(top, name, generation)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", name, err)
+		return nil, "", err
 	}
+	printWarnings(stderr, name, ws)
 	return t, name, nil
 }
 

@@ -16,9 +16,10 @@ import (
 // directory (built here, generation 1) or an encoded tree, told apart by the tree's
 // magic; "" is the embedded example mesh.
 type treeInput struct {
-	name string
-	top  *shared.Topology // nil when the input is an encoded tree
-	tree *shared.Tree
+	name     string
+	top      *shared.Topology // nil when the input is an encoded tree
+	tree     *shared.Tree
+	warnings []shared.Warning // the build's warnings (printWarnings)
 }
 
 func loadTreeInput(path string) (*treeInput, error) {
@@ -29,15 +30,35 @@ func loadTreeInput(path string) (*treeInput, error) {
 		}
 		return &treeInput{name: path, tree: t}, nil
 	}
-	top, name, err := topology.LoadOrDefault(path)
+	in := &treeInput{}
+	var err error
+	in.top, in.name, err = topology.LoadOrDefault(path)
 	if err != nil {
 		return nil, err
 	}
-	t, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	in.tree, in.warnings, err = buildWarned(in.top, in.name, 1)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
-	return &treeInput{name: name, top: top, tree: t}, nil
+	return in, nil
+}
+
+// buildWarned builds a topology read from name and returns its warnings.
+func buildWarned(top *shared.Topology, name string, generation uint64) (*shared.Tree, []shared.Warning, error) {
+	var ws []shared.Warning
+	t, err := shared.Build(top, shared.BuildOptions{Generation: generation, Warn: func(w shared.Warning) { ws = append(ws, w) }})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, ws, nil
+}
+
+// printWarnings writes each build warning to w (stderr) as a line naming
+// the input, with the nearest known value ("did you mean").
+func printWarnings(w io.Writer, name string, ws []shared.Warning) {
+	for _, x := range ws {
+		fmt.Fprintf(w, "warning: %s: %s\n", safe(name), safe(topology.WarningText(x)))
+	}
 }
 
 // missingTree reports whether path names no file and is not named as a

@@ -22,10 +22,17 @@ func newTreeInspectCmd() *cobra.Command {
 		Short: "Draw a tree, per service, with endpoint counts",
 		Long: `Inspect draws each service's tree: one line per node with its scope value
 and the number of endpoints below it, siblings in name order; leaves list
-their endpoints, and endpoints that are not eligible are listed with the
-reason. -f (or the one argument, as before) is an encoded tree (decoded
-checking every invariant of docs/FORMAT.md), a topology file or a directory
-of them (built as tree build does); without one, the embedded example mesh.
+their endpoints, and endpoints that are not eligible are listed after the
+tree. Each endpoint that is not healthy is marked with its state (degraded,
+unhealthy; in an encoded tree under health allow_all, "degraded or
+unhealthy": the tree does not tell them apart there). Above the tree are the
+service's policy settings: spillover (overprovisioning factor, panic
+threshold), failover rules, failover priority (the scopes of a spillover
+service that are not the default: Istio's failoverPriority), distribute
+rules, failover limit and session affinity. -f (or the one argument, as
+before) is an encoded tree (decoded checking every invariant of
+docs/FORMAT.md), a topology file or a directory of them (built as tree build
+does, its warnings on stderr); without one, the embedded example mesh.
 
 Examples:
   loctree tree inspect
@@ -46,10 +53,11 @@ Examples:
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), in.name, in.warnings)
 			if isData(format) {
-				return writeData(cmd.OutOrStdout(), format, inspectJSON(in.tree))
+				return writeData(cmd.OutOrStdout(), format, inspectJSON(in))
 			}
-			drawTree(cmd.OutOrStdout(), in.name, in.tree)
+			drawTree(cmd.OutOrStdout(), in)
 			return nil
 		},
 	}
@@ -80,7 +88,7 @@ type jsonService struct {
 	IneligibleReasons map[string]string `json:"ineligible_reasons"`
 	Tree              jsonNode          `json:"tree"`
 	// AffinityTimeout is the session affinity timeout of a consistent_hash
-	// service that sets one.
+	// service (Kubernetes' default when it sets none).
 	AffinityTimeout uint32 `json:"session_affinity_timeout_seconds,omitempty"`
 	// Distribute are the service's distribute rules (Istio's
 	// localityLbSetting.distribute).
@@ -88,6 +96,7 @@ type jsonService struct {
 	// NetworkRule is "ztunnel" for a service that applies ztunnel's network
 	// rule (docs/FORMAT.md "Network rule").
 	NetworkRule string `json:"network_rule,omitempty"`
+	jsonPolicy
 }
 
 type jsonNode struct {
@@ -97,25 +106,28 @@ type jsonNode struct {
 	Addresses []string   `json:"addresses,omitempty"`
 }
 
-func inspectJSON(t *shared.Tree) jsonTree {
+func inspectJSON(in *treeInput) jsonTree {
+	t := in.tree
 	out := jsonTree{Generation: t.Generation(), Bytes: len(t.Bytes()), Services: []jsonService{}}
 	for _, s := range t.Services() {
+		states := endpointStates(s, in.top)
 		js := jsonService{
 			Name: s.Name(), Hosts: append([]string{}, s.Hosts()...), Scopes: s.Scopes(),
 			Mode: s.Mode().String(), Policy: s.Policy().String(), Health: s.Health().String(),
 			Endpoints: int(s.EndpointCount()), Eligible: int(s.EligibleCount()), Ineligible: []string{}, IneligibleReasons: map[string]string{},
-			Tree: nodeJSON(s, s.Root()), AffinityTimeout: s.AffinityTimeout(), Distribute: s.Distribute(),
+			Tree: nodeJSON(s, s.Root()), Distribute: s.Distribute(), jsonPolicy: policyJSON(s, states),
 		}
+		js.AffinityTimeout, _ = affinityTimeout(s)
 		if s.NetworkRule() {
 			js.NetworkRule = shared.NetworkRuleZtunnel
 		}
 		if s.VIP().IsValid() {
 			js.VIP = s.VIP().String()
 		}
-		for k := s.FirstEndpoint() + s.EligibleCount(); k < s.FirstEndpoint()+s.EndpointCount(); k++ {
-			addr := t.Endpoint(k).Addr.String()
+		for i := s.EligibleCount(); i < s.EndpointCount(); i++ {
+			addr := t.Endpoint(s.FirstEndpoint() + i).Addr.String()
 			js.Ineligible = append(js.Ineligible, addr)
-			js.IneligibleReasons[addr] = ineligibleReason(t.Endpoint(k))
+			js.IneligibleReasons[addr] = states[i]
 		}
 		out.Services = append(out.Services, js)
 	}
@@ -143,30 +155,50 @@ func endpointAddrs(t *shared.Tree, lo, hi uint32) []string {
 	return out
 }
 
-func drawTree(w io.Writer, name string, t *shared.Tree) {
-	fmt.Fprintf(w, "%s: %s\n", safe(name), summarize(t, name).text())
+func drawTree(w io.Writer, in *treeInput) {
+	t := in.tree
+	fmt.Fprintf(w, "%s: %s\n", safe(in.name), summarize(t, in.name).text())
 	for _, s := range t.Services() {
-		fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name()), s.Mode(), s.Policy(), joinSafe(s.Scopes(), "/"))
-		if s.VIP().IsValid() {
-			fmt.Fprintf(w, "  vip %s", s.VIP())
-		}
-		if s.AffinityTimeout() != 0 {
-			fmt.Fprintf(w, "  session affinity %d s", s.AffinityTimeout())
-		}
-		fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts()), s.EndpointCount(), s.EligibleCount(), s.Health())
+		states := endpointStates(s, in.top)
+		drawHeader(w, s)
 		drawDistributeRules(w, s.Distribute())
+		drawPolicy(w, s)
 		if s.NetworkRule() {
 			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes()[1:], "/"))
 		}
-		root := t.Node(s.Root())
-		drawChildren(w, s, root, "  ")
+		drawChildren(w, s, states, t.Node(s.Root()), "  ")
 		if s.EndpointCount() > s.EligibleCount() {
-			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(ineligible(t, s), " "))
+			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(endpointLabels(s, states, s.EligibleCount(), s.EndpointCount()), " "))
 		}
 	}
 }
 
-func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) {
+// drawHeader prints a service's name, mode, policy, scopes, VIP, session
+// affinity, hosts and endpoint counts.
+func drawHeader(w io.Writer, s *shared.Service) {
+	fmt.Fprintf(w, "\n%s  %s %s  scopes %s", safe(s.Name()), s.Mode(), s.Policy(), joinSafe(s.Scopes(), "/"))
+	if s.VIP().IsValid() {
+		fmt.Fprintf(w, "  vip %s", s.VIP())
+	}
+	if timeout, isDefault := affinityTimeout(s); isDefault {
+		fmt.Fprintf(w, "  session affinity %d s (default)", timeout)
+	} else if timeout != 0 {
+		fmt.Fprintf(w, "  session affinity %d s", timeout)
+	}
+	fmt.Fprintf(w, "\n  hosts: %s\n  %d endpoints, %d eligible (%s)\n", orNone(s.Hosts()), s.EndpointCount(), s.EligibleCount(), s.Health())
+}
+
+// endpointLabels are s's endpoints [lo, hi) (relative to its first) with
+// their states, as withState writes them.
+func endpointLabels(s *shared.Service, states []string, lo, hi uint32) []string {
+	out := make([]string, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		out = append(out, withState(s.Tree().Endpoint(s.FirstEndpoint()+i).Addr, states[i]))
+	}
+	return out
+}
+
+func drawChildren(w io.Writer, s *shared.Service, states []string, n shared.Node, indent string) {
 	t := s.Tree()
 	kids := childrenByName(s, n)
 	for i, k := range kids {
@@ -181,10 +213,11 @@ func drawChildren(w io.Writer, s *shared.Service, n shared.Node, indent string) 
 		}
 		fmt.Fprintf(w, "%s%s%s (%d)", indent, branch, v, c.Hi-c.Lo)
 		if c.ChildCount == 0 {
-			fmt.Fprintf(w, "  %s", strings.Join(endpointAddrs(t, c.Lo, c.Hi), " "))
+			first := s.FirstEndpoint()
+			fmt.Fprintf(w, "  %s", strings.Join(endpointLabels(s, states, c.Lo-first, c.Hi-first), " "))
 		}
 		fmt.Fprintln(w)
-		drawChildren(w, s, c, indent+next)
+		drawChildren(w, s, states, c, indent+next)
 	}
 }
 
@@ -197,24 +230,6 @@ func childrenByName(s *shared.Service, n shared.Node) []uint32 {
 	}
 	slices.SortFunc(kids, func(a, b uint32) int { return strings.Compare(s.NodeValue(a), s.NodeValue(b)) })
 	return kids
-}
-
-// ineligible lists the endpoints outside the tree with the reason: the only
-// one the builder has is an unhealthy endpoint under health only_healthy.
-func ineligible(t *shared.Tree, s *shared.Service) []string {
-	var out []string
-	for k := s.FirstEndpoint() + s.EligibleCount(); k < s.FirstEndpoint()+s.EndpointCount(); k++ {
-		ep := t.Endpoint(k)
-		out = append(out, fmt.Sprintf("%s (%s)", ep.Addr, ineligibleReason(ep)))
-	}
-	return out
-}
-
-func ineligibleReason(ep shared.Endpoint) string {
-	if ep.Healthy {
-		return "not eligible"
-	}
-	return "unhealthy"
 }
 
 func orNone(s []string) string {

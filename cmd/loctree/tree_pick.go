@@ -242,6 +242,7 @@ func runTreePick(cmd *cobra.Command, o *treePickOptions) error {
 	if err != nil {
 		return err
 	}
+	printWarnings(cmd.ErrOrStderr(), in.name, in.warnings)
 	t := in.tree
 	svc, ok := t.Service(o.service)
 	if !ok {

@@ -24,7 +24,7 @@ Examples:
 			if err := checkFormat(format, "text", "json", "yaml"); err != nil {
 				return err
 			}
-			t, name, err := buildTopology(file, 1)
+			t, name, err := buildTopology(file, 1, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -68,7 +68,7 @@ func localityCases() []loadsCase {
 
 // TestConnectLocalityWeighted: real connects through the programs land on
 // each endpoint as Envoy's locality weighted choice inside the priority
-// says (chi-square at p = 0.001; never on an endpoint without a share).
+// says (chi-square at p = 1e-5, chi2Crit; never on an endpoint without a share).
 // Before bpf/lib/locality.h the kernel spread the priority's healthy
 // endpoints evenly (issue: 25 % each).
 func TestConnectLocalityWeighted(t *testing.T) {

@@ -42,6 +42,11 @@ type Update struct {
 	// file that does not parse); nothing else is set. The agent keeps the
 	// installed tree, logs Err and counts a rejected update.
 	Err error
+	// Nodes are every node the source knows (a topology's nodes:,
+	// Kubernetes Nodes), nil when it knows none. The agent reads them only
+	// for the tree's warnings: a failover from region that no endpoint and
+	// no node has.
+	Nodes []shared.NodeSpec
 	// Locality is the locality of the agent's own node, nil while unknown
 	// (or when the source does not know nodes: the agent's --locality).
 	Locality shared.Locality

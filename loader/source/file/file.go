@@ -76,7 +76,7 @@ func poll(files *topology.Files, publish func(source.Update) error) {
 }
 
 func update(ch *topology.Change, observed time.Time) source.Update {
-	return source.Update{Changed: ch.Changed(), Services: ch, Whole: true, Observed: observed}
+	return source.Update{Changed: ch.Changed(), Services: ch, Nodes: ch.Nodes, Whole: true, Observed: observed}
 }
 
 // embedded publishes the example mesh once and waits for ctx.
@@ -87,7 +87,7 @@ func embedded(ctx context.Context, publish func(source.Update) error) error {
 	for _, s := range top.Services {
 		names = append(names, s.Name)
 	}
-	err := publish(source.Update{Changed: names, Services: source.TopologyServices(top), Topology: top, Whole: true})
+	err := publish(source.Update{Changed: names, Services: source.TopologyServices(top), Topology: top, Nodes: top.Nodes, Whole: true})
 	if err != nil {
 		return ignoreEnd(ctx, err)
 	}

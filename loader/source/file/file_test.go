@@ -230,3 +230,17 @@ func TestSourceEmbedded(t *testing.T) {
 	}
 	quiet(t, a, "the embedded mesh again")
 }
+
+// The update carries the files' nodes (for the tree's warnings: a
+// failover from region a node is in is a region sources are in).
+func TestSourceUpdateCarriesNodes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.json"), svcJSON("a", 9001))
+	writeFile(t, filepath.Join(dir, "nodes.yaml"), "services: [{name: b, endpoints: []}]\nnodes: [{name: n1, locality: {region: r3}}]\n")
+	a := &agent{updates: make(chan source.Update, 4)}
+	run(t, New(Config{Path: dir, Interval: 10 * time.Millisecond}), a)
+	u := next(t, a, "first state")
+	if len(u.Nodes) != 1 || u.Nodes[0].Name != "n1" || u.Nodes[0].Locality["region"] != "r3" {
+		t.Fatalf("nodes %+v, want n1 in r3", u.Nodes)
+	}
+}

@@ -223,3 +223,26 @@ func nineTargets() map[string]any {
 	to["r1"] = int64(12)
 	return to
 }
+
+// Issue 26 item 7: a DestinationRule's failover goes through the build a
+// topology file's goes through, so the agent warns of a region no
+// endpoint has; the update carries the Nodes, so a from region only a
+// Node is in (a source there) is no warning.
+func TestDestinationRuleFailoverWarnings(t *testing.T) {
+	world := append(reviewsWorld(), node("n2", zoneLabels("r3", "z1", "", "")))
+	rule := reviewsRule(map[string]any{"failover": []any{
+		map[string]any{"from": "r3", "to": "r1"}, map[string]any{"from": "r1", "to": "r2x"}}})
+	c := runIstio(t, newClient(world...), newIstio(rule), DefaultMesh())
+	u := c.waitFor(t, 0, "the rule's failover", func(u Update) bool {
+		s, ok := findService(u, reviews)
+		return ok && len(s.Failover) == 2
+	})
+	var b shared.Builder
+	if _, err := b.Update(u.Topology.Services, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := b.Warnings(u.Nodes)
+	if len(got) != 1 || got[0].Field != "failover[1].to" || got[0].Value != "r2x" || !slices.Equal(got[0].Known, []string{"r1"}) {
+		t.Fatalf("warnings %v, want one: failover[1].to r2x (known r1)", got)
+	}
+}

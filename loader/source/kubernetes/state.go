@@ -70,6 +70,7 @@ func (s *Source) sync() (Update, bool) {
 	return Update{
 		Topology:        top,
 		Services:        source.TopologyServices(top),
+		Nodes:           top.Nodes,
 		Locality:        st.localities[s.cfg.NodeName],
 		Changed:         slices.Sorted(maps.Keys(changed)),
 		LocalityChanged: ownMoved,
