@@ -327,3 +327,36 @@ func TestDistributeSpreadMatchesOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestDistributeIstioUint32Arithmetic: applyLocalityWeights multiplies and
+// sums in uint32 (float64(originalWeight*weight) / float64(totalWeight)),
+// and keeps a locality's weight when the product wraps to 0. With r1/z1
+// weighing 2^31 (two endpoints of 2^30) and r1/z2 2^30, a rule r1 70:
+// 70·2^31 wraps to 0, so r1/z1 keeps 2^31; 70·2^30 wraps to 2^31, so r1/z2
+// gets ceil(2^31 / (3·2^30)) = 1; r2 (weight 1) gets 30. loctree follows the
+// oracle, wrap and all.
+func TestDistributeIstioUint32Arithmetic(t *testing.T) {
+	big, one := uint32(1<<30), uint32(1)
+	loc := func(r, z string) Locality { return Locality{"region": r, "zone": z, "subzone": "s"} }
+	spec := ServiceSpec{Name: "wrap", Spillover: &SpilloverSpec{},
+		Distribute: []DistributeSpec{{From: "r9", To: map[string]uint32{"r1": 70, "r2": 30}}},
+		Endpoints: []EndpointSpec{
+			{Address: "127.0.57.1:80", Locality: loc("r1", "z1"), Weight: &big},
+			{Address: "127.0.57.2:80", Locality: loc("r1", "z1"), Weight: &big},
+			{Address: "127.0.57.3:80", Locality: loc("r1", "z2"), Weight: &big},
+			{Address: "127.0.57.4:80", Locality: loc("r2", "z1"), Weight: &one},
+		}}
+	src := Locality{"region": "r9"}
+	locs := oracleLocalities(&spec)
+	applyLocalityWeightsOracle(locs, spec.Distribute, src)
+	if w := []uint32{locs[0].weight, locs[1].weight, locs[2].weight}; w[0] != 1<<31 || w[1] != 1 || w[2] != 30 {
+		t.Fatalf("oracle: weights %v, want [2^31 1 30]", w)
+	}
+	want := distributeEndpointOracle(&spec, src, DefaultOverprovisioningFactor, DefaultPanicThreshold)
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+	svc := tree.Services()[0]
+	l := svc.Loads(src)
+	if err := sharesClose(localityLevelShares(tree, svc, &l), want, 1e-6); err != nil {
+		t.Fatalf("locality level: %v (oracle %v)", err, want)
+	}
+}
