@@ -15,6 +15,8 @@
  *      "has endpoints" << 24;
  *   1, 2: label the from pattern's second and third segment; record 1's lo,
  *      hi and first_child the priority's healthy, degraded and total counts;
+ *      record 2's lo the offset of the rule's locality records from
+ *      lt_service.loc, hi and first_child their eligible and degraded counts;
  *   3 + 3·t + set: target t's endpoints in set (eligible, degraded,
  *      unhealthy) as endpoint record indices in lo and hi, and in label its
  *      effective weight for that availability (2^20 = 1; 0 for unhealthy).
@@ -32,10 +34,11 @@
  * target's endpoints of that availability. O(rules + targets + log
  * localities), every index checked against the service's regions.
  *
- * The locality records (lt_service.loc, loc_n): one block per rule block,
- * in the same order, each the eligible set's localities then the degraded
- * set's, in endpoint order, label the running sum of the rule's effective
- * locality weights (0 outside its targets).
+ * The locality records (from lt_service.loc): one block per rule block, in
+ * the same order, each the eligible set's localities then the degraded
+ * set's that have a weight under the rule, in endpoint order, label the
+ * running sum of the rule's effective locality weights (a locality left
+ * out adds 0 to it, so the sums stay right).
  */
 #ifndef LOCTREE_LIB_DISTRIBUTE_H
 #define LOCTREE_LIB_DISTRIBUTE_H
@@ -150,6 +153,9 @@ static long lt_dist_weight_cb(__u64 i, void *data)
 /* lt_dist_draw fills l->pick with the spans a pick draws from (step 3). */
 static __always_inline int lt_dist_draw(struct lt_loads *l, struct lt_walk_ctx *c, __u32 targets)
 {
+	struct lt_node *blk;
+	__u32 set;
+
 	l->target = -1;
 	if (l->panic) { /* every target's endpoints, all sets */
 		l->dist_set = LT_SETS;
@@ -175,7 +181,11 @@ static __always_inline int lt_dist_draw(struct lt_loads *l, struct lt_walk_ctx *
 		return LT_STAT_BAD_INDEX;
 	if (!l->svc.loc_depth) /* no locality records: the target's span */
 		return LT_OK;
-	return lt_loc_pick(l, l->chosen_deg, lt_loc_draw(l), l->rule ? l->rule - 1 : l->svc.dist_count);
+	blk = lt_node_of(&l->svc, l->dist_at + 2);
+	if (!blk)
+		return LT_STAT_BAD_INDEX;
+	set = l->chosen_deg ? 1 : 0;
+	return lt_loc_pick(l, set, lt_loc_draw(l), l->svc.loc + blk->lo + (set ? blk->hi : 0), set ? blk->first_child : blk->hi);
 }
 
 /* lt_dist_head reads the applying rule's priority from its block. */

@@ -30,7 +30,6 @@
 #define LT_MAX_PRIO (LT_MAX_LEVELS + 2) /* one per rank, and one more where a failover rule splits */
 #define LT_SPANS 3                      /* spans of one set in one priority */
 #define LT_DIST_TARGETS 8 /* targets of a distribute rule (shared.MaxDistributeTargets) */
-#define LT_DIST_RULES 255 /* distribute rules of a service (shared.MaxDistributeRules) */
 #define LT_PICK_SPANS (LT_SETS * LT_DIST_TARGETS) /* >= LT_SETS * LT_SPANS */
 #define LT_SCRATCH_SLOTS 4
 

@@ -70,23 +70,21 @@ static __always_inline __u64 lt_loc_cum(const struct lt_service *svc, __u32 base
 /*
  * lt_loc_pick narrows l->pick[0..2], the chosen priority's spans of set (0
  * eligible, 1 degraded), to one locality drawn from draw by effective
- * weight, from the locality records of block (0 for a priority load; a
- * distribute rule's block, distribute.h). With no effective weight it
- * leaves them (Envoy: no scheduler, the priority's hosts of that
- * availability).
+ * weight, from the n locality records of the set at map index base (a
+ * priority load's, or a distribute rule's: distribute.h). With no
+ * effective weight it leaves them (Envoy: no scheduler, the priority's
+ * hosts of that availability).
  */
-__noinline int lt_loc_pick(struct lt_loads *l, __u32 set, __u64 draw, __u32 block)
+__noinline int lt_loc_pick(struct lt_loads *l, __u32 set, __u64 draw, __u32 base, __u32 n)
 {
 	const struct lt_service *svc;
-	__u32 base, n, lo[LT_SPANS], hi[LT_SPANS];
+	__u32 lo[LT_SPANS], hi[LT_SPANS];
 	__u64 w[LT_SPANS], total = 0, x;
 	int bad = 0;
 
-	if (!l || set > 1 || block > LT_DIST_RULES)
+	if (!l || set > 1)
 		return LT_STAT_BAD_INDEX;
 	svc = &l->svc;
-	n = set ? svc->loc_n[1] : svc->loc_n[0];
-	base = svc->loc + block * (svc->loc_n[0] + svc->loc_n[1]) + (set ? svc->loc_n[0] : 0);
 	l->loc_base = base;
 	for (int k = 0; k < LT_SPANS; k++) {
 		struct lt_span sp = l->pick[k];

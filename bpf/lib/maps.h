@@ -99,9 +99,9 @@ struct lt_service {
 	 * then loc_n[1] of the degraded set's, from map index loc (after the
 	 * failover rules), each a node record whose lo and hi are the
 	 * locality's endpoints and whose label is the running sum of the
-	 * set's effective locality weights up to it; with distribute rules one
-	 * such block per rule block (distribute.h), after them. loc_depth 0:
-	 * no draw. */
+	 * set's effective locality weights up to it; with distribute rules,
+	 * instead, one block per rule block (distribute.h), after them, located
+	 * by the rule's block (loc_n 0). loc_depth 0: no draw. */
 	__u32 loc;
 	__u32 loc_n[2];
 	__u8 loc_depth;

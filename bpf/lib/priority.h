@@ -547,7 +547,8 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 
 		lt_spans_of(l, set, p, &l->pick[0]);
 		if (svc->loc_depth > l->rank[p]) { /* a locality first (locality.h) */
-			ret = lt_loc_pick(l, set, lt_loc_draw(l), 0);
+			ret = lt_loc_pick(l, set, lt_loc_draw(l), svc->loc + (set ? svc->loc_n[0] : 0),
+					  set ? svc->loc_n[1] : svc->loc_n[0]);
 			if (ret != LT_OK)
 				return ret;
 		}

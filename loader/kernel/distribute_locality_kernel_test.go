@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -177,4 +179,30 @@ func checkSpreadAgainst(t *testing.T, name string, want map[string]float64, seen
 		t.Fatalf("%s: chi-square %.1f > %.1f (df %d): %v, want %v", name, chi2, limit, df, seen, want)
 	}
 	t.Logf("%s: chi-square %.1f (df %d)", name, chi2, df)
+}
+
+// TestDistributeLocalityRecordsSparse: a rule block holds only the
+// localities its rule can draw (those with a weight under it), and its
+// record 2 locates them: the example's rule from r1 draws r1/z1/s1,
+// r1/z1/s2 and r2/z1/s1 (3 eligible records, none degraded); a source no
+// rule applies to draws all four localities. 7 records, where a block of
+// every locality per rule would take 8.
+func TestDistributeLocalityRecordsSparse(t *testing.T) {
+	c := distLocalityCase()
+	tree, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{c.spec}}, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tree.Services()[0]
+	if got := locLen(s); got != 7 {
+		t.Fatalf("locality records %d, want 7 (3 for the rule, 4 for no rule)", got)
+	}
+	blocks := distRecords(s)
+	for k, want := range [][3]uint32{{0, 3, 0}, {3, 4, 0}} {
+		rec := blocks[(k*distStride+2)*wire.NodeRecordSize:]
+		got := [3]uint32{binary.LittleEndian.Uint32(rec[wire.NLo:]), binary.LittleEndian.Uint32(rec[wire.NHi:]), binary.LittleEndian.Uint32(rec[wire.NFirstChild:])}
+		if got != want {
+			t.Fatalf("rule block %d record 2: offset %d, %d eligible, %d degraded; want %v", k, got[0], got[1], got[2], want)
+		}
+	}
 }

@@ -29,44 +29,65 @@ func nodeLen(s *shared.Service) uint32 {
 }
 
 // locLen is the node map entries of s's localities (bpf/lib/locality.h):
-// the eligible set's, then the degraded set's; with distribute rules, one
-// such block per rule block (bpf/lib/distribute.h).
+// the eligible set's, then the degraded set's; with distribute rules, the
+// blocks of every rule (distLocalities).
 func locLen(s *shared.Service) uint32 {
 	if !hasLoads(s) || s.LocalityDepth() == 0 {
 		return 0
 	}
-	return locBlocks(s) * uint32(len(s.LocalityWeights(false))+len(s.LocalityWeights(true)))
-}
-
-// locBlocks is the number of blocks of locality records: one per
-// distribute rule block, else one.
-func locBlocks(s *shared.Service) uint32 {
-	if n := len(s.Distribute()); n > 0 {
-		return uint32(n + 1)
+	if len(s.Distribute()) == 0 {
+		return uint32(len(s.LocalityWeights(false)) + len(s.LocalityWeights(true)))
 	}
-	return 1
+	n := 0
+	for k := range len(s.Distribute()) + 1 {
+		locs := distLocalities(s, k)
+		n += len(locs[0]) + len(locs[1])
+	}
+	return uint32(n)
 }
 
-// locRecords are s's localities as the kernel searches them: per block and
-// set, in endpoint order, a node record with the locality's endpoints in lo
-// and hi and the running sum of the set's effective weights in label (with
-// distribute rules, the block's rule's: issue 26 item 5).
+// distLocalities are rule block k's locality records (bpf/lib/distribute.h),
+// per set: the localities with a weight under the rule, in endpoint order,
+// with the running sums of the rule's effective weights. The others can
+// never be drawn, and each adds 0 to the running sums, so leaving them out
+// keeps the sums right and the blocks as small as the rules' targets.
+func distLocalities(s *shared.Service, k int) [2][]shared.LocalityWeight {
+	var out [2][]shared.LocalityWeight
+	for set, degraded := range []bool{false, true} {
+		prev := uint64(0)
+		for _, w := range s.RuleLocalityWeights(k, degraded) {
+			if w.Cum > prev {
+				out[set] = append(out[set], w)
+			}
+			prev = w.Cum
+		}
+	}
+	return out
+}
+
+// locRecords are s's localities as the kernel searches them: per set, in
+// endpoint order, a node record with the locality's endpoints in lo and hi
+// and the running sum of the set's effective weights in label; with
+// distribute rules, each rule block's (issue 26 item 5).
 func locRecords(s *shared.Service) []byte {
 	if locLen(s) == 0 {
 		return nil
 	}
 	out := make([]byte, 0, int(locLen(s))*wire.NodeRecordSize)
-	dist := len(s.Distribute()) > 0
-	for k := range int(locBlocks(s)) {
-		for _, degraded := range []bool{false, true} {
-			weights := s.LocalityWeights(degraded)
-			if dist {
-				weights = s.RuleLocalityWeights(k, degraded)
-			}
-			for _, w := range weights {
-				out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
-			}
-		}
+	if len(s.Distribute()) == 0 {
+		return appendLocalities(appendLocalities(out, s.LocalityWeights(false)), s.LocalityWeights(true))
+	}
+	for k := range len(s.Distribute()) + 1 {
+		locs := distLocalities(s, k)
+		out = appendLocalities(appendLocalities(out, locs[0]), locs[1])
+	}
+	return out
+}
+
+// appendLocalities appends one node record per locality.
+func appendLocalities(out []byte, ws []shared.LocalityWeight) []byte {
+	for _, w := range ws {
+		out = appendNode(out, w.Cum, w.Span.Lo, w.Span.Hi, 0, 0)
 	}
 	return out
 }
@@ -158,7 +179,9 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.DistCount = uint8(len(s.Distribute()))
 	if locLen(s) > 0 {
 		v.Loc = v.Rules + uint32(len(s.Failover())) + distLen(s)
-		v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
+		if len(s.Distribute()) == 0 { // distribute: each rule block locates its own
+			v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
+		}
 		v.LocDepth = uint8(s.LocalityDepth())
 	}
 }
@@ -170,14 +193,22 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 // in each set.
 func distRecords(s *shared.Service) []byte {
 	out := make([]byte, 0, int(distLen(s))*wire.NodeRecordSize)
+	var at uint32 // the rule's locality records, from lt_service.loc
 	for k := range len(s.Distribute()) + 1 {
-		out = appendDistBlock(out, s.DistributeFrom(k), s.RuleLoads(k))
+		var n [2]uint32
+		if s.LocalityDepth() > 0 {
+			locs := distLocalities(s, k)
+			n = [2]uint32{uint32(len(locs[0])), uint32(len(locs[1]))}
+		}
+		out = appendDistBlock(out, s.DistributeFrom(k), s.RuleLoads(k), at, n)
+		at += n[0] + n[1]
 	}
 	return out
 }
 
-// appendDistBlock appends one rule's block of distStride node records.
-func appendDistBlock(out []byte, from []uint64, l *shared.Loads) []byte {
+// appendDistBlock appends one rule's block of distStride node records; its
+// locality records are n (per set) from offset at.
+func appendDistBlock(out []byte, from []uint64, l *shared.Loads, at uint32, n [2]uint32) []byte {
 	var seg [3]uint64
 	copy(seg[:], from)
 	flags := uint32(l.Healthy[0]) | uint32(l.Degraded[0])<<8
@@ -190,7 +221,7 @@ func appendDistBlock(out []byte, from []uint64, l *shared.Loads) []byte {
 	c := l.Counts[0]
 	out = appendNode(out, seg[0], uint32(len(from)), uint32(l.NTargets), flags, 0)
 	out = appendNode(out, seg[1], c.Healthy, c.Degraded, c.Total, 0)
-	out = appendNode(out, seg[2], 0, 0, 0, 0)
+	out = appendNode(out, seg[2], at, n[0], n[1], 0)
 	for i := range shared.MaxDistributeTargets {
 		spans := l.TargetSpans(i)
 		h, d := l.TargetWeights(i)
