@@ -106,8 +106,10 @@ type localityTotals struct {
 	count  [numSets]uint32
 }
 
-// precomputeLocalities fills locDepth and locs. The service's trees must
-// be checked (Decode) or placed (Builder) first.
+// precomputeLocalities fills locDepth and locs, and with distribute rules
+// their per-rule weights (weighDistribute). The service's trees must be
+// checked (Decode) or placed (Builder) first, and its distribute rules'
+// loads precomputed (precomputeDistribute).
 func (s *Service) precomputeLocalities() {
 	s.locDepth, s.locs, s.locCum, s.distCum = 0, [2][]localityRec{}, [2][]uint64{}, nil
 	d := localityDepth(s.scopes)
