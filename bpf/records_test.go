@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/loctree/loctree/internal/testing/treetest"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // asRecords copies raw records into a slice of T the way the loader copies

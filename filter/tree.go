@@ -4,8 +4,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // treeState is one installed tree plus this VM's per-tree picking state.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // affinityService is one consistent_hash service with the given session affinity.

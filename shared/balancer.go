@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // Balancer is a plain load balancer over a set of addresses, for any Go

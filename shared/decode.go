@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 func corrupt(format string, args ...any) error {

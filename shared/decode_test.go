@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 func goldenTree(t testing.TB) *Tree {

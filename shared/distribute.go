@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // localityScopes are the scopes a distribute pattern's segments name, in

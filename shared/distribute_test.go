@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 func distributeService(mut func(s *ServiceSpec)) *Topology {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // boundedOracle is oracle (the ztunnel rule) with bounded failover: an

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

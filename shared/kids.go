@@ -1,6 +1,6 @@
 package shared
 
-import "github.com/loctree/loctree/internal/wire"
+import "github.com/loctree/loctree/shared/wire"
 
 // kids is a service's child index (the kernel's is loader/kernel/kids.go), kept beside its node records (it is
 // not part of the encoded format): an open-addressing hash table from

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // Format constants (docs/FORMAT.md). The record-level layout, sizes and
-// field offsets, is internal/wire's.
+// field offsets, is package wire's (shared/wire).
 const (
 	FormatVersion = 4
 	// MaxLevels is the largest number of routing scopes of a service.

@@ -1,6 +1,6 @@
 package shared
 
-import "github.com/loctree/loctree/internal/wire"
+import "github.com/loctree/loctree/shared/wire"
 
 // Range is the answer of a lookup: the candidate endpoints [Lo, Hi) (absolute
 // endpoint indices), how many scopes matched, and the tree node they hang from.

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // Network rules of a service whose first scope is "network" (docs/FORMAT.md,

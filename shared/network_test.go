@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // networkTopology has no endpoint on net-a; the other networks' endpoints

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // PickerOptions are the settings of a Picker.

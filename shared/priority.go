@@ -1,6 +1,6 @@
 package shared
 
-import "github.com/loctree/loctree/internal/wire"
+import "github.com/loctree/loctree/shared/wire"
 
 // MaxPriorities is the largest number of priorities of a source: one per
 // match depth, 0..MaxLevels, and one more where a failover rule splits a

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // ReadBlob reads one encoded tree from r without trusting r's length: the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // Reliability: hostile topologies that issue 9 found accepted. Each case

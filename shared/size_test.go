@@ -3,7 +3,7 @@ package shared
 import (
 	"testing"
 
-	"github.com/loctree/loctree/internal/wire"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // TestEncodedSize holds the format to its budget: 32 bytes per endpoint and at

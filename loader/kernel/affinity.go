@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // writeAffinityEps lets the kernel find a consistent_hash service's

@@ -9,8 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // Result says what one Apply did.

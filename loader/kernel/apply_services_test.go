@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // checkInstalled compares the kernel's maps with what a full Apply of tree

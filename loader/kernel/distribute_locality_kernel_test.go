@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // distLocalityCase is issue 26 item 5's example (shared's

@@ -13,8 +13,8 @@ import (
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/internal/testing/treetest"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // TestKidConstantsMatchHeader: the loader's child table constants are

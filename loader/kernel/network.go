@@ -5,8 +5,8 @@ import (
 	"hash"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // netCount is the number of node map entries s's network tree takes

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // noRegion is bpf.Service.RegionAt of a service without a scope "region".

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/loctree/loctree/bpf"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // The records of one service, as the programs read them (docs/FORMAT.md;

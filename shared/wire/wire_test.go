@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/internal/testing/treetest"
-	"github.com/loctree/loctree/internal/wire"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 )
 
 // TestServiceLayoutExactBytes reads a layout from a blob written by hand,

@@ -7,6 +7,8 @@
 //
 // Nothing here validates: the functions read blobs that shared.Decode has
 // already checked, and the caller keeps the blob unchanged while it reads.
+// A user of the Go library does not need this package: shared's Tree and
+// Service are the read-only views over the same bytes.
 package wire
 
 import "encoding/binary"
