@@ -290,3 +290,52 @@ func TestPickerLeastRequestEqualWeightsIsEnvoyP2C(t *testing.T) {
 		t.Fatalf("picks %v with in flight %v: chi-square %.1f > %.3f against Envoy's P2C %v", counts, active, chi2, pickerChi2Crit[3], envoyP2CShares(active))
 	}
 }
+
+// TestPickLoadsRoundRobinWeightedInPanic: the item 1 topology with weights
+// 1..6: in panic the candidates are all six hosts in several spans (healthy,
+// degraded, unhealthy); Envoy's round robin over AllHosts is the EDF schedule
+// by weight, so every 21 picks (the weights' sum) each host gets its weight,
+// up to the schedule's start (±1).
+func TestPickLoadsRoundRobinWeightedInPanic(t *testing.T) {
+	top := issue26PanicTopology("round_robin")
+	for i := range top.Services[0].Endpoints {
+		w := uint32(i + 1)
+		top.Services[0].Endpoints[i].Weight = &w
+	}
+	tree := mustBuild(t, top)
+	svc := tree.Services()[0]
+	l := svc.Loads(Locality{"region": "r3"})
+	p := NewPicker(tree, PickerOptions{Seed: 6})
+	const cycles = 50
+	counts := map[string]int{}
+	for range 21 * cycles {
+		ep, ok := p.PickLoads(svc, &l, 0)
+		if !ok {
+			t.Fatal("no pick")
+		}
+		counts[tree.Endpoint(ep).Addr.String()]++
+	}
+	for i := range 6 {
+		a := fmt.Sprintf("127.0.60.%d:80", i+1)
+		if d := counts[a] - (i+1)*cycles; d < -1 || d > 1 {
+			t.Fatalf("picks %v: %s got %d, want %d ± 1 (its weight %d per 21 picks)", counts, a, counts[a], (i+1)*cycles, i+1)
+		}
+	}
+}
+
+// TestBalancerRoundRobinWeighted: the plain Balancer follows Envoy too.
+func TestBalancerRoundRobinWeighted(t *testing.T) {
+	b := NewBalancer(PolicyRoundRobin)
+	addrs := balancerAddrs(3)
+	for i, a := range addrs {
+		if err := b.AddWeighted(a, uint32(1+2*i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := balanceCounts(t, b, 9*100)
+	for i, a := range addrs {
+		if d := counts[a] - 100*(1+2*i); d < -1 || d > 1 {
+			t.Fatalf("weights [1 3 5]: %v, want [100 300 500] ± 1", counts)
+		}
+	}
+}
