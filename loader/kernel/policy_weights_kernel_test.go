@@ -115,3 +115,25 @@ func askN(t *testing.T, vip string, n int) map[string]int {
 	}
 	return seen
 }
+
+// TestConnectLeastRequestWeighted: least_request with unequal weights, one
+// connection at a time (none open at a pick): Envoy's EDF schedule over
+// weight / (active + 1) is then over the weights alone, so each backend
+// gets its weight's share (chi-square at p = 1e-5, chi2Crit). The kernel
+// draws two candidates by weight and keeps the less loaded
+// (RATIONALE.md); before, it drew them uniformly: 1/3 each in the plain case.
+func TestConnectLeastRequestWeighted(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cases := weightedCases("least_request", 5)
+	installWeighted(t, cases)
+	for _, c := range cases {
+		t.Run(c.spec.Name, func(t *testing.T) {
+			seen := askN(t, c.spec.VIP, 3000)
+			lc := loadsCase{spec: c.spec}
+			for a, w := range c.weights {
+				lc.eps = append(lc.eps, loadsEndpoint{addr: a, share: 100 * float64(w) / float64(c.total())})
+			}
+			checkShares(t, lc, seen)
+		})
+	}
+}
