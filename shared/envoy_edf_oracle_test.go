@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -336,6 +337,32 @@ func TestBalancerRoundRobinWeighted(t *testing.T) {
 	for i, a := range addrs {
 		if d := counts[a] - 100*(1+2*i); d < -1 || d > 1 {
 			t.Fatalf("weights [1 3 5]: %v, want [100 300 500] ± 1", counts)
+		}
+	}
+}
+
+// TestPickerRoundRobinWeightedConcurrent: picks from several goroutines
+// take turns on one schedule, so together they still give every candidate
+// its weight per cycle (±1 for the start). Run with -race.
+func TestPickerRoundRobinWeightedConcurrent(t *testing.T) {
+	weights := []uint32{5, 1, 3, 1}
+	tree := pickerTree(t, "round_robin", pickerZone{zone: "b", weights: weights})
+	svc, r := pickerRange(t, tree, "b")
+	p := NewPicker(tree, PickerOptions{})
+	const goroutines, cycles = 4, 100
+	counts := make([][]int, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() { counts[g] = pickCounts(t, p, svc, r, cycles*10) })
+	}
+	wg.Wait()
+	for i, w := range weights {
+		total := 0
+		for g := range goroutines {
+			total += counts[g][i]
+		}
+		if d := total - goroutines*cycles*int(w); d < -1 || d > 1 {
+			t.Fatalf("endpoint %d of weight %d picked %d times, want %d ± 1", i, w, total, goroutines*cycles*int(w))
 		}
 	}
 }
