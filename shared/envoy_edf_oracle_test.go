@@ -366,3 +366,27 @@ func TestPickerRoundRobinWeightedConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestPickLoadsLeastRequestInPanicIsEnvoyP2C: in panic the candidates are
+// all six hosts of issue 26 item 1's topology, in several spans; with equal
+// weights least request is Envoy's P2C over them with independent draws
+// (envoyP2CShares), whatever span a host is in.
+func TestPickLoadsLeastRequestInPanicIsEnvoyP2C(t *testing.T) {
+	tree := mustBuild(t, issue26PanicTopology("least_request"))
+	svc := tree.Services()[0]
+	l := svc.Loads(Locality{"region": "r3"})
+	p := NewPicker(tree, PickerOptions{Seed: 12})
+	active := []uint64{5, 4, 3, 2, 1, 0} // by endpoint index, all six in the tree's order
+	setInFlight(p, Range{Lo: 0, Hi: 6}, active)
+	counts := make([]int, 6)
+	for range 60_000 {
+		ep, ok := p.PickLoads(svc, &l, 0)
+		if !ok || ep >= 6 {
+			t.Fatalf("pick %d, %v", ep, ok)
+		}
+		counts[ep]++
+	}
+	if chi2 := pickerChiSquare(counts, envoyP2CShares(active)); chi2 > pickerChi2Crit[5] {
+		t.Fatalf("picks %v with in flight %v: chi-square %.1f > %.3f against Envoy's P2C %v", counts, active, chi2, pickerChi2Crit[5], envoyP2CShares(active))
+	}
+}
