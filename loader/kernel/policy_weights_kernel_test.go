@@ -87,7 +87,7 @@ func TestConnectRoundRobinWeighted(t *testing.T) {
 
 // installWeighted builds the cases' services and installs them for the
 // source r1/z1, with their backends.
-func installWeighted(t *testing.T, cases []weightedCase) {
+func installWeighted(t *testing.T, cases []weightedCase) *Installer {
 	t.Helper()
 	top := &shared.Topology{}
 	for _, c := range cases {
@@ -98,7 +98,7 @@ func installWeighted(t *testing.T, cases []weightedCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
+	return setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
 }
 
 // askN connects to vip n times, one connection at a time, and counts the
@@ -136,4 +136,29 @@ func TestConnectLeastRequestWeighted(t *testing.T) {
 			checkShares(t, lc, seen)
 		})
 	}
+}
+
+// TestConnectLeastRequestEqualWeightsIsEnvoyP2C: least_request over equal
+// weights, with open connection counts held at 40, 30, 20, 10 and 0 on the
+// five hosts of a priority in panic (two spans), gives each the share of
+// Envoy's two independent draws (unweightedHostPickNChoices, choice_count
+// 2): the busiest wins only when drawn twice, 1/25; then 3, 5, 7, 9 of 25
+// (chi-square at p = 1e-5). Two distinct draws would give 0, 1, 2, 3, 4
+// of 10.
+func TestConnectLeastRequestEqualWeightsIsEnvoyP2C(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	c := weightedCases("least_request", 10)[1]
+	for i := range c.spec.Endpoints {
+		c.spec.Endpoints[i].Weight = nil
+	}
+	in := installWeighted(t, []weightedCase{c})
+	lc := loadsCase{spec: c.spec}
+	for i, e := range c.spec.Endpoints {
+		b := backendKey(e.Address)
+		if err := in.k.objs.LtConns.Put(&b, uint64(40-10*i)); err != nil {
+			t.Fatal(err)
+		}
+		lc.eps = append(lc.eps, loadsEndpoint{addr: e.Address, share: 100 * float64(1+2*i) / 25})
+	}
+	checkShares(t, lc, askN(t, c.spec.VIP, 3000))
 }
