@@ -63,8 +63,11 @@ func (p *pool) edfWeight(pol Policy, ep uint32) float64 {
 }
 
 // pickEDF picks among the endpoints of spans by their schedule, making it
-// on first use (refresh: the endpoints added in order, then seed % n picks
-// as Envoy's start offset, the seed drawn from src).
+// on first use (refresh: the endpoints added in order, then seed % n picks,
+// the seed drawn from src). That start is refresh's path without the
+// runtime guard edf_lb_host_scheduler_init_fix; Envoy now starts
+// createWithPicks(seed) picks in (edf_scheduler.h, envoyproxy/envoy#31592):
+// another start, the same schedule.
 func (p *pool) pickEDF(pol Policy, spans []Span, slot *atomic.Uint64, src *source) uint32 {
 	t := p.edf
 	k := edfKey{slot, spansPrint(spans)}
