@@ -69,7 +69,9 @@ var locShares = map[string]map[string]float64{
 // endpoint at p = 0.001; none on an endpoint without a share). And for a
 // distribute rule whose targets hold several localities (issue 26 item 5):
 // every plane spreads per locality as Istio weighs them and Envoy scales
-// them by health (distLocShares).
+// them by health (distLocShares). And round_robin and least_request weigh
+// the candidates as Envoy's EDF schedule does (issue 26 item 6,
+// weightedPlanes).
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -112,7 +114,11 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 	for _, s := range spreadSources {
 		p := &planes{t: t, cg: cg}
 		kernel, kernelDist, kernelLoc, kernelDL := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+		var kernelW map[string]map[string]int
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
+			if s.name == "node" {
+				kernelW = weightedConnects(t, s.name)
+			}
 			connects(t, s.name, spillVIP, kernel)
 			connects(t, s.name, locVIP, kernelLoc)
 			connects(t, s.name, distLocVIP, kernelDL)
@@ -131,6 +137,9 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		if s.loc["region"] == "us-east" {
 			checkShares(t, "kernel", s.name, kernelDist)
 			checkShares(t, "filter", s.name, requests(t, s.name, proxy, distHost))
+		}
+		if s.name == "node" {
+			weightedPlanes(t, cli, proxy, s, kernelW)
 		}
 	}
 }

@@ -46,8 +46,10 @@ func NewBalancer(policy Policy) *Balancer {
 // ErrDuplicateEndpoint if addr is already there.
 func (b *Balancer) Add(addr string) error { return b.AddWeighted(addr, 1) }
 
-// AddWeighted adds an endpoint with a weight for the weighted and
-// consistent_hash policies (0: never picked while another weight is non-zero).
+// AddWeighted adds an endpoint with a weight for the weighted,
+// consistent_hash, round_robin and least_request policies (0: never picked
+// while another weight is non-zero; round_robin and least_request weigh as
+// Envoy does, see Picker.Pick).
 // It returns an error wrapping ErrDuplicateEndpoint if addr is already there.
 func (b *Balancer) AddWeighted(addr string, weight uint32) error {
 	if addr == "" {
@@ -92,6 +94,7 @@ func newEndpointSet(addrs []string, weights []uint32, loads []*atomic.Int64) *en
 			hashes: make([]uint64, n),
 			sameTo: make([]uint32, n),
 			shared: loads,
+			edf:    newEdfTable(),
 		},
 	}
 	var cum uint64

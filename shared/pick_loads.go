@@ -14,7 +14,8 @@ import (
 // spans per set (six in panic): random, weighted, round_robin,
 // least_request and least_connections treat them as one list;
 // consistent_hash is weighted rendezvous over all of them. It returns false when l has no priority, l or s is of another
-// tree, or the chosen set is empty (Envoy: no host). It allocates nothing.
+// tree, or the chosen set is empty (Envoy: no host). It allocates nothing,
+// but for the first pick of a candidate list with a schedule (edf.go).
 func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if s.tree != p.tree || l.tree != p.tree || l.N <= 0 || l.N > MaxPriorities {
 		return 0, false
@@ -174,11 +175,14 @@ func (p *pool) pickSpans(pol Policy, u *spanSet, key uint64, src *source, rr *at
 	switch pol {
 	case PolicyWeighted:
 		return p.pickSpansWeighted(u, src)
-	case PolicyRoundRobin:
-		return u.at(uint32((rr.Add(1) - 1) % uint64(u.total)))
-	case PolicyLeastRequest:
-		a := src.below(u.total)
-		b := (a + 1 + src.below(u.total-1)) % u.total
+	case PolicyRoundRobin, PolicyLeastRequest:
+		if p.edf != nil && !p.weightsEqual(u.s[:u.n]) {
+			return p.pickEDF(pol, u.s[:u.n], rr, src)
+		}
+		if pol == PolicyRoundRobin {
+			return u.at(uint32((rr.Add(1) - 1) % uint64(u.total)))
+		}
+		a, b := src.below(u.total), src.below(u.total) // pickTwo
 		if p.load(u.at(b)) < p.load(u.at(a)) {
 			return u.at(b)
 		}

@@ -41,6 +41,7 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 			hashes: make([]uint64, n),
 			sameTo: make([]uint32, n),
 			counts: make([]atomic.Int64, n),
+			edf:    newEdfTable(),
 		},
 	}
 	for i := range p.pool.hashes {
@@ -62,9 +63,12 @@ func (p *Picker) Tree() *Tree { return p.tree }
 //   - random: uniform.
 //   - weighted: proportional to the endpoint weights (uniform if the range's
 //     weights are all 0); O(log range) by the records' cumulative weights.
-//   - round_robin: exact rotation per tree node (r.Node).
-//   - least_request: the less loaded of two distinct random endpoints (P2C on
-//     the in-flight counts kept by Inc and Done).
+//   - round_robin: as Envoy's: with equal weights an exact rotation per tree
+//     node (r.Node); with unequal weights Envoy's earliest deadline first
+//     schedule by weight (edf.go), one per candidate list.
+//   - least_request: as Envoy's: with equal weights the less loaded of two
+//     independent random draws (P2C on the in-flight counts kept by Inc and
+//     Done); with unequal weights the schedule by weight / (in flight + 1).
 //   - least_connections: the fewest in flight, ties broken uniformly; O(range).
 //   - consistent_hash: weighted rendezvous (highest random weight) hashing of
 //     key (see HashKey) against the endpoint addresses, so removing one of K
@@ -73,7 +77,8 @@ func (p *Picker) Tree() *Tree { return p.tree }
 //     candidates that can still win (O(log range) of them on average).
 //
 // key is used by consistent_hash only. Pick returns false when the range is
-// empty or s and r do not belong to the picker's tree. It allocates nothing.
+// empty or s and r do not belong to the picker's tree. It allocates nothing,
+// but for the first pick of a candidate list with a schedule (edf.go).
 func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
@@ -191,6 +196,7 @@ type pool struct {
 	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
 	counts []atomic.Int64  // in-flight counts, or nil when shared is used
 	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
+	edf    *edfTable       // schedules of round_robin and least_request over unequal weights
 }
 
 func (p *pool) weight(i uint32) uint32 {
@@ -227,10 +233,15 @@ func (p *pool) pick(pol Policy, lo, hi uint32, key uint64, src *source, rr *atom
 	switch pol {
 	case PolicyWeighted:
 		return p.pickWeighted(lo, hi, src)
-	case PolicyRoundRobin:
+	case PolicyRoundRobin, PolicyLeastRequest:
+		if p.edf != nil && p.sameTo[lo] < hi {
+			sp := [1]Span{{Lo: lo, Hi: hi}}
+			return p.pickEDF(pol, sp[:], rr, src)
+		}
+		if pol == PolicyLeastRequest {
+			return p.pickTwo(lo, n, src)
+		}
 		return lo + uint32((rr.Add(1)-1)%uint64(n))
-	case PolicyLeastRequest:
-		return p.pickTwo(lo, n, src)
 	case PolicyLeastConnections:
 		return p.pickLeast(lo, hi, src)
 	case PolicyConsistentHash:
@@ -263,14 +274,12 @@ func (p *pool) pickWeighted(lo, hi uint32, src *source) uint32 {
 	return a
 }
 
-// pickTwo is the power of two random choices: two distinct candidates, the
-// one with fewer in flight wins (the first on a tie; both are random).
+// pickTwo is Envoy's least request with equal weights
+// (unweightedHostPickNChoices, choice_count 2; least_request_lb.cc at
+// 3b0bcb125b34): two independent draws, which may be the same endpoint; the
+// second wins only with fewer in flight.
 func (p *pool) pickTwo(lo, n uint32, src *source) uint32 {
-	if n == 1 {
-		return lo
-	}
-	a := src.below(n)
-	b := (a + 1 + src.below(n-1)) % n
+	a, b := src.below(n), src.below(n)
 	if p.load(lo+b) < p.load(lo+a) {
 		return lo + b
 	}

@@ -15,25 +15,21 @@ static __always_inline __u64 lt_rand64(void)
 }
 
 /*
- * lt_pick_weighted picks an index in [lo, hi) with probability proportional
- * to its weight: a random point in the range's weight, then a binary search
- * over the prefix sums (cum_weight) for the first endpoint past it.
+ * lt_pick_at is the endpoint of [lo, hi) whose slice of the range's weight
+ * holds x (x below the range's weight): a binary search over the prefix
+ * sums (cum_weight) for the first endpoint past it. A global function, as
+ * lt_select (select.h): the verifier walks the search once, not once per
+ * caller.
  */
-static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, __u32 *out)
+__noinline int lt_pick_at(__u32 lo, __u32 hi, __u64 x, __u32 *out)
 {
-	struct lt_endpoint *first = lt_ep_at(lo), *last = lt_ep_at(hi - 1);
-	__u64 base, total, target;
+	struct lt_endpoint *first = lt_ep_at(lo);
+	__u64 target;
 	__u32 a = lo, b = hi - 1;
 
-	if (!first || !last)
+	if (!first || !out || hi <= lo)
 		return LT_STAT_BAD_INDEX;
-	base = first->cum_weight - first->weight;
-	total = last->cum_weight - base;
-	if (total == 0) {
-		*out = lo + bpf_get_prandom_u32() % (hi - lo);
-		return LT_OK;
-	}
-	target = base + lt_rand64() % total;
+	target = first->cum_weight - first->weight + x;
 	/* smallest i in [a, b] with cum_weight[i] > target; b always qualifies */
 	for (int s = 0; s < LT_MAX_SEARCH && a < b; s++) {
 		__u32 mid = a + (b - a) / 2;
@@ -48,6 +44,53 @@ static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, __u32 *out)
 	}
 	*out = a;
 	return LT_OK;
+}
+
+/*
+ * lt_rr_point maps round-robin count k to a point of a weight line [0, w)
+ * over n endpoints: j = k mod w read row by row in rows of n, taken column
+ * by column (a bijection of [0, w), columns of q = w / n points and the
+ * first w mod n one longer). Every w counts visit each point once, so each
+ * endpoint gets exactly its weight (Envoy's weighted round robin, whose EDF
+ * schedule also gives each host its weight in every w picks,
+ * RATIONALE.md); with equal weights (w = n·weight) point
+ * (k mod n)·weight lies in endpoint k mod n: the plain rotation.
+ */
+static __always_inline __u64 lt_rr_point(__u64 k, __u64 w, __u32 n)
+{
+	__u64 j = k % w, q = w / n, rem = w % n, col = j % n;
+
+	return col * q + (col < rem ? col : rem) + j / n;
+}
+
+/* lt_rr_next is the service's next round-robin count. */
+static __always_inline __u64 lt_rr_next(const struct lt_service *svc)
+{
+	__u32 slot = svc->slot;
+	__u64 *cur = bpf_map_lookup_elem(&lt_rr, &slot);
+
+	return cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32();
+}
+
+/*
+ * lt_pick_weighted picks an index in [lo, hi) by weight: with rr, the
+ * point of round-robin count k (lt_rr_point), else a random point, each
+ * endpoint with probability proportional to its weight. A weightless range
+ * is picked by rotation or uniformly.
+ */
+static __always_inline int lt_pick_weighted(__u32 lo, __u32 hi, int rr, __u64 k, __u32 *out)
+{
+	struct lt_endpoint *first = lt_ep_at(lo), *last = lt_ep_at(hi - 1);
+	__u64 total;
+
+	if (!first || !last)
+		return LT_STAT_BAD_INDEX;
+	total = last->cum_weight - first->cum_weight + first->weight;
+	if (total == 0) {
+		*out = lo + (rr ? k : bpf_get_prandom_u32()) % (hi - lo);
+		return LT_OK;
+	}
+	return lt_pick_at(lo, hi, rr ? lt_rr_point(k, total, hi - lo) : lt_rand64() % total, out);
 }
 
 /* lt_backend_of is an endpoint's address and port, the key of lt_conns. */
@@ -73,6 +116,24 @@ static __always_inline __u64 lt_conns_of(__u32 idx)
 	return v ? *v : 0;
 }
 
+/*
+ * lt_pick_two is least_request in one range: two independent draws by
+ * weight; the second wins only with fewer open connections.
+ */
+static __always_inline int lt_pick_two(__u32 lo, __u32 hi, __u32 *out)
+{
+	__u32 a, b;
+	int ret = lt_pick_weighted(lo, hi, 0, 0, &a);
+
+	if (ret != LT_OK)
+		return ret;
+	ret = lt_pick_weighted(lo, hi, 0, 0, &b);
+	if (ret != LT_OK)
+		return ret;
+	*out = lt_conns_of(b) < lt_conns_of(a) ? b : a;
+	return LT_OK;
+}
+
 /* lt_counts reports whether a policy counts open connections per backend. */
 static __always_inline int lt_counts(__u8 policy)
 {
@@ -81,10 +142,14 @@ static __always_inline int lt_counts(__u8 policy)
 
 /*
  * lt_pick chooses one endpoint (map index) in r by svc's policy.
- * least_connections and least_request are the power of two random choices
- * over the open connection counts (a connection is the request a socket
- * load balancer sees), two distinct candidates as shared's picker draws
- * them. consistent_hash needs the client, so a socket program picks it with
+ * round_robin weighs as Envoy's (lt_rr_point). least_request is the power
+ * of two choices over the open connection counts (a connection is the
+ * request a socket load balancer sees): two independent draws by weight,
+ * the second wins with fewer connections; with equal weights that is
+ * Envoy's unweightedHostPickNChoices (choice_count 2), with unequal ones
+ * the "expand hosts by weight, then P2C" of Envoy's least_request_lb.h
+ * (RATIONALE.md). least_connections draws two distinct candidates.
+ * consistent_hash needs the client, so a socket program picks it with
  * lt_pick_for (affinity.h); here it is random.
  */
 static __always_inline int lt_pick(const struct lt_service *svc, const struct lt_range *r,
@@ -94,17 +159,12 @@ static __always_inline int lt_pick(const struct lt_service *svc, const struct lt
 
 	switch (svc->policy) {
 	case LT_POLICY_WEIGHTED:
-		return lt_pick_weighted(r->lo, r->hi, out);
-	case LT_POLICY_ROUND_ROBIN: {
-		__u32 slot = svc->slot;
-		__u64 *cur = bpf_map_lookup_elem(&lt_rr, &slot);
-		__u64 k = cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32();
-
-		*out = r->lo + (__u32)(k % n);
-		return LT_OK;
-	}
-	case LT_POLICY_LEAST_CONNECTIONS:
-	case LT_POLICY_LEAST_REQUEST: {
+		return lt_pick_weighted(r->lo, r->hi, 0, 0, out);
+	case LT_POLICY_ROUND_ROBIN:
+		return lt_pick_weighted(r->lo, r->hi, 1, lt_rr_next(svc), out);
+	case LT_POLICY_LEAST_REQUEST:
+		return lt_pick_two(r->lo, r->hi, out);
+	case LT_POLICY_LEAST_CONNECTIONS: {
 		__u32 a = bpf_get_prandom_u32() % n, b = a;
 
 		if (n > 1)

@@ -87,30 +87,49 @@ static long lt_weight_cb(__u64 i, void *data)
 	return 0;
 }
 
-/* lt_pick_spans_weighted draws a span by its weight, then an endpoint in it
- * by weight: together, proportional to the endpoint weights. */
-static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, __u32 *out)
+/* lt_pick_spans_weighted picks by weight over the spans as one list: with
+ * rr, the point of round-robin count k on their weight line (lt_rr_point),
+ * else a random point; then the span that holds it and the endpoint in it.
+ * Weightless spans are picked by rotation or uniformly. */
+static __always_inline int lt_pick_spans_weighted(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, int rr,
+						  __u64 k, __u32 *out)
 {
 	__u32 w;
 
 	l->wsum = 0;
 	l->wfind = 0;
 	bpf_loop(LT_PICK_SPANS, lt_weight_cb, c, 0);
-	if (l->wsum == 0) { /* weightless: uniform */
-		__u32 k = bpf_get_prandom_u32() % total;
+	if (l->wsum == 0) { /* weightless */
+		__u32 j = (rr ? k : bpf_get_prandom_u32()) % total;
 
-		lt_pick_nth(l, c, k, k);
+		lt_pick_nth(l, c, j, j);
 		*out = l->at;
 		return LT_OK;
 	}
-	l->wx = lt_rand64() % l->wsum;
+	l->wx = rr ? lt_rr_point(k, l->wsum, total) : lt_rand64() % l->wsum;
 	l->wfind = 1;
 	l->wspan = LT_PICK_SPANS;
 	bpf_loop(LT_PICK_SPANS, lt_weight_cb, c, 0);
 	w = l->wspan;
 	if (w >= LT_PICK_SPANS)
 		return LT_STAT_BAD_INDEX;
-	return lt_pick_weighted(l->pick[w].lo, l->pick[w].hi, out);
+	return lt_pick_at(l->pick[w].lo, l->pick[w].hi, l->wx, out);
+}
+
+/* lt_pick_spans_two is least_request over the spans (lt_pick_two): two
+ * independent draws by weight, the second wins with fewer connections. */
+static __always_inline int lt_pick_spans_two(struct lt_loads *l, struct lt_walk_ctx *c, __u32 total, __u32 *out)
+{
+	__u32 a, b;
+	int ret = lt_pick_spans_weighted(l, c, total, 0, 0, &a);
+
+	if (ret != LT_OK)
+		return ret;
+	ret = lt_pick_spans_weighted(l, c, total, 0, 0, &b);
+	if (ret != LT_OK)
+		return ret;
+	*out = lt_conns_of(b) < lt_conns_of(a) ? b : a;
+	return LT_OK;
 }
 
 /* lt_in_pick reports whether endpoint idx lies in one of the pick spans. */
@@ -164,7 +183,8 @@ static __always_inline int lt_affinity_spans(struct lt_loads *l, struct lt_walk_
 }
 
 /* lt_pick_spans applies the service's policy to the chosen spans (lt_pick's
- * policies over several spans treated as one list). A global function, as
+ * policies over several spans treated as one list: round_robin and
+ * least_request weigh as lt_pick does). A global function, as
  * lt_select: the priority and the distribute path both call it. */
 __noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
 {
@@ -185,19 +205,14 @@ __noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
 		return LT_STAT_NO_CANDIDATE;
 	switch (svc->policy) {
 	case LT_POLICY_WEIGHTED:
-		return lt_pick_spans_weighted(l, c, total, out);
-	case LT_POLICY_ROUND_ROBIN: {
-		__u32 slot = svc->slot;
-		__u64 *cur = bpf_map_lookup_elem(&lt_rr, &slot);
-
-		a = (cur ? __sync_fetch_and_add(cur, 1) : bpf_get_prandom_u32()) % total;
-		b = a;
-		break;
-	}
+		return lt_pick_spans_weighted(l, c, total, 0, 0, out);
+	case LT_POLICY_ROUND_ROBIN:
+		return lt_pick_spans_weighted(l, c, total, 1, lt_rr_next(svc), out);
 	case LT_POLICY_CONSISTENT_HASH:
 		return lt_affinity_spans(l, c, total, out);
-	case LT_POLICY_LEAST_CONNECTIONS:
 	case LT_POLICY_LEAST_REQUEST:
+		return lt_pick_spans_two(l, c, total, out);
+	case LT_POLICY_LEAST_CONNECTIONS:
 		a = bpf_get_prandom_u32() % total;
 		b = total > 1 ? (a + 1 + bpf_get_prandom_u32() % (total - 1)) % total : a;
 		break;

@@ -144,10 +144,12 @@ func spread(t *testing.T, in *Installer, open map[string][]net.Conn) {
 	}
 }
 
-// TestLeastConnectionsTwoDistinct: with two candidates, P2C compares both
-// every time (shared's picker draws two distinct ones), so the endpoint
-// with 1,000 open connections is never picked over the idle one. The
-// kernel runs least_request the same way, over connections.
+// TestLeastConnectionsTwoDistinct: with two candidates, least_connections'
+// P2C compares both every time (two distinct draws), so the endpoint with
+// 1,000 open connections is never picked over the idle one.
+// least_request draws twice independently, as Envoy's
+// unweightedHostPickNChoices (least_request_lb.cc at 3b0bcb125b34), so the
+// busy one wins when drawn twice: 1/4 of the picks (chi-square, p = 1e-5).
 func TestLeastConnectionsTwoDistinct(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	for _, policy := range []string{"least_connections", "least_request"} {
@@ -172,14 +174,21 @@ func twoDistinct(t *testing.T, policy string) {
 	kl := newKernelLookup(t, in)
 	svc, _ := tree.Service("lcm")
 	args := bpftest.NewArgs(FrontendOf(svc.VIP()), sourceLabels(svc, shared.Locality{"region": "r1", "zone": "z1"}), 0)
+	busyPicks := 0
 	for i := range 1000 {
 		out := kl.lookup(t, args)
 		var ep bpf.Endpoint
 		if err := in.k.objs.LtEndpoints.Lookup(out.Pick, &ep); err != nil {
 			t.Fatal(err)
 		}
-		if got := backendOf(ep); got != idle {
+		switch got := backendOf(ep); {
+		case got == busy && policy == "least_request":
+			busyPicks++
+		case got != idle:
 			t.Fatalf("pick %d: the endpoint with 1,000 connections over the idle one (%+v)", i, got)
 		}
+	}
+	if d := float64(busyPicks) - 250; policy == "least_request" && d*d/250+d*d/750 > chi2Crit[1] {
+		t.Fatalf("%s: %d of 1000 picks to the busy endpoint, want Envoy's 1/4", policy, busyPicks)
 	}
 }
