@@ -10,8 +10,10 @@ build:
 	$(GO) build $(PKGS)
 	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o bin/loctree ./cmd/loctree
 
+# A package's tests may take longer than go test's default 10 minutes on a
+# loaded 2-core machine (the Kubernetes source's, with the real control plane).
 test:
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 check:
 	$(GO) vet $(PKGS)
@@ -54,7 +56,7 @@ test-kernel:
 # The native packages with the race detector (CI runs it after make test).
 RACE_PKGS := ./shared/... ./loader/... ./host/... ./filter/...
 test-race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 # The proxy-wasm filter, built with the standard Go compiler as a reactor.
 wasm:
