@@ -16,7 +16,7 @@ import (
 // admin's static token, service-account tokens signed by the PKI's key,
 // and nothing that would make it dial a ClusterIP or a webhook.
 func (cp *ControlPlane) apiserverArgs() []string {
-	return []string{
+	return append([]string{
 		"--etcd-servers", cp.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(cp.apiserverPort),
@@ -32,7 +32,7 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--disable-admission-plugins", "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
 		"--profiling=false",
 		"--cert-dir", filepath.Join(cp.dir, "apiserver-certs"),
-	}
+	}, cp.extraArgs...)
 }
 
 // StartAPIServer starts kube-apiserver (again, after KillAPIServer: same

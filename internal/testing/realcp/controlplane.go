@@ -26,6 +26,7 @@ type ControlPlane struct {
 	launch        *launcher
 	etcd          *process
 	apiserver     *process
+	extraArgs     []string
 }
 
 // Options configures Start.
@@ -33,6 +34,9 @@ type Options struct {
 	// Dir holds the data, PKI and logs; empty: a new temporary directory,
 	// removed by Stop.
 	Dir string
+	// APIServerArgs are more kube-apiserver flags, e.g.
+	// --feature-gates=WatchList=false.
+	APIServerArgs []string
 }
 
 // startTimeout bounds each process's start to ready.
@@ -45,7 +49,7 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{dir: opts.Dir, bins: bins}
+	cp := &ControlPlane{dir: opts.Dir, bins: bins, extraArgs: opts.APIServerArgs}
 	if cp.dir == "" {
 		if cp.dir, err = os.MkdirTemp("", "loctree-realcp-"); err != nil {
 			return nil, fmt.Errorf("make the control plane's directory: %w", err)

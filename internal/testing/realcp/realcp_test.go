@@ -62,7 +62,7 @@ func TestNamespaceName(t *testing.T) {
 // is bound to it, loopback-only listeners, and a namespace's cleanup.
 func TestControlPlane(t *testing.T) {
 	start := time.Now()
-	cp := StartPrivate(t)
+	cp := StartPrivate(t, Options{})
 	t.Logf("etcd + kube-apiserver start to /readyz: %v", time.Since(start).Round(time.Millisecond))
 	admin := kubernetes.NewForConfigOrDie(cp.Admin())
 	v, err := admin.Discovery().ServerVersion()

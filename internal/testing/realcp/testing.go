@@ -27,11 +27,13 @@ func Require(tb testing.TB) {
 }
 
 // StartPrivate starts a control plane of the test's own, stopped when the
-// test ends: for a test that kills or restarts a piece of it.
-func StartPrivate(tb testing.TB) *ControlPlane {
+// test ends: for a test that kills or restarts a piece of it, or needs
+// other flags (opts; its Dir is ignored).
+func StartPrivate(tb testing.TB, opts Options) *ControlPlane {
 	tb.Helper()
 	Require(tb)
-	cp, err := Start(context.Background(), Options{})
+	opts.Dir = ""
+	cp, err := Start(context.Background(), opts)
 	if err != nil {
 		tb.Fatalf("start the control plane: %v", err)
 	}
