@@ -96,7 +96,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Mesh = DefaultMesh()
 	}
 	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
-	s.informers = newInformerSet(cfg.Client)
+	s.informers = newInformerSet(cfg.Client, cfg.Logger)
 	if cfg.Istio != nil {
 		s.informers.rules = ruleInformer(cfg.Istio, cfg.Logger)
 	}
@@ -128,7 +128,7 @@ func (s *Source) setupInformers() error {
 	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
 	s.nsLister = corelisters.NewNamespaceLister(inf.namespaces.GetIndexer())
 	handlers := []struct {
-		inf cache.SharedIndexInformer
+		inf *watcher
 		fn  func(obj any)
 	}{
 		{inf.services, s.onService},
@@ -137,14 +137,10 @@ func (s *Source) setupInformers() error {
 		{inf.namespaces, s.onNamespace},
 	}
 	if inf.rules != nil {
-		if _, err := inf.rules.AddEventHandler(s.ruleHandler()); err != nil {
-			return fmt.Errorf("add event handler: %w", err)
-		}
+		inf.rules.AddEventHandler(s.ruleHandler())
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
-			return fmt.Errorf("add event handler: %w", err)
-		}
+		h.inf.AddEventHandler(onAnyChange(h.fn))
 	}
 	return nil
 }
