@@ -15,11 +15,11 @@ import (
 // (../shared/REALCP.md has why each matters): 127.0.0.1 only, RBAC, the
 // admin's static token, service-account tokens signed by the PKI's key,
 // and nothing that would make it dial a ClusterIP or a webhook.
-func (cp *ControlPlane) apiserverArgs() []string {
+func (cp *ControlPlane) apiserverArgs(port int) []string {
 	return append([]string{
 		"--etcd-servers", cp.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(cp.apiserverPort),
+		"--secure-port", strconv.Itoa(port),
 		"--tls-cert-file", cp.pki.servingCert, "--tls-private-key-file", cp.pki.servingKey,
 		"--client-ca-file", cp.pki.clientCA,
 		"--token-auth-file", filepath.Join(cp.dir, "tokens.csv"),
@@ -31,7 +31,7 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--endpoint-reconciler-type", "none",
 		"--disable-admission-plugins", "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
 		"--profiling=false",
-		"--cert-dir", filepath.Join(cp.dir, "apiserver-certs"),
+		"--cert-dir", filepath.Join(cp.dir, "apiserver-certs-"+strconv.Itoa(port)),
 	}, cp.extraArgs...)
 }
 
@@ -39,20 +39,55 @@ func (cp *ControlPlane) apiserverArgs() []string {
 // port, PKI and etcd) and waits for its /readyz. It returns the time
 // /readyz first answered ok.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) (time.Time, error) {
-	p, err := cp.launch.start("kube-apiserver", cp.bins.apiserver, filepath.Join(cp.dir, "kube-apiserver.log"), cp.apiserverArgs()...)
+	p, err := cp.startAPIServer(ctx, cp.apiserverPort)
 	if err != nil {
 		return time.Time{}, err
 	}
 	cp.apiserver = p
-	client, err := rest.HTTPClientFor(cp.Admin())
-	if err != nil {
-		return time.Time{}, fmt.Errorf("api server client: %w", err)
-	}
-	ready := func(ctx context.Context) error { return apiserverReady(ctx, client, cp.Host()) }
-	if err := waitReady(ctx, p, ready); err != nil {
-		return time.Time{}, err
-	}
 	return time.Now(), nil
+}
+
+// startAPIServer starts a kube-apiserver on port and waits for its /readyz.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, port int) (*process, error) {
+	log := filepath.Join(cp.dir, "kube-apiserver-"+strconv.Itoa(port)+".log")
+	p, err := cp.launch.start("kube-apiserver", cp.bins.apiserver, log, cp.apiserverArgs(port)...)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cp.Admin()
+	cfg.Host = "https://127.0.0.1:" + strconv.Itoa(port)
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("api server client: %w", err)
+	}
+	ready := func(ctx context.Context) error { return apiserverReady(ctx, client, cfg.Host) }
+	if err := waitReady(ctx, p, ready); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartSecondAPIServer starts another kube-apiserver on the same etcd and
+// PKI, on a port of its own, as an HA control plane has: writes through it
+// happen while the first is down. It returns the admin's configuration for
+// it and a function that kills it.
+func (cp *ControlPlane) StartSecondAPIServer(ctx context.Context) (*rest.Config, func(), error) {
+	ports, err := freePorts(2) // two distinct: one is not the first server's
+	if err != nil {
+		return nil, nil, err
+	}
+	if ports[0] == cp.apiserverPort {
+		ports[0] = ports[1]
+	}
+	p, err := cp.startAPIServer(ctx, ports[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := cp.Admin()
+	cfg.Host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	return cfg, p.kill, nil
 }
 
 // KillAPIServer kills kube-apiserver with SIGKILL, as a crash would, and

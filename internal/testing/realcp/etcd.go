@@ -2,9 +2,12 @@ package realcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 )
 
 // startEtcd starts a one-member etcd on 127.0.0.1 and waits for /health.
@@ -37,4 +40,46 @@ func etcdHealthy(ctx context.Context, url string) error {
 		return fmt.Errorf("%w: etcd /health: %s", errNotReady, resp.Status)
 	}
 	return nil
+}
+
+// CompactEtcd compacts etcd's history up to its current revision, so that
+// a watch from any earlier resource version gets 410 Gone (expired) and
+// its client must list again. It uses etcd's JSON gateway (/v3/kv/...).
+func (cp *ControlPlane) CompactEtcd(ctx context.Context) error {
+	var rng struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := etcdPost(ctx, cp.etcdURL+"/v3/kv/range", `{"key":"AA=="}`, &rng); err != nil {
+		return fmt.Errorf("etcd revision: %w", err)
+	}
+	body := fmt.Sprintf(`{"revision":%q,"physical":true}`, rng.Header.Revision)
+	if err := etcdPost(ctx, cp.etcdURL+"/v3/kv/compaction", body, nil); err != nil {
+		return fmt.Errorf("compact etcd at %s: %w", rng.Header.Revision, err)
+	}
+	return nil
+}
+
+func etcdPost(ctx context.Context, url, body string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, data)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
 }

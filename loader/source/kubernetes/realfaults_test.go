@@ -3,16 +3,20 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/loctree/loctree/internal/testing/realcp"
 	"github.com/loctree/loctree/internal/testing/syncbuf"
+	"github.com/loctree/loctree/shared"
 )
 
 // convergeBudget is how long after the API server's /readyz a change may
@@ -91,5 +95,125 @@ func (r *realServer) checkKept(t *testing.T, ups []Update, round int) {
 		if s, ok := findService(u, r.fqdn("reviews")); !ok || len(s.Endpoints) < round {
 			t.Errorf("outage %d: an update has reviews %v with %d endpoints, had %d before", round, ok, len(s.Endpoints), round)
 		}
+	}
+}
+
+// TestRealServerRelistAfterCompaction: while the source's API server is
+// down, a second API server on the same etcd (as in an HA control plane)
+// deletes one EndpointSlice of reviews, adds another and marks an endpoint
+// not ready, deletes one of ratings' two slices (its only change: seen only
+// as a deletion the relist infers), and etcd's history is compacted. The restarted server answers the
+// source's watch from its old resource version with 410 Gone (checked
+// with a watch of our own), the source lists again, and its tree has
+// every missed change, the deletion included, within convergeBudget of
+// /readyz; until then it keeps the last tree.
+func TestRealServerRelistAfterCompaction(t *testing.T) {
+	cp := realcp.StartPrivate(t, realcp.Options{})
+	r := &realServer{cp: cp, ns: cp.Namespace(t), admin: k8s.NewForConfigOrDie(cp.Admin())}
+	r.node(t, "a", zoneLabels("r1", "z1", "s1", "net1"))
+	r.create(t, realService("reviews", "PreferClose"))
+	r.create(t, restartSlice(0))
+	r.create(t, restartSlice(1))
+	r.create(t, realService("ratings", "PreferClose"))
+	for i := range 2 {
+		r.create(t, realSlice("ratings", fmt.Sprintf("ratings-%d", i), discoveryv1.AddressTypeIPv4, []realEP{{addr: fmt.Sprintf("192.0.2.%d", 10+i)}}))
+	}
+	c := runFromKubeconfig(t, kubeconfig(t, cp.Admin()), r.ns+"-a", io.Discard)
+	c.waitFor(t, 0, "reviews and ratings with two endpoints each", func(u Update) bool {
+		s, _ := findService(u, r.fqdn("ratings"))
+		return r.endpointCount(2)(u) && len(s.Endpoints) == 2
+	})
+	old := r.sliceListVersion(t)
+	n := c.count()
+	cp.KillAPIServer()
+	r.changeThroughSecond(t)
+	ready, err := cp.StartAPIServer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// reviews-0 deleted, reviews-1 not ready, reviews-2 added; ratings-0 deleted.
+	want := "192.0.2.2:19080 false, 192.0.2.3:19080 true; 192.0.2.11:19080 true"
+	c.waitFor(t, n, "the missed changes: "+want, func(u Update) bool {
+		s, _ := findService(u, r.fqdn("reviews"))
+		ra, _ := findService(u, r.fqdn("ratings"))
+		return endpointStates(s)+"; "+endpointStates(ra) == want
+	})
+	took := time.Since(ready)
+	t.Logf("relisted: the missed changes in the tree %v after /readyz", took.Round(time.Millisecond))
+	if took > convergeBudget {
+		t.Errorf("converged %v after /readyz, want ≤ %v", took.Round(time.Millisecond), convergeBudget)
+	}
+	r.checkExpired(t, old)
+	r.checkKept(t, c.since(n)[:len(c.since(n))-1], 2)
+}
+
+// endpointStates lists a tree service's endpoints as "address healthy, ...".
+func endpointStates(s shared.ServiceSpec) string {
+	var out []string
+	for _, e := range s.Endpoints {
+		out = append(out, fmt.Sprintf("%s %v", e.Address, e.Healthy != nil && *e.Healthy))
+	}
+	return strings.Join(out, ", ")
+}
+
+// changeThroughSecond makes the changes through a second API server and
+// compacts etcd, then stops that server.
+func (r *realServer) changeThroughSecond(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, stop, err := r.cp.StartSecondAPIServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	second := k8s.NewForConfigOrDie(cfg).DiscoveryV1().EndpointSlices(r.ns)
+	for _, name := range []string{"reviews-0", "ratings-0"} {
+		if err := second.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl := restartSlice(2)
+	sl.Namespace = r.ns
+	if _, err := second.Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one, err := second.Get(ctx, "reviews-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.Endpoints[0].Conditions.Ready = ptr.To(false)
+	if _, err := second.Update(ctx, one, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cp.CompactEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sliceListVersion is the resource version of a list of EndpointSlices now.
+func (r *realServer) sliceListVersion(t *testing.T) string {
+	t.Helper()
+	l, err := r.admin.DiscoveryV1().EndpointSlices(r.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.ResourceVersion
+}
+
+// checkExpired: a watch from resource version rv is answered 410 Gone.
+func (r *realServer) checkExpired(t *testing.T, rv string) {
+	t.Helper()
+	admin := k8s.NewForConfigOrDie(r.cp.Admin())
+	w, err := admin.DiscoveryV1().EndpointSlices(r.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: rv})
+	if err == nil {
+		defer w.Stop()
+		select {
+		case ev := <-w.ResultChan():
+			err = apierrors.FromObject(ev.Object)
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Errorf("watch from the resource version before the compaction (%s): %v, want 410 Gone", rv, err)
 	}
 }
