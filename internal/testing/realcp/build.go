@@ -10,8 +10,9 @@ import (
 )
 
 // versionFlags stamp kube-apiserver's version: without them /version says
-// v0.0.0 (k8s.io/component-base/version).
-const versionFlags = "-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
+// v0.0.0 (k8s.io/component-base/version). -s -w: no symbol table or DWARF,
+// which nobody debugging a test needs and the linker takes time to write.
+const versionFlags = "-s -w -X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
 	" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
 
 // Build builds the binaries into BinDir from the module in toolsDir
@@ -30,7 +31,7 @@ func Build(ctx context.Context, toolsDir string, out io.Writer) error {
 	}
 	builds := []struct{ bin, pkg, ldflags string }{
 		{apiserverBin, "k8s.io/kubernetes/cmd/kube-apiserver", versionFlags},
-		{etcdBin, "./etcd", ""},
+		{etcdBin, "./etcd", "-s -w"},
 	}
 	for _, b := range builds {
 		if err := goBuild(ctx, toolsDir, filepath.Join(dir, b.bin), b.pkg, b.ldflags, out); err != nil {

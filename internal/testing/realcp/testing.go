@@ -18,9 +18,15 @@ func skip(tb testing.TB, format string, args ...any) {
 }
 
 // Require skips the test, naming the command that builds them, when the
-// binaries are not built (fails it when RequireEnv is set).
+// binaries are not built (fails it when RequireEnv is set). Under the race
+// detector it always skips: these tests run in make test, and the code
+// they drive runs under -race in the fake-API tests; here they would only
+// repeat the control plane's waits (minutes of CI).
 func Require(tb testing.TB) {
 	tb.Helper()
+	if raceEnabled {
+		tb.Skip("the real control plane's tests run without -race (make test)")
+	}
 	if _, err := findBinaries(); err != nil {
 		skip(tb, "needs the real control plane: %v", err)
 	}
@@ -54,6 +60,7 @@ type Lazy struct {
 // skips the test when the binaries are not built (Require).
 func (l *Lazy) Get(tb testing.TB) *ControlPlane {
 	tb.Helper()
+	Require(tb)
 	l.once.Do(func() { l.cp, l.err = Start(context.Background(), Options{}) })
 	if errors.Is(l.err, ErrNoBinaries) {
 		skip(tb, "needs the real control plane: %v", l.err)
