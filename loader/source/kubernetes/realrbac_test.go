@@ -345,9 +345,12 @@ func (r *realServer) setMode(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mode == "" {
+	switch {
+	case mode == "":
 		delete(svc.Annotations, AnnotationMode)
-	} else {
+	case svc.Annotations == nil:
+		svc.Annotations = map[string]string{AnnotationMode: mode}
+	default:
 		svc.Annotations[AnnotationMode] = mode
 	}
 	if _, err := r.admin.CoreV1().Services(r.ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
