@@ -28,7 +28,8 @@ import (
 // The source's tree holds what the server stored (allocated cluster IPs,
 // defaulted protocols and target ports), and is byte-identical to the tree
 // the same stored objects give through client-go's fake clientset, which
-// the other tests of this package use.
+// the other tests of this package use, and to the tree of a topology file
+// written from the source's services and read by the agent's file source.
 func TestRealServerTree(t *testing.T) {
 	r := onRealServer(t)
 	nodes := []*corev1.Node{
@@ -48,6 +49,7 @@ func TestRealServerTree(t *testing.T) {
 	}
 	r.checkForms(t, u, stored)
 	r.checkSameAsFake(t, u, nodes)
+	r.checkSameAsFile(t, u)
 }
 
 func (r *realServer) annotateNamespace(t *testing.T, key, value string) {
