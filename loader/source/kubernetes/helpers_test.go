@@ -25,6 +25,7 @@ type collector struct {
 	mu      sync.Mutex
 	updates []Update
 	ch      chan struct{}
+	src     *Source // the running source
 }
 
 func (c *collector) publish(u Update) error {
@@ -100,7 +101,7 @@ func collectWith(t testing.TB, cfg Config, ok func(error) bool) *collector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{ch: make(chan struct{}, 1)}
+	c := &collector{ch: make(chan struct{}, 1), src: src}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, c.publish) }()

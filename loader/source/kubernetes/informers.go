@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -66,8 +69,9 @@ func newInformerSet(c Client, log *slog.Logger) *informerSet {
 // clientset does not). Failed calls are logged (loggedLW).
 func informer(c Client, log *slog.Logger, name string, obj runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *watcher {
-	lw := loggedLW(name, &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, log)
-	return newWatcher(name, cache.ToListWatcherWithWatchListSemantics(lw, c), obj)
+	health := &callHealth{}
+	lw := loggedLW(name, &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, log, health)
+	return newWatcher(name, cache.ToListWatcherWithWatchListSemantics(lw, c), obj, health)
 }
 
 func (i *informerSet) all() map[string]*watcher {
@@ -91,6 +95,19 @@ func (i *informerSet) waitForSync(ctx context.Context) error {
 	for name, inf := range i.all() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("%w: %s", ErrNotSynced, name)
+		}
+	}
+	return nil
+}
+
+// health is nil while every informer's last list or watch call succeeded;
+// else the first failing one's error (by resource name), and for how long
+// its calls have failed.
+func (i *informerSet) health() error {
+	all := i.all()
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if since, err := all[name].health.failing(); err != nil {
+			return fmt.Errorf("kubernetes %s failing for %v: %w", name, time.Since(since).Round(time.Second), err)
 		}
 	}
 	return nil

@@ -31,7 +31,9 @@ const outageLength = 10 * time.Second
 
 // TestRealServerRestart kills kube-apiserver twice within two minutes
 // while the source runs. During each outage the source keeps its last
-// tree (no update drops or empties the Service); once the restarted
+// tree (no update drops or empties the Service) and its Health says the
+// server refuses connections (the agent's /healthz and
+// loctree_source_up); once the restarted
 // server answers /readyz, a change written then reaches the tree within
 // convergeBudget, the second time too.
 func TestRealServerRestart(t *testing.T) {
@@ -60,6 +62,10 @@ func TestRealServerRestart(t *testing.T) {
 func (r *realServer) outage(t *testing.T, c *collector, round int) time.Duration {
 	t.Helper()
 	r.cp.KillAPIServer()
+	eventually(t, 5*time.Second, "the source reporting the outage", func() bool {
+		err := c.src.Health()
+		return err != nil && strings.Contains(err.Error(), "connection refused")
+	})
 	time.Sleep(outageLength)
 	ready, err := r.cp.StartAPIServer(context.Background())
 	if err != nil {
@@ -71,7 +77,9 @@ func (r *realServer) outage(t *testing.T, c *collector, round int) time.Duration
 		return err == nil
 	})
 	c.waitFor(t, n, fmt.Sprintf("reviews with %d endpoints", round+1), r.endpointCount(round+1))
-	return time.Since(ready)
+	took := time.Since(ready)
+	eventually(t, 5*time.Second, "the source healthy again", func() bool { return c.src.Health() == nil })
+	return took
 }
 
 // restartSlice is the i-th one-endpoint slice of reviews.

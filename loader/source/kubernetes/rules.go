@@ -49,7 +49,9 @@ func ruleInformer(c dynamic.Interface, log *slog.Logger) *watcher {
 			return w, err
 		},
 	}
-	return newWatcher("destinationrules", cache.ToListWatcherWithWatchListSemantics(loggedLW("destinationrules", lw, log), listThenWatch{}), &unstructured.Unstructured{})
+	health := &callHealth{}
+	lw = loggedLW("destinationrules", lw, log, health)
+	return newWatcher("destinationrules", cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &unstructured.Unstructured{}, health)
 }
 
 // listThenWatch makes the informer list and then watch, without watch-list

@@ -21,8 +21,11 @@ import (
 // Update is the source package's Update: what Run publishes.
 type Update = source.Update
 
-// Source implements source.Source.
-var _ source.Source = (*Source)(nil)
+// Source implements source.Source and source.Health.
+var (
+	_ source.Source = (*Source)(nil)
+	_ source.Health = (*Source)(nil)
+)
 
 // Config configures a Source.
 type Config struct {
@@ -308,6 +311,11 @@ func (s *Source) takeDirty() dirtySet {
 	s.dirty = dirtySet{}
 	return d
 }
+
+// Health is nil while the API server answers every informer's list and
+// watch calls; else why the last call of the first failing one (by
+// resource name) failed, and for how long they have.
+func (s *Source) Health() error { return s.informers.health() }
 
 // Run starts the informers, waits for their caches, publishes the first full
 // update and then one update per debounced batch of changes that altered the

@@ -39,12 +39,13 @@ type watcher struct {
 	indexer  cache.Indexer
 	fifo     *cache.DeltaFIFO
 	handlers []cache.ResourceEventHandler
+	health   *callHealth // of lw's calls (loggedLW)
 }
 
-func newWatcher(name string, lw cache.ListerWatcher, obj runtime.Object) *watcher {
+func newWatcher(name string, lw cache.ListerWatcher, obj runtime.Object, health *callHealth) *watcher {
 	indexer := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	return &watcher{
-		name: name, lw: lw, obj: obj, indexer: indexer,
+		name: name, lw: lw, obj: obj, indexer: indexer, health: health,
 		fifo: cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KnownObjects: indexer, EmitDeltaTypeReplaced: true}),
 	}
 }
@@ -129,25 +130,53 @@ func (w *watcher) apply(d cache.Delta, initial bool) error {
 }
 
 // loggedLW sends the failures of a list or watch call to log, named by
-// resource (a 403 names what the agent's role lacks): the Reflector's own
-// report of them goes to klog.
-func loggedLW(name string, lw *cache.ListWatch, log *slog.Logger) *cache.ListWatch {
+// resource (a 403 names what the agent's role lacks), and records the
+// outcome of each call in health: the Reflector's own report of them goes
+// to klog.
+func loggedLW(name string, lw *cache.ListWatch, log *slog.Logger, health *callHealth) *cache.ListWatch {
 	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
 	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		obj, err := list(ctx, o)
-		logFailure(ctx, log, name, "list", err)
+		health.record(ctx, log, name, "list", err)
 		return obj, err
 	}
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		w, err := watchFn(ctx, o)
-		logFailure(ctx, log, name, "watch", err)
+		health.record(ctx, log, name, "watch", err)
 		return w, err
 	}
 	return lw
 }
 
-func logFailure(ctx context.Context, log *slog.Logger, name, call string, err error) {
-	if err != nil && ctx.Err() == nil {
+// callHealth is the outcome of an informer's last list or watch call: the
+// error of the one that failed, and since when calls have failed.
+type callHealth struct {
+	mu    sync.Mutex
+	err   error
+	since time.Time
+}
+
+// record keeps a call's outcome and logs a failure; a call ended by the
+// source's own stop is neither.
+func (h *callHealth) record(ctx context.Context, log *slog.Logger, name, call string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
 		log.Warn("kubernetes "+call+" failed; retrying", "resource", name, "err", err)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil || h.err == nil {
+		h.since = time.Now()
+	}
+	h.err = err
+}
+
+// failing returns the last call's error (nil when it succeeded) and since
+// when calls have failed.
+func (h *callHealth) failing() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.since, h.err
 }
