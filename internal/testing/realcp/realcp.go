@@ -72,7 +72,7 @@ func findBinaries() (binaries, error) {
 	b := binaries{etcd: filepath.Join(dir, etcdBin), apiserver: filepath.Join(dir, apiserverBin)}
 	for _, p := range []string{b.etcd, b.apiserver} {
 		if _, err := os.Stat(p); err != nil {
-			return binaries{}, fmt.Errorf("%w: no %s (run `%s`, ~10 min the first time)", ErrNoBinaries, p, BuildCommand)
+			return binaries{}, fmt.Errorf("%w: no %s (run `%s`: 10-20 min the first time on 2 cores)", ErrNoBinaries, p, BuildCommand)
 		}
 	}
 	return b, nil
