@@ -44,6 +44,25 @@ generate:
 generate-check: generate
 	@git diff --exit-code -- bpf/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
 
+.PHONY: cluster-build cluster-up cluster-down
+# The real control plane the Kubernetes tests run against (etcd and
+# kube-apiserver, internal/testing/realcp): built from their Go modules by
+# the separate module internal/testing/realcp/tools into a cache directory
+# keyed by their versions (a no-op once built); cost: "Development" in
+# README.md. Without it those tests skip; CI builds it before make test.
+REALCP := internal/testing/realcp/cmd/realcp
+cluster-build:
+	$(GO) run ./$(REALCP) build
+
+# Starts the control plane in the background on 127.0.0.1 and prints its
+# kubeconfig and how to point `loctree agent --source kubernetes` at it.
+cluster-up: cluster-build
+	$(GO) build -o bin/realcp ./$(REALCP)
+	bin/realcp up
+
+cluster-down:
+	$(GO) run ./$(REALCP) down
+
 .PHONY: test-kernel test-race
 # CI (root): the kernel tests (BPF programs, cgroup2 and bpffs mounts) must
 # run, not skip. On a failure the whole output is shown, not just its summary.

@@ -107,6 +107,9 @@ func newAgent(cfg AgentConfig) *agent {
 			a.name = topology.DefaultName
 		}
 	}
+	if h, ok := a.cfg.Source.(source.Health); ok {
+		a.metrics.source = h.Health
+	}
 	return a
 }
 

@@ -39,6 +39,7 @@ type Metrics struct {
 	kernel    func() ([bpf.StatCount]uint64, error)
 	picks     func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
 	fetches   treeFetches              // the filters' /v1/tree polls (treefetches.go)
+	source    func() error             // the source's Health; nil: it has none
 }
 
 func newMetrics() *Metrics {
@@ -123,6 +124,9 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.histogram("loctree_update_stage_seconds", "The update latency by stage: build (change seen to tree built, including the Kubernetes source's debounce), kernel (tree built to live in the kernel and served).",
 		[]string{`stage="build"`, `stage="kernel"`}, &m.stages[0], &m.stages[1])
 	m.fetches.write(pw)
+	if m.source != nil {
+		pw.metric("loctree_source_up", "gauge", "1 while the source reaches where its state comes from (the Kubernetes API server); 0 while it does not and the agent serves its last tree (/healthz says why).", float64(boolToInt(m.source() == nil)))
+	}
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))

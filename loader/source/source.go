@@ -83,6 +83,15 @@ type Source interface {
 	Run(ctx context.Context, publish func(Update) error) error
 }
 
+// Health is implemented by a source that can tell whether it reaches where
+// its state comes from (the Kubernetes source: the API server). Health
+// returns nil, or why not; meanwhile the agent keeps serving its last
+// tree, and reports the reason in /healthz (still 200: restarting the
+// agent would not bring the API server back) and loctree_source_up 0.
+type Health interface {
+	Health() error
+}
+
 // TopologyServices reads the services of a topology whose services are
 // sorted by name.
 func TopologyServices(t *shared.Topology) Services { return sorted{t} }

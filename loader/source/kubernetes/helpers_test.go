@@ -25,6 +25,7 @@ type collector struct {
 	mu      sync.Mutex
 	updates []Update
 	ch      chan struct{}
+	src     *Source // the running source
 }
 
 func (c *collector) publish(u Update) error {
@@ -82,22 +83,31 @@ func run(t *testing.T, client *fake.Clientset, node string) *collector {
 }
 
 // collect runs a Source of cfg, in cluster c1 with the tests' debounce and
-// hold, until the test ends, and keeps every update it publishes.
+// hold, until the test ends, and keeps every update it publishes. Run must
+// return nil.
 func collect(t testing.TB, cfg Config) *collector {
 	t.Helper()
+	return collectWith(t, cfg, func(err error) bool { return err == nil })
+}
+
+// collectWith is collect where Run's result must satisfy ok.
+func collectWith(t testing.TB, cfg Config, ok func(error) bool) *collector {
+	t.Helper()
 	cfg.ClusterID, cfg.Debounce, cfg.MaxDelay = "c1", 5*time.Millisecond, 50*time.Millisecond
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	src, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{ch: make(chan struct{}, 1)}
+	c := &collector{ch: make(chan struct{}, 1), src: src}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, c.publish) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := <-done; !ok(err) {
 			t.Errorf("Run: %v", err)
 		}
 	})
@@ -201,4 +211,21 @@ func asObjects(objs []any, nodes []*corev1.Node) []runtime.Object {
 		out = append(out, n)
 	}
 	return out
+}
+
+// waitWithin reports whether an update satisfying ok arrives within d.
+func (c *collector) waitWithin(d time.Duration, ok func(Update) bool) bool {
+	deadline := time.After(d)
+	for {
+		for _, u := range c.since(0) {
+			if ok(u) {
+				return true
+			}
+		}
+		select {
+		case <-c.ch:
+		case <-deadline:
+			return false
+		}
+	}
 }

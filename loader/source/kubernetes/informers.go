@@ -3,7 +3,11 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,33 +29,34 @@ type Client interface {
 	DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface
 }
 
-// informerSet is the informers the source runs, built on the narrow Client
-// instead of a SharedInformerFactory (which needs a whole clientset), and
-// the DestinationRule informer when there is an Istio client.
+// informerSet is the informers the source runs (watchers, built on the
+// narrow Client instead of a SharedInformerFactory, which needs a whole
+// clientset, and with bounded retries), and the DestinationRule informer
+// when there is an Istio client.
 type informerSet struct {
-	services, slices, nodes, namespaces cache.SharedIndexInformer
-	rules                               cache.SharedIndexInformer // nil: DestinationRules are not watched
+	services, slices, nodes, namespaces *watcher
+	rules                               *watcher // nil: DestinationRules are not watched
 	wg                                  sync.WaitGroup
 }
 
-func newInformerSet(c Client) *informerSet {
+func newInformerSet(c Client, log *slog.Logger) *informerSet {
 	return &informerSet{
-		services: informer(c, &corev1.Service{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		services: informer(c, log, "services", &corev1.Service{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.CoreV1().Services("").List(ctx, o)
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return c.CoreV1().Services("").Watch(ctx, o)
 		}),
-		slices: informer(c, &discoveryv1.EndpointSlice{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		slices: informer(c, log, "endpointslices", &discoveryv1.EndpointSlice{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.DiscoveryV1().EndpointSlices("").List(ctx, o)
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 		}),
-		nodes: informer(c, &corev1.Node{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		nodes: informer(c, log, "nodes", &corev1.Node{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.CoreV1().Nodes().List(ctx, o)
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return c.CoreV1().Nodes().Watch(ctx, o)
 		}),
-		namespaces: informer(c, &corev1.Namespace{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		namespaces: informer(c, log, "namespaces", &corev1.Namespace{}, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.CoreV1().Namespaces().List(ctx, o)
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return c.CoreV1().Namespaces().Watch(ctx, o)
@@ -61,19 +66,16 @@ func newInformerSet(c Client) *informerSet {
 
 // informer lists and watches one kind, as client-go's generated informers
 // do: the client tells whether it supports watch-list semantics (the fake
-// clientset does not).
-func informer(c Client, obj runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc:  list,
-		WatchFuncWithContext: watchFn,
-	}
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c), obj, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+// clientset does not). Failed calls are logged (loggedLW).
+func informer(c Client, log *slog.Logger, name string, obj runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *watcher {
+	health := &callHealth{}
+	lw := loggedLW(name, &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, log, health)
+	return newWatcher(name, cache.ToListWatcherWithWatchListSemantics(lw, c), obj, health)
 }
 
-func (i *informerSet) all() map[string]cache.SharedIndexInformer {
-	all := map[string]cache.SharedIndexInformer{"services": i.services, "endpointslices": i.slices, "nodes": i.nodes, "namespaces": i.namespaces}
+func (i *informerSet) all() map[string]*watcher {
+	all := map[string]*watcher{"services": i.services, "endpointslices": i.slices, "nodes": i.nodes, "namespaces": i.namespaces}
 	if i.rules != nil {
 		all["destinationrules"] = i.rules
 	}
@@ -83,7 +85,7 @@ func (i *informerSet) all() map[string]cache.SharedIndexInformer {
 // start runs the informers until ctx is done.
 func (i *informerSet) start(ctx context.Context) {
 	for _, inf := range i.all() {
-		i.wg.Go(func() { inf.RunWithContext(ctx) })
+		i.wg.Go(func() { inf.Run(ctx) })
 	}
 }
 
@@ -93,6 +95,19 @@ func (i *informerSet) waitForSync(ctx context.Context) error {
 	for name, inf := range i.all() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("%w: %s", ErrNotSynced, name)
+		}
+	}
+	return nil
+}
+
+// health is nil while every informer's last list or watch call succeeded;
+// else the first failing one's error (by resource name), and for how long
+// its calls have failed.
+func (i *informerSet) health() error {
+	all := i.all()
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if since, err := all[name].health.failing(); err != nil {
+			return fmt.Errorf("kubernetes %s failing for %v: %w", name, time.Since(since).Round(time.Second), err)
 		}
 	}
 	return nil

@@ -27,7 +27,7 @@ var crdRecheck = time.Minute
 // client, as unstructured objects the source decodes itself. Without the
 // resource (Istio not installed) the list is empty, logged once, and the
 // informer lists again every crdRecheck.
-func ruleInformer(c dynamic.Interface, log *slog.Logger) cache.SharedIndexInformer {
+func ruleInformer(c dynamic.Interface, log *slog.Logger) *watcher {
 	res := c.Resource(DestinationRuleResource)
 	var once sync.Once
 	lw := &cache.ListWatch{
@@ -49,7 +49,9 @@ func ruleInformer(c dynamic.Interface, log *slog.Logger) cache.SharedIndexInform
 			return w, err
 		},
 	}
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &unstructured.Unstructured{}, 0, cache.Indexers{})
+	health := &callHealth{}
+	lw = loggedLW("destinationrules", lw, log, health)
+	return newWatcher("destinationrules", cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &unstructured.Unstructured{}, health)
 }
 
 // listThenWatch makes the informer list and then watch, without watch-list

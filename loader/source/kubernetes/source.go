@@ -21,8 +21,11 @@ import (
 // Update is the source package's Update: what Run publishes.
 type Update = source.Update
 
-// Source implements source.Source.
-var _ source.Source = (*Source)(nil)
+// Source implements source.Source and source.Health.
+var (
+	_ source.Source = (*Source)(nil)
+	_ source.Health = (*Source)(nil)
+)
 
 // Config configures a Source.
 type Config struct {
@@ -96,7 +99,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Mesh = DefaultMesh()
 	}
 	s := &Source{cfg: cfg, kick: make(chan struct{}, 1)}
-	s.informers = newInformerSet(cfg.Client)
+	s.informers = newInformerSet(cfg.Client, cfg.Logger)
 	if cfg.Istio != nil {
 		s.informers.rules = ruleInformer(cfg.Istio, cfg.Logger)
 	}
@@ -128,7 +131,7 @@ func (s *Source) setupInformers() error {
 	s.nodes = corelisters.NewNodeLister(inf.nodes.GetIndexer())
 	s.nsLister = corelisters.NewNamespaceLister(inf.namespaces.GetIndexer())
 	handlers := []struct {
-		inf cache.SharedIndexInformer
+		inf *watcher
 		fn  func(obj any)
 	}{
 		{inf.services, s.onService},
@@ -137,14 +140,10 @@ func (s *Source) setupInformers() error {
 		{inf.namespaces, s.onNamespace},
 	}
 	if inf.rules != nil {
-		if _, err := inf.rules.AddEventHandler(s.ruleHandler()); err != nil {
-			return fmt.Errorf("add event handler: %w", err)
-		}
+		inf.rules.AddEventHandler(s.ruleHandler())
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(onAnyChange(h.fn)); err != nil {
-			return fmt.Errorf("add event handler: %w", err)
-		}
+		h.inf.AddEventHandler(onAnyChange(h.fn))
 	}
 	return nil
 }
@@ -312,6 +311,11 @@ func (s *Source) takeDirty() dirtySet {
 	s.dirty = dirtySet{}
 	return d
 }
+
+// Health is nil while the API server answers every informer's list and
+// watch calls; else why the last call of the first failing one (by
+// resource name) failed, and for how long they have.
+func (s *Source) Health() error { return s.informers.health() }
 
 // Run starts the informers, waits for their caches, publishes the first full
 // update and then one update per debounced batch of changes that altered the

@@ -1,0 +1,6 @@
+//go:build race
+
+package realcp
+
+// raceEnabled: built with -race (testing.go).
+const raceEnabled = true

@@ -1,0 +1,182 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// retryBackoff is how the agent's informers retry a list or watch that
+// failed: 100 ms doubling to a 1 s cap, jittered by up to half. client-go's
+// shared informers start at 800 ms and double to 30 s, resetting only
+// after 2 min without a retry (k8s.io/client-go/tools/cache/reflector.go,
+// defaultBackoffInit/Max/Reset): a change written just after an API server
+// restart took 6.7–14.4 s to arrive, and a second outage within 2 min
+// longer. An agent watches the one API server it needs, and its tree is
+// stale until the watch is back.
+func retryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 8, Cap: time.Second}
+}
+
+// watcher is one kind's informer: a cache kept by client-go's Reflector
+// through a DeltaFIFO, whose changes go to the handlers added before Run,
+// as client-go's shared informer does (tools/cache/controller.go,
+// processDeltas), but with the Reflector's retries bounded by
+// retryBackoff, which a shared informer does not let its user set.
+type watcher struct {
+	name     string
+	lw       cache.ListerWatcher
+	obj      runtime.Object
+	indexer  cache.Indexer
+	fifo     *cache.DeltaFIFO
+	handlers []cache.ResourceEventHandler
+	health   *callHealth // of lw's calls (loggedLW)
+}
+
+func newWatcher(name string, lw cache.ListerWatcher, obj runtime.Object, health *callHealth) *watcher {
+	indexer := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &watcher{
+		name: name, lw: lw, obj: obj, indexer: indexer, health: health,
+		fifo: cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KnownObjects: indexer, EmitDeltaTypeReplaced: true}),
+	}
+}
+
+// AddIndexers adds indexes to the cache; call it before Run.
+func (w *watcher) AddIndexers(ix cache.Indexers) error { return w.indexer.AddIndexers(ix) }
+
+// GetIndexer is the cache.
+func (w *watcher) GetIndexer() cache.Indexer { return w.indexer }
+
+// AddEventHandler adds a handler of every change; call it before Run.
+func (w *watcher) AddEventHandler(h cache.ResourceEventHandler) {
+	w.handlers = append(w.handlers, h)
+}
+
+// HasSynced reports whether the first list has reached the cache and the
+// handlers.
+func (w *watcher) HasSynced() bool { return w.fifo.HasSynced() }
+
+// Run lists and watches until ctx ends, applying every change to the cache
+// and the handlers, and returns when both the Reflector and the queue have
+// stopped.
+func (w *watcher) Run(ctx context.Context) {
+	r := cache.NewReflectorWithOptions(w.lw, w.obj, w.fifo, cache.ReflectorOptions{
+		Name: w.name, TypeDescription: w.name, Backoff: retryBackoff(),
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { r.RunWithContext(ctx) })
+	wg.Go(func() { <-ctx.Done(); w.fifo.Close() })
+	for {
+		if _, err := w.fifo.Pop(w.process); errors.Is(err, cache.ErrFIFOClosed) {
+			break
+		}
+	}
+	wg.Wait()
+}
+
+// process applies one object's deltas to the cache, then to the handlers.
+func (w *watcher) process(obj any, initial bool) error {
+	deltas, ok := obj.(cache.Deltas)
+	if !ok {
+		return fmt.Errorf("%s: unexpected %T in the queue", w.name, obj)
+	}
+	for _, d := range deltas {
+		if err := w.apply(d, initial); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
+func (w *watcher) apply(d cache.Delta, initial bool) error {
+	if d.Type == cache.Deleted {
+		if err := w.indexer.Delete(d.Object); err != nil {
+			return err
+		}
+		for _, h := range w.handlers {
+			h.OnDelete(d.Object)
+		}
+		return nil
+	}
+	old, exists, err := w.indexer.Get(d.Object)
+	if err != nil {
+		return err
+	}
+	if exists {
+		if err := w.indexer.Update(d.Object); err != nil {
+			return err
+		}
+		for _, h := range w.handlers {
+			h.OnUpdate(old, d.Object)
+		}
+		return nil
+	}
+	if err := w.indexer.Add(d.Object); err != nil {
+		return err
+	}
+	for _, h := range w.handlers {
+		h.OnAdd(d.Object, initial)
+	}
+	return nil
+}
+
+// loggedLW sends the failures of a list or watch call to log, named by
+// resource (a 403 names what the agent's role lacks), and records the
+// outcome of each call in health: the Reflector's own report of them goes
+// to klog.
+func loggedLW(name string, lw *cache.ListWatch, log *slog.Logger, health *callHealth) *cache.ListWatch {
+	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		obj, err := list(ctx, o)
+		health.record(ctx, log, name, "list", err)
+		return obj, err
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		health.record(ctx, log, name, "watch", err)
+		return w, err
+	}
+	return lw
+}
+
+// callHealth is the outcome of an informer's last list or watch call: the
+// error of the one that failed, and since when calls have failed.
+type callHealth struct {
+	mu    sync.Mutex
+	err   error
+	since time.Time
+}
+
+// record keeps a call's outcome and logs a failure; a call ended by the
+// source's own stop is neither.
+func (h *callHealth) record(ctx context.Context, log *slog.Logger, name, call string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		log.Warn("kubernetes "+call+" failed; retrying", "resource", name, "err", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil || h.err == nil {
+		h.since = time.Now()
+	}
+	h.err = err
+}
+
+// failing returns the last call's error (nil when it succeeded) and since
+// when calls have failed.
+func (h *callHealth) failing() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.since, h.err
+}
