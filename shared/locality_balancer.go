@@ -133,7 +133,7 @@ func (lb *LocalityBalancer) Update(t *Tree) error {
 	old := lb.state.Load()
 	for addr, i := range st.byAddr {
 		if j, ok := old.byAddr[addr]; ok {
-			st.picker.pool.counts[i].Store(old.picker.InFlight(j))
+			st.picker.pool.counts[i].Store(int32(old.picker.InFlight(j)))
 		}
 	}
 	lb.state.Store(st)

@@ -19,6 +19,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if s.tree != p.tree || l.tree != p.tree || l.N <= 0 || l.N > MaxPriorities {
 		return 0, false
 	}
+	p.needs(s.policy)
 	h := key
 	if s.policy != PolicyConsistentHash {
 		h = p.src.next()

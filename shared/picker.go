@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/loctree/loctree/internal/wire"
@@ -27,22 +29,38 @@ type Picker struct {
 	src  *source
 	rr   []atomic.Uint64 // by absolute node index, then aux node index (Range.Node)
 	pool pool            // by absolute endpoint index
+	// hashed: pool.hashes and pool.sameTo are filled (made when the tree
+	// has a consistent_hash service, or at the first such pick).
+	hashed sync.Once
 }
 
 // NewPicker returns a picker over the endpoints of t.
 func NewPicker(t *Tree, opts PickerOptions) *Picker {
-	n := t.NumEndpoints()
 	p := &Picker{
 		tree: t,
 		src:  newSource(opts.Seed),
 		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
-		pool: pool{
-			recs:   t.eps,
-			hashes: make([]uint64, n),
-			sameTo: make([]uint32, n),
-			counts: make([]atomic.Int64, n),
-		},
+		pool: pool{recs: t.eps, counts: make([]atomic.Int32, t.NumEndpoints())},
 	}
+	if slices.ContainsFunc(t.services, func(s Service) bool { return s.Policy() == PolicyConsistentHash }) {
+		p.hashed.Do(p.indexHashes)
+	}
+	return p
+}
+
+// needs makes sure what policy pol reads is there.
+func (p *Picker) needs(pol Policy) {
+	if pol == PolicyConsistentHash {
+		p.hashed.Do(p.indexHashes)
+	}
+}
+
+// indexHashes fills what consistent_hash reads: the address hashes and the
+// runs of equal weights (12 bytes an endpoint, so a tree without a
+// consistent_hash service goes without them).
+func (p *Picker) indexHashes() {
+	t, n := p.tree, p.tree.NumEndpoints()
+	p.pool.hashes, p.pool.sameTo = make([]uint64, n), make([]uint32, n)
 	for i := range p.pool.hashes {
 		p.pool.hashes[i] = addrRecordHash(t.eps[i*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
 	}
@@ -50,7 +68,6 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 		p.pool.indexWeights(s.lay.EpFirst, s.lay.EpFirst+s.lay.EpTotal)
 		p.pool.indexWeights(s.lay.EpFirst+s.lay.EpTotal, s.lay.EpFirst+s.lay.EpTotal+s.netCopies())
 	}
-	return p
 }
 
 // Tree is the tree the picker was made for.
@@ -78,6 +95,7 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
 	}
+	p.needs(s.policy)
 	return p.pool.pick(s.policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
 }
 
@@ -93,16 +111,25 @@ func (p *Picker) Inc(ep uint32) {
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
 	if int(ep) < len(p.pool.counts) {
-		decrement(&p.pool.counts[ep])
+		decrement32(&p.pool.counts[ep])
 	}
 }
 
 // InFlight is the current count of endpoint ep.
 func (p *Picker) InFlight(ep uint32) int64 {
 	if int(ep) < len(p.pool.counts) {
-		return p.pool.counts[ep].Load()
+		return int64(p.pool.counts[ep].Load())
 	}
 	return 0
+}
+
+func decrement32(c *atomic.Int32) {
+	for {
+		v := c.Load()
+		if v <= 0 || c.CompareAndSwap(v, v-1) {
+			return
+		}
+	}
 }
 
 func decrement(c *atomic.Int64) {
@@ -187,9 +214,9 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
 	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
-	hashes []uint64        // address hashes, for consistent_hash
-	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
-	counts []atomic.Int64  // in-flight counts, or nil when shared is used
+	hashes []uint64        // address hashes, for consistent_hash (a Picker's: nil without such a service)
+	sameTo []uint32        // for consistent_hash too: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts []atomic.Int32  // in-flight counts (4 bytes an endpoint), or nil when shared is used
 	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
 }
 
@@ -206,7 +233,7 @@ func (p *pool) load(i uint32) int64 {
 	if p.shared != nil {
 		return p.shared[i].Load()
 	}
-	return p.counts[i].Load()
+	return int64(p.counts[i].Load())
 }
 
 // indexWeights fills sameTo for the endpoints [lo, hi) of one set.
