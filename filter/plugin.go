@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -134,9 +135,17 @@ func (p *pluginContext) install(t *shared.Tree, etag string) {
 	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
 		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
 	}
-	p.cur = newTreeState(t, p.loc)
+	replaced := p.cur != nil
+	p.cur, p.last = newTreeState(t, p.loc), svcCache{} // the cache holds the old tree
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
+	if replaced {
+		// Free the old tree now, not when the heap next reaches twice its
+		// size: a VM's linear memory never shrinks, so the next tree
+		// should find the old one's memory free (docs/WASM.md, "Memory at
+		// mesh scale").
+		runtime.GC()
+	}
 }
 
 // pickUp installs the shared tree when its version differs from ours.

@@ -14,9 +14,19 @@ type treeState struct {
 	labels [][]uint64      // per service index: the proxy's label per scope
 	loads  []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
 	picker *shared.Picker  // this VM's policy state (round robin, in-flight counts)
-	addrs  []string        // per absolute endpoint: "ip:port", filled lazily
+	addrs  *addrCache      // "ip:port" of recently picked endpoints
 	etag   string          // the tree server's ETag for this tree
 	rng    uint64          // wyrand state
+}
+
+// addrCacheSize is the number of formatted addresses a VM keeps: a
+// direct-mapped cache by endpoint index, so its memory does not grow with
+// the tree (a proxy's picks go to the few endpoints near it).
+const addrCacheSize = 256
+
+type addrCache [addrCacheSize]struct {
+	ep   uint32 // endpoint index + 1; 0: empty
+	addr string
 }
 
 // randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
@@ -34,7 +44,7 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		labels: make([][]uint64, len(svcs)),
 		loads:  make([]*shared.Loads, len(svcs)),
 		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
-		addrs:  make([]string, t.NumEndpoints()),
+		addrs:  new(addrCache),
 		rng:    rand.Uint64(),
 	}
 	for i := range svcs {
@@ -56,11 +66,13 @@ func (st *treeState) generation() uint64 {
 	return st.tree.Generation()
 }
 
+// addr is endpoint i's "ip:port"; it allocates only when i is not cached.
 func (st *treeState) addr(i uint32) string {
-	if st.addrs[i] == "" {
-		st.addrs[i] = st.tree.Endpoint(i).Addr.String()
+	c := &st.addrs[i%addrCacheSize]
+	if c.ep != i+1 {
+		c.ep, c.addr = i+1, st.tree.Endpoint(i).Addr.String()
 	}
-	return st.addrs[i]
+	return c.addr
 }
 
 // version identifies a tree's content: its generation and its checksum.
