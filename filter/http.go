@@ -57,7 +57,7 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 	if l := st.loads[svc.Index()]; l != nil {
 		return h.chooseLoads(st, svc, l)
 	}
-	r := svc.LookupLabels(st.labels[svc.Index()])
+	r := st.lookup(svc)
 	if r.Len() == 0 {
 		p.m.noCandidate++
 		p.counts(svc).noCandidate++
@@ -100,7 +100,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	case l.NTargets > 0:
 		r, _ = l.TargetRange(ep)
 	default:
-		r = svc.LookupLabels(st.labels[svc.Index()])
+		r = st.lookup(svc)
 	}
 	depth := 0
 	if p := l.Priority(ep); p >= 0 {

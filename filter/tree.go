@@ -12,6 +12,7 @@ import (
 type treeState struct {
 	tree   *shared.Tree
 	labels [][]uint64      // per service index: the proxy's label per scope
+	ranges []cachedRange   // per service index: the proxy's candidates, once looked up
 	loads  []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
 	picker *shared.Picker  // this VM's policy state (round robin, in-flight counts)
 	addrs  *addrCache      // "ip:port" of recently picked endpoints
@@ -43,6 +44,7 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		tree:   t,
 		labels: make([][]uint64, len(svcs)),
 		loads:  make([]*shared.Loads, len(svcs)),
+		ranges: make([]cachedRange, len(svcs)),
 		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
 		addrs:  new(addrCache),
 		rng:    rand.Uint64(),
@@ -57,6 +59,22 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		}
 	}
 	return st
+}
+
+// cachedRange is a service's lookup for the proxy's locality.
+type cachedRange struct {
+	r  shared.Range
+	ok bool
+}
+
+// lookup is svc's candidate range for the proxy's locality. The tree and
+// the locality never change under a treeState, so it is looked up once.
+func (st *treeState) lookup(svc *shared.Service) shared.Range {
+	c := &st.ranges[svc.Index()]
+	if !c.ok {
+		c.r, c.ok = svc.LookupLabels(st.labels[svc.Index()]), true
+	}
+	return c.r
 }
 
 func (st *treeState) generation() uint64 {
