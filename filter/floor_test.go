@@ -16,7 +16,8 @@ import (
 
 // The floor of a Go proxy-wasm filter is testdata/empty: the same
 // compiler, flags and ABI layer as loctree's filter, callbacks that do
-// nothing. Tests here run both modules side by side.
+// nothing. testdata/hostcalls is the floor plus the host calls loctree's
+// filter makes on a request. Tests here run the modules side by side.
 
 // memstatsTag builds the modules with their memory statistics hook
 // (filter/internal/abi/memstats_wasip1.go).
@@ -31,6 +32,7 @@ type filterModule struct {
 func comparedModules() []filterModule {
 	return []filterModule{
 		{"floor", func(tb testing.TB, tags string) []byte { return wasmtest.BytesTags(tb, "./testdata/empty", tags) }},
+		{"hostcalls", func(tb testing.TB, tags string) []byte { return wasmtest.BytesTags(tb, "./testdata/hostcalls", tags) }},
 		{"loctree", func(tb testing.TB, tags string) []byte {
 			if tags == "" {
 				return loctreeWasm(tb)
@@ -83,19 +85,20 @@ func (s fullStream) do(tb testing.TB, vm *host.VM) *host.Result {
 
 // BenchmarkRequestAgainstFloor is one request through Envoy's full HTTP
 // lifecycle (context create, request headers, response headers, on_log,
-// on_done, on_delete) in the wazero host, for the empty filter (the floor)
-// and loctree's on the four-scope grown mesh, interleaved in blocks of 64
-// requests so that both see the same machine load. It reports the median
-// of the blocks' per-request times of each and their difference, the host
+// on_done, on_delete) in the wazero host, for the empty filter (floor),
+// the floor plus loctree's host calls (hostcalls) and loctree's filter on
+// the four-scope grown mesh, interleaved in blocks of 64 requests so that
+// all see the same machine load. It reports the median of the blocks'
+// per-request times of each and their distance to the floor, the host
 // allocations per request of each, and each VM's linear memory after the
 // requests. One op is one block of each.
 func BenchmarkRequestAgainstFloor(b *testing.B) {
 	for _, n := range []int{100, 10000, 100000} {
 		tree := grownTree(b, n)
 		b.Run(fmt.Sprintf("endpoints=%d/grown", n), func(b *testing.B) {
-			var vms [2]*host.VM
-			for i, m := range comparedModules() {
-				vms[i] = workerVM(b, agentFedHost(b, m.wasm(b, ""), tree))
+			var vms []*host.VM
+			for _, m := range comparedModules() {
+				vms = append(vms, workerVM(b, agentFedHost(b, m.wasm(b, ""), tree)))
 			}
 			benchAgainstFloor(b, vms)
 		})
@@ -105,25 +108,27 @@ func BenchmarkRequestAgainstFloor(b *testing.B) {
 // floorBlock is the number of requests timed together.
 const floorBlock = 64
 
-// benchAgainstFloor alternates blocks of requests on the floor's VM
-// (vms[0]) and loctree's (vms[1]) and reports both.
-func benchAgainstFloor(b *testing.B, vms [2]*host.VM) {
+// benchAgainstFloor alternates blocks of requests on the VMs of
+// comparedModules (the floor first) and reports each.
+func benchAgainstFloor(b *testing.B, vms []*host.VM) {
 	s := newFullStream()
-	var ns [2][]float64
-	var allocs [2]uint64
+	mods := comparedModules()
+	ns, allocs := make([][]float64, len(vms)), make([]uint64, len(vms))
 	for b.Loop() {
 		for i, vm := range vms {
-			t, a := s.block(b, vm, i == 1)
+			t, a := s.block(b, vm, mods[i].name == "loctree")
 			ns[i], allocs[i] = append(ns[i], t), allocs[i]+a
 		}
 	}
 	blocks := float64(len(ns[0]))
-	for i, name := range []string{"floor", "loctree"} {
-		b.ReportMetric(median(ns[i]), "ns/request("+name+")")
-		b.ReportMetric(float64(allocs[i])/blocks/floorBlock, "allocs/request("+name+")")
-		b.ReportMetric(float64(vms[i].MemorySize())/(1<<20), "MiB-linear-memory("+name+")")
+	for i, m := range mods {
+		b.ReportMetric(median(ns[i]), "ns/request("+m.name+")")
+		b.ReportMetric(float64(allocs[i])/blocks/floorBlock, "allocs/request("+m.name+")")
+		b.ReportMetric(float64(vms[i].MemorySize())/(1<<20), "MiB-linear-memory("+m.name+")")
+		if i > 0 {
+			b.ReportMetric(median(ns[i])-median(ns[0]), "ns/request("+m.name+"-floor)")
+		}
 	}
-	b.ReportMetric(median(ns[1])-median(ns[0]), "ns/request(loctree-floor)")
 }
 
 // block runs floorBlock requests on vm and returns the time per request
