@@ -57,6 +57,10 @@ type VM struct {
 	callResp *callResponse
 	deferred []*Stream
 	allocCtx context.Context
+	// allocStack is the allocator's argument and result (alloc is never
+	// re-entered: the module's allocator may call no hostcall that
+	// allocates).
+	allocStack [1]uint64
 	// allowed, when set, is the only host functions the running phase
 	// (phase) may call; see restrict.
 	allowed map[string]bool
