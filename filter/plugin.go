@@ -91,6 +91,8 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 	}
 	p.install(t, "")
 	p.publish(t.Bytes())
+	p.cfg.Topology = nil // the tree is built: free the parsed topology
+	runtime.GC()
 	if err := abi.SetTickPeriodMilliSeconds(metricsFlushMS); err != nil {
 		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
 		return types.OnPluginStartStatusFailed
