@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/loctree/loctree/host"
 	"github.com/loctree/loctree/internal/testing/wasmtest"
@@ -134,11 +135,13 @@ func testTreeUpdate(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 		publishShared(h, tree)
+		start := time.Now()
 		if err := vm.Tick(); err != nil {
 			t.Fatal(err)
 		}
+		took := time.Since(start)
 		after := measureVM(t, vm)
-		t.Logf("generation %d, right after the tick that installed it: %v", gen, after)
+		t.Logf("generation %d, right after the tick that installed it (%v): %v", gen, took.Round(time.Millisecond/10), after)
 		if after.objects > steady.live+steady.live/4 {
 			t.Errorf("generation %d: %.2f MiB of heap objects after the update, over 1.25 × the steady live heap %.2f MiB: the old tree outlived the tick",
 				gen, mib(after.objects), mib(steady.live))

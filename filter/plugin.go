@@ -92,7 +92,7 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 	p.install(t, "")
 	p.publish(t.Bytes())
 	p.cfg.Topology = nil // the tree is built: free the parsed topology
-	runtime.GC()
+	collect()
 	if err := abi.SetTickPeriodMilliSeconds(metricsFlushMS); err != nil {
 		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
 		return types.OnPluginStartStatusFailed
@@ -137,18 +137,17 @@ func (p *pluginContext) install(t *shared.Tree, etag string) {
 	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
 		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
 	}
-	replaced := p.cur != nil
 	p.cur, p.last = newTreeState(t, p.loc), svcCache{} // the cache holds the old tree
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
-	if replaced {
-		// Free the old tree now, not when the heap next reaches twice its
-		// size: a VM's linear memory never shrinks, so the next tree
-		// should find the old one's memory free (docs/WASM.md, "Memory at
-		// mesh scale").
-		runtime.GC()
-	}
 }
+
+// collect frees what an install left behind (the old tree, a parsed
+// topology, the copy of the shared blob publish compares) now, not when the
+// heap next reaches twice its size: a VM's linear memory never shrinks, so
+// the next tree should find that memory free (docs/WASM.md, "Memory at
+// mesh scale"). It costs one full collection per tree change.
+func collect() { runtime.GC() }
 
 // pickUp installs the shared tree when its version differs from ours.
 func (p *pluginContext) pickUp() {
@@ -166,6 +165,7 @@ func (p *pluginContext) pickUp() {
 		return
 	}
 	p.install(t, "")
+	collect()
 }
 
 // publish stores blob in shared data unless its version is already there;
@@ -265,7 +265,9 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	}
 	if blobVersion(t.Bytes()) != p.cur.version() {
 		p.install(t, etag)
+		collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
 		p.publish(t.Bytes())
+		collect()
 		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
 	} else {
 		p.cur.etag = etag
