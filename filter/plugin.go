@@ -133,13 +133,16 @@ func (p *pluginContext) OnTick() {
 	}
 }
 
-func (p *pluginContext) install(t *shared.Tree, etag string) {
+// install makes t the VM's tree; replaced says it took another's place.
+func (p *pluginContext) install(t *shared.Tree, etag string) (replaced bool) {
 	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
 		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
 	}
+	replaced = p.cur != nil
 	p.cur, p.last = newTreeState(t, p.loc), svcCache{} // the cache holds the old tree
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
+	return replaced
 }
 
 // collect frees what an install left behind (the old tree, a parsed
@@ -164,8 +167,9 @@ func (p *pluginContext) pickUp() {
 		abi.LogError("loctree: shared tree rejected: " + err.Error())
 		return
 	}
-	p.install(t, "")
-	collect()
+	if p.install(t, "") {
+		collect()
+	}
 }
 
 // publish stores blob in shared data unless its version is already there;
@@ -264,10 +268,14 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 		return
 	}
 	if blobVersion(t.Bytes()) != p.cur.version() {
-		p.install(t, etag)
-		collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
+		replaced := p.install(t, etag)
+		if replaced {
+			collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
+		}
 		p.publish(t.Bytes())
-		collect()
+		if replaced {
+			collect()
+		}
 		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
 	} else {
 		p.cur.etag = etag

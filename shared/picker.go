@@ -31,7 +31,23 @@ type Picker struct {
 	pool pool            // by absolute endpoint index
 	// hashed: pool.hashes and pool.sameTo are filled (made when the tree
 	// has a consistent_hash service, or at the first such pick).
-	hashed sync.Once
+	hashed  sync.Once
+	counted sync.Once // pool.counts is made (at the first Inc)
+	n       int       // endpoints
+}
+
+// inFlight is the in-flight counts, made at the first call: a tree whose
+// users never count (no least_request or least_connections) goes without
+// them.
+func (p *Picker) inFlight() []atomic.Int32 {
+	if c := p.pool.counts.Load(); c != nil {
+		return *c
+	}
+	p.counted.Do(func() {
+		c := make([]atomic.Int32, p.n)
+		p.pool.counts.Store(&c)
+	})
+	return *p.pool.counts.Load()
 }
 
 // NewPicker returns a picker over the endpoints of t.
@@ -40,7 +56,8 @@ func NewPicker(t *Tree, opts PickerOptions) *Picker {
 		tree: t,
 		src:  newSource(opts.Seed),
 		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
-		pool: pool{recs: t.eps, counts: make([]atomic.Int32, t.NumEndpoints())},
+		n:    t.NumEndpoints(),
+		pool: pool{recs: t.eps},
 	}
 	if slices.ContainsFunc(t.services, func(s Service) bool { return s.Policy() == PolicyConsistentHash }) {
 		p.hashed.Do(p.indexHashes)
@@ -92,7 +109,7 @@ func (p *Picker) Tree() *Tree { return p.tree }
 // key is used by consistent_hash only. Pick returns false when the range is
 // empty or s and r do not belong to the picker's tree. It allocates nothing.
 func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
-	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
+	if r.Lo >= r.Hi || int(r.Hi) > p.n || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
 	}
 	p.needs(s.policy)
@@ -103,22 +120,22 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 // absolute index); least_request and least_connections read the counts.
 // Out-of-range indices are ignored.
 func (p *Picker) Inc(ep uint32) {
-	if int(ep) < len(p.pool.counts) {
-		p.pool.counts[ep].Add(1)
+	if int(ep) < p.n {
+		p.inFlight()[ep].Add(1)
 	}
 }
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if int(ep) < len(p.pool.counts) {
-		decrement32(&p.pool.counts[ep])
+	if int(ep) < p.n {
+		decrement32(&p.inFlight()[ep])
 	}
 }
 
 // InFlight is the current count of endpoint ep.
 func (p *Picker) InFlight(ep uint32) int64 {
-	if int(ep) < len(p.pool.counts) {
-		return int64(p.pool.counts[ep].Load())
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
+		return int64((*c)[ep].Load())
 	}
 	return 0
 }
@@ -213,11 +230,11 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // (for weight and cum_weight), address hashes and in-flight counts. The
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
-	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
-	hashes []uint64        // address hashes, for consistent_hash (a Picker's: nil without such a service)
-	sameTo []uint32        // for consistent_hash too: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
-	counts []atomic.Int32  // in-flight counts (4 bytes an endpoint), or nil when shared is used
-	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
+	recs   []byte                         // wire.EndpointRecordSize bytes an endpoint
+	hashes []uint64                       // address hashes, for consistent_hash (a Picker's: nil without such a service)
+	sameTo []uint32                       // for consistent_hash too: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts atomic.Pointer[[]atomic.Int32] // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
+	shared []*atomic.Int64                // in-flight counts shared between versions of a Balancer's set
 }
 
 func (p *pool) weight(i uint32) uint32 {
@@ -233,7 +250,10 @@ func (p *pool) load(i uint32) int64 {
 	if p.shared != nil {
 		return p.shared[i].Load()
 	}
-	return int64(p.counts[i].Load())
+	if c := p.counts.Load(); c != nil {
+		return int64((*c)[i].Load())
+	}
+	return 0 // nothing counted yet
 }
 
 // indexWeights fills sameTo for the endpoints [lo, hi) of one set.

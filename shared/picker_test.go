@@ -683,3 +683,26 @@ func TestPickerHashesOnlyForConsistentHash(t *testing.T) {
 		}
 	}
 }
+
+// TestPickerCountsMadeAtFirstInc: a picker makes its in-flight counts (4
+// bytes an endpoint) at the first Inc, so a user that never counts goes
+// without them; before that every count reads 0 and least_request picks.
+func TestPickerCountsMadeAtFirstInc(t *testing.T) {
+	svc := ServiceSpec{Name: "svc", Policy: "least_request"}
+	for i := range 8 {
+		svc.Endpoints = append(svc.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.0.%d:80", i+1)})
+	}
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{svc}})
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	s := &tree.services[0]
+	r := s.Lookup(nil)
+	if _, ok := p.Pick(s, r, 0); !ok || p.pool.counts.Load() != nil || p.InFlight(3) != 0 {
+		t.Fatal("counts made before the first Inc, or no pick without them")
+	}
+	p.Inc(3)
+	p.Inc(3)
+	p.Done(3)
+	if c := p.pool.counts.Load(); c == nil || len(*c) != 8 || p.InFlight(3) != 1 {
+		t.Fatalf("after Inc, Inc, Done: in flight %d, want 1", p.InFlight(3))
+	}
+}
