@@ -148,8 +148,11 @@ func (p *pluginContext) install(t *shared.Tree, etag string) (replaced bool) {
 // collect frees what an install left behind (the old tree, a parsed
 // topology, the copy of the shared blob publish compares) now, not when the
 // heap next reaches twice its size: a VM's linear memory never shrinks, so
-// the next tree should find that memory free (docs/WASM.md, "Memory at
-// mesh scale"). It costs one full collection per tree change.
+// the next tree should find that memory free. It also finishes a
+// collection the install's allocations started, which a reactor would
+// otherwise leave in its mark phase, write barriers on, until the next tick
+// (abi's finishGC; docs/WASM.md, "Memory at mesh scale"). It costs one full
+// collection per tree installed.
 func collect() { runtime.GC() }
 
 // pickUp installs the shared tree when its version differs from ours.
@@ -167,9 +170,8 @@ func (p *pluginContext) pickUp() {
 		abi.LogError("loctree: shared tree rejected: " + err.Error())
 		return
 	}
-	if p.install(t, "") {
-		collect()
-	}
+	p.install(t, "")
+	collect()
 }
 
 // publish stores blob in shared data unless its version is already there;
@@ -269,9 +271,7 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	}
 	if blobVersion(t.Bytes()) != p.cur.version() {
 		replaced := p.install(t, etag)
-		if replaced {
-			collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
-		}
+		collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
 		p.publish(t.Bytes())
 		if replaced {
 			collect()
