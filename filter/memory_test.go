@@ -207,6 +207,9 @@ func TestVMMemoryInlineTopology(t *testing.T) {
 // 100,000-endpoint tree, after requests, and after a tick, no collection
 // is pending (the heap is under the next goal).
 func TestVMLeavesNoGCPending(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 100,000-endpoint tree")
+	}
 	vm := agentFedVM(t, "loctree", grownTree(t, 100000))
 	pending := func(when string) {
 		t.Helper()
