@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,16 +48,16 @@ func runV8(t *testing.T, tree *shared.Tree, requests int) map[string]v8Result {
 	}
 	ver := blobVersion(tree.Bytes())
 	loc, _ := json.Marshal(grownSource)
-	job := map[string]any{
+	var modules []map[string]string
+	for _, m := range comparedModules() {
+		modules = append(modules, map[string]string{"name": m.name, "wasm": write(m.name+".wasm", m.wasm(t, memstatsTag))})
+	}
+	b, _ := json.Marshal(map[string]any{
 		"config":   fmt.Sprintf(`{"tree":{"cluster":"agent"},"locality":%s}`, loc),
 		"shared":   map[string]string{shareddata.Tree: write("tree.bin", tree.Bytes()), shareddata.Generation: write("generation.bin", ver[:])},
 		"requests": requests,
-		"modules":  []map[string]string{},
-	}
-	for _, m := range comparedModules() {
-		job["modules"] = append(job["modules"].([]map[string]string), map[string]string{"name": m.name, "wasm": write(m.name+".wasm", m.wasm(t, memstatsTag))})
-	}
-	b, _ := json.Marshal(job)
+		"modules":  modules,
+	})
 	out, err := exec.Command(node, "--no-liftoff", "testdata/v8/proxywasm.js", write("job.json", b)).Output()
 	if err != nil {
 		t.Fatalf("node: %v\n%s", err, stderrOf(err))
@@ -69,7 +70,8 @@ func runV8(t *testing.T, tree *shared.Tree, requests int) map[string]v8Result {
 }
 
 func stderrOf(err error) []byte {
-	if e, ok := err.(*exec.ExitError); ok {
+	var e *exec.ExitError
+	if errors.As(err, &e) {
 		return e.Stderr
 	}
 	return nil
