@@ -127,8 +127,8 @@ func (p *Picker) Inc(ep uint32) {
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if int(ep) < p.n {
-		decrement32(&p.inFlight()[ep])
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
+		decrement32(&(*c)[ep])
 	}
 }
 

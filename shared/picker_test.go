@@ -696,6 +696,7 @@ func TestPickerCountsMadeAtFirstInc(t *testing.T) {
 	p := NewPicker(tree, PickerOptions{Seed: 1})
 	s := &tree.services[0]
 	r := s.Lookup(nil)
+	p.Done(3) // nothing in flight: no counts made, none below 0
 	if _, ok := p.Pick(s, r, 0); !ok || p.pool.counts.Load() != nil || p.InFlight(3) != 0 {
 		t.Fatal("counts made before the first Inc, or no pick without them")
 	}
