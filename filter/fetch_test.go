@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/loctree/loctree/host"
+	"github.com/loctree/loctree/internal/testing/wasmtest"
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/shared"
 )
@@ -254,4 +256,62 @@ func TestTreeFetchSameGenerationOtherContent(t *testing.T) {
 			t.Fatalf("vm %d picked %q: it kept the other generation-5 tree", vm.ID(), got)
 		}
 	}
+}
+
+// TestVMMemoryFetching: the VM that fetches the tree from the agent
+// (proxy_http_call, the body decoded in place and published) holds one
+// copy of it, as a VM fed from shared data does: at 100,000 endpoints,
+// after 10,000 requests, at most the floor plus twice the blob; a fetched
+// update frees the old tree within the callback that installs the new one.
+// Run with -v for the numbers.
+func TestVMMemoryFetching(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 100,000-endpoint trees")
+	}
+	floor := requestsThenMeasure(t, agentFedVM(t, "floor", grownTree(t, 1)), newFullStream(), false)
+	top := benchGrownTopology(100000)
+	ag := newAgent()
+	tree := grownTree(t, 100000)
+	ag.set(tree)
+	srv := httptest.NewServer(ag)
+	t.Cleanup(srv.Close)
+	loc, _ := json.Marshal(grownSource)
+	h, err := host.New(context.Background(), wasmtest.BytesTags(t, ".", memstatsTag), host.Options{ManualTicks: true, Cache: wasmCache,
+		PluginConfig: fmt.Appendf(nil, `{"tree":{"cluster":"agent","refresh_ms":1000},"locality":%s}`, loc), Upstreams: map[string]string{"agent": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	vm := workerVM(t, h)
+	fetch := func() {
+		t.Helper()
+		if err := vm.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		vm.WaitHTTPCalls()
+	}
+	fetch()
+	m, blob := requestsThenMeasure(t, vm, newFullStream(), true), uint64(len(tree.Bytes()))
+	t.Logf("fetching VM, 100000 endpoints: %v; blob %.2f MiB; over the floor %.2f blobs", m, mib(blob), blobs(m.linear-floor.linear, blob))
+	if m.linear > floor.linear+2*blob {
+		t.Errorf("%.2f MiB of linear memory, over the floor (%.2f) + 2 × blob (%.2f MiB)", mib(m.linear), mib(floor.linear), mib(2*blob))
+	}
+	w := uint32(2)
+	top.Services[0].Endpoints[2].Weight = &w
+	ag.set(buildGrown(t, top, 2))
+	fetch()
+	after := measureVM(t, vm)
+	t.Logf("fetching VM after fetching generation 2: %v", after)
+	if after.objects > m.live+m.live/4 {
+		t.Errorf("%.2f MiB of heap objects after the fetched update, over 1.25 × the steady live heap %.2f MiB", mib(after.objects), mib(m.live))
+	}
+}
+
+func buildGrown(t *testing.T, top *shared.Topology, gen uint64) *shared.Tree {
+	t.Helper()
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

@@ -57,10 +57,10 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 	if l := st.loads[svc.Index()]; l != nil {
 		return h.chooseLoads(st, svc, l)
 	}
-	r := svc.LookupLabels(st.labels[svc.Index()])
+	r := st.lookup(svc)
 	if r.Len() == 0 {
 		p.m.noCandidate++
-		p.m.service(svc.Name()).noCandidate++
+		p.counts(svc).noCandidate++
 		abi.RemoveHttpRequestHeader(cfg.Header)
 		if svc.Mode() == shared.ModeStrict {
 			return h.reject(fmt.Sprintf("loctree: no endpoint of %s in this locality (strict mode)", svc.Name()))
@@ -90,7 +90,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	ep, ok := st.pickLoads(svc, l, key, hasKey)
 	if !ok {
 		h.p.m.noCandidate++
-		h.p.m.service(svc.Name()).noCandidate++
+		h.p.counts(svc).noCandidate++
 		abi.RemoveHttpRequestHeader(h.p.cfg.Header)
 		return types.ActionContinue
 	}
@@ -100,7 +100,7 @@ func (h *httpContext) chooseLoads(st *treeState, svc *shared.Service, l *shared.
 	case l.NTargets > 0:
 		r, _ = l.TargetRange(ep)
 	default:
-		r = svc.LookupLabels(st.labels[svc.Index()])
+		r = st.lookup(svc)
 	}
 	depth := 0
 	if p := l.Priority(ep); p >= 0 {
@@ -126,9 +126,17 @@ func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, 
 	}
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[depth]++
-	h.p.m.service(svc.Name()).picks[depth]++
-	st.picker.Inc(ep)
-	h.st, h.inflight, h.counted = st, ep, true
+	h.p.counts(svc).picks[depth]++
+	if countsInFlight(svc.Policy()) {
+		st.picker.Inc(ep)
+		h.st, h.inflight, h.counted = st, ep, true
+	}
+}
+
+// countsInFlight says policy pol reads the in-flight counts that Inc and
+// Done keep; the others skip both.
+func countsInFlight(pol shared.Policy) bool {
+	return pol == shared.PolicyLeastRequest || pol == shared.PolicyLeastConnections
 }
 
 // hashKey is the request's consistent_hash key, hashed with shared.HashKey

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -90,6 +91,8 @@ func (p *pluginContext) startInline() types.OnPluginStartStatus {
 	}
 	p.install(t, "")
 	p.publish(t.Bytes())
+	p.cfg.Topology = nil // the tree is built: free the parsed topology
+	collect()
 	if err := abi.SetTickPeriodMilliSeconds(metricsFlushMS); err != nil {
 		abi.LogCritical("loctree: plugin start failed: set tick period: " + err.Error())
 		return types.OnPluginStartStatusFailed
@@ -136,14 +139,27 @@ func (p *pluginContext) OnTick() {
 	}
 }
 
-func (p *pluginContext) install(t *shared.Tree, etag string) {
+// install makes t the VM's tree; replaced says it took another's place.
+func (p *pluginContext) install(t *shared.Tree, etag string) (replaced bool) {
 	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
 		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
 	}
-	p.cur = newTreeState(t, p.loc)
+	replaced = p.cur != nil
+	p.cur, p.last = newTreeState(t, p.loc), svcCache{} // the cache holds the old tree
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
+	return replaced
 }
+
+// collect frees what an install left behind (the old tree, a parsed
+// topology, the copy of the shared blob publish compares) now, not when the
+// heap next reaches twice its size: a VM's linear memory never shrinks, so
+// the next tree should find that memory free. It also finishes a
+// collection the install's allocations started, which a reactor would
+// otherwise leave in its mark phase, write barriers on, until the next tick
+// (abi's finishGC; docs/WASM.md, "Memory at mesh scale"). It costs one full
+// collection per tree installed.
+func collect() { runtime.GC() }
 
 // pickUp installs the shared tree when its version differs from ours.
 func (p *pluginContext) pickUp() {
@@ -161,6 +177,7 @@ func (p *pluginContext) pickUp() {
 		return
 	}
 	p.install(t, "")
+	collect()
 }
 
 // publish stores blob in shared data unless its version is already there;
@@ -259,8 +276,12 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 		return
 	}
 	if blobVersion(t.Bytes()) != p.cur.version() {
-		p.install(t, etag)
+		replaced := p.install(t, etag)
+		collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
 		p.publish(t.Bytes())
+		if replaced {
+			collect()
+		}
 		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
 	} else {
 		p.cur.etag = etag

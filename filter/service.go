@@ -14,6 +14,7 @@ type svcCache struct {
 	key         string // the cluster name or authority, copied
 	fromCluster bool
 	svc         *shared.Service // nil: the tree has no such service
+	counts      *serviceCounts  // svc's counts, once asked for
 }
 
 // service finds the service a request names by key (see resolveService),
@@ -33,4 +34,17 @@ func (p *pluginContext) service(st *treeState, key string, fromCluster bool) *sh
 func resolveService(t *shared.Tree, key string, fromCluster bool, scratch *[]byte) *shared.Service {
 	svc, _ := t.ServiceForRequest(key, fromCluster, scratch)
 	return svc
+}
+
+// counts returns svc's per-request counts, remembered beside the last
+// service lookup so that a request does not look its name up in a map.
+func (p *pluginContext) counts(svc *shared.Service) *serviceCounts {
+	c := &p.last
+	if c.svc != svc {
+		return p.m.service(svc.Name())
+	}
+	if c.counts == nil {
+		c.counts = p.m.service(svc.Name())
+	}
+	return c.counts
 }

@@ -12,11 +12,22 @@ import (
 type treeState struct {
 	tree   *shared.Tree
 	labels [][]uint64      // per service index: the proxy's label per scope
+	ranges []cachedRange   // per service index: the proxy's candidates, once looked up
 	loads  []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
 	picker *shared.Picker  // this VM's policy state (round robin, in-flight counts)
-	addrs  []string        // per absolute endpoint: "ip:port", filled lazily
+	addrs  *addrCache      // "ip:port" of recently picked endpoints
 	etag   string          // the tree server's ETag for this tree
 	rng    uint64          // wyrand state
+}
+
+// addrCacheSize is the number of formatted addresses a VM keeps: a
+// direct-mapped cache by endpoint index, so its memory does not grow with
+// the tree (a proxy's picks go to the few endpoints near it).
+const addrCacheSize = 256
+
+type addrCache [addrCacheSize]struct {
+	ep   uint32 // endpoint index + 1; 0: empty
+	addr string
 }
 
 // randN returns a uniform number in [0, n) (wyrand and Lemire's reduction:
@@ -33,8 +44,9 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 		tree:   t,
 		labels: make([][]uint64, len(svcs)),
 		loads:  make([]*shared.Loads, len(svcs)),
+		ranges: make([]cachedRange, len(svcs)),
 		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
-		addrs:  make([]string, t.NumEndpoints()),
+		addrs:  new(addrCache),
 		rng:    rand.Uint64(),
 	}
 	for i := range svcs {
@@ -49,6 +61,22 @@ func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	return st
 }
 
+// cachedRange is a service's lookup for the proxy's locality.
+type cachedRange struct {
+	r  shared.Range
+	ok bool
+}
+
+// lookup is svc's candidate range for the proxy's locality. The tree and
+// the locality never change under a treeState, so it is looked up once.
+func (st *treeState) lookup(svc *shared.Service) shared.Range {
+	c := &st.ranges[svc.Index()]
+	if !c.ok {
+		c.r, c.ok = svc.LookupLabels(st.labels[svc.Index()]), true
+	}
+	return c.r
+}
+
 func (st *treeState) generation() uint64 {
 	if st == nil {
 		return 0
@@ -56,11 +84,13 @@ func (st *treeState) generation() uint64 {
 	return st.tree.Generation()
 }
 
+// addr is endpoint i's "ip:port"; it allocates only when i is not cached.
 func (st *treeState) addr(i uint32) string {
-	if st.addrs[i] == "" {
-		st.addrs[i] = st.tree.Endpoint(i).Addr.String()
+	c := &st.addrs[i%addrCacheSize]
+	if c.ep != i+1 {
+		c.ep, c.addr = i+1, st.tree.Endpoint(i).Addr.String()
 	}
-	return st.addrs[i]
+	return c.addr
 }
 
 // version identifies a tree's content: its generation and its checksum.

@@ -74,12 +74,6 @@ func hcSetPairs(vm *VM, st []uint64) Status {
 	return StatusOK
 }
 
-// key reads the lower-cased key of a header-map call.
-func (vm *VM) key(st []uint64) (string, bool) {
-	k, ok := vm.readString(st[1], st[2])
-	return strings.ToLower(k), ok
-}
-
 func hcGetValue(vm *VM, st []uint64) Status {
 	k, ok := vm.view(st[1], st[2]) // a lookup key only: no copy
 	if !ok {
@@ -103,16 +97,17 @@ func hcGetValue(vm *VM, st []uint64) Status {
 
 // change applies f to the map st[0] names, if it may be changed now.
 func (vm *VM) change(st []uint64, withValue bool, f func(m *Headers, k, v string)) Status {
-	k, ok := vm.key(st)
-	var v string
+	kb, ok := vm.read(st[1], st[2])
+	var vb []byte
 	if withValue {
 		var okv bool
-		v, okv = vm.readString(st[3], st[4])
+		vb, okv = vm.read(st[3], st[4])
 		ok = ok && okv
 	}
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}
+	k, v := copyPair(kb, vb)
 	m := vm.headerMap(st[0], true)
 	if m == nil {
 		return StatusBadArgument
@@ -131,4 +126,15 @@ func hcReplaceValue(vm *VM, st []uint64) Status {
 
 func hcRemoveValue(vm *VM, st []uint64) Status {
 	return vm.change(st, false, func(m *Headers, k, _ string) { m.Del(k) })
+}
+
+// copyPair copies a header's key (lower-cased) and value out of module
+// memory in one allocation.
+func copyPair(k, v []byte) (string, string) {
+	var b strings.Builder
+	b.Grow(len(k) + len(v))
+	b.Write(k)
+	b.Write(v)
+	s := b.String()
+	return strings.ToLower(s[:len(k)]), s[len(k):]
 }

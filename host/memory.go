@@ -40,12 +40,12 @@ func (vm *VM) writeU64(ptr uint64, v uint64) bool { return vm.mem.WriteUint64Le(
 // allocator's allow-list of host functions callable (cpp-host
 // include/proxy-wasm/wasm.h:393-407, WasmBase::allocMemory).
 func (vm *VM) alloc(size int) (uint32, bool) {
-	var st [1]uint64
+	st := vm.allocStack[:] // a field: a local would escape to the heap every call
 	st[0] = uint64(size)
 	prevAllowed, prevPhase := vm.allowed, vm.phase
 	vm.allowed, vm.phase = allocAllowed, "the allocator"
 	// The allocation runs inside the hostcall, under the hostcall's context.
-	err := vm.fn.alloc.CallWithStack(vm.allocCtx, st[:])
+	err := vm.fn.alloc.CallWithStack(vm.allocCtx, st)
 	vm.allowed, vm.phase = prevAllowed, prevPhase
 	if err != nil {
 		panic(err) // a trap in the allocator fails the VM, as in cpp-host

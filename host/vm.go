@@ -57,6 +57,10 @@ type VM struct {
 	callResp *callResponse
 	deferred []*Stream
 	allocCtx context.Context
+	// allocStack is the allocator's argument and result (alloc is never
+	// re-entered: the module's allocator may call no hostcall that
+	// allocates).
+	allocStack [1]uint64
 	// allowed, when set, is the only host functions the running phase
 	// (phase) may call; see restrict.
 	allowed map[string]bool
@@ -338,3 +342,24 @@ func (vm *VM) afterCall() {
 
 // MemorySize returns the size of the VM's linear memory in bytes.
 func (vm *VM) MemorySize() uint32 { return vm.mem.Size() }
+
+// CallExport calls the module's exported function name, one outside the
+// proxy-wasm ABI such as a test build's debug hook, with the root context
+// effective, and returns its first result (0 if it has none). Like a
+// callback it runs serialized with the VM's other callbacks and a trap
+// breaks the VM. A missing export is an error; the VM stays healthy.
+func (vm *VM) CallExport(name string, args ...uint64) (uint64, error) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	f := vm.mod.ExportedFunction(name)
+	if f == nil {
+		return 0, fmt.Errorf("vm %d: no exported function %q", vm.id, name)
+	}
+	if len(args) > len(vm.stack) {
+		return 0, fmt.Errorf("vm %d: %s: %d arguments, at most %d", vm.id, name, len(args), len(vm.stack))
+	}
+	vm.effective = vm.rootID
+	r, err := vm.call(vm.runCtx, f, args...)
+	vm.afterCall()
+	return r, err
+}

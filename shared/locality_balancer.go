@@ -133,7 +133,9 @@ func (lb *LocalityBalancer) Update(t *Tree) error {
 	old := lb.state.Load()
 	for addr, i := range st.byAddr {
 		if j, ok := old.byAddr[addr]; ok {
-			st.picker.pool.counts[i].Store(old.picker.InFlight(j))
+			if n := old.picker.InFlight(j); n != 0 {
+				st.picker.inFlight()[i].Store(int32(n))
+			}
 		}
 	}
 	lb.state.Store(st)

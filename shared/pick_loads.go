@@ -20,6 +20,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	if s.tree != p.tree || l.tree != p.tree || l.N <= 0 || l.N > MaxPriorities {
 		return 0, false
 	}
+	p.needs(s.policy)
 	h := key
 	if s.policy != PolicyConsistentHash {
 		h = p.src.next()
@@ -48,7 +49,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 		}
 		u.add(l.spans(set, pr))
 	}
-	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
+	if u.total == 0 || int(u.hi) > p.n {
 		return 0, false
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
@@ -70,7 +71,7 @@ func (p *Picker) chooseLocality(s *Service, l *Loads, pr, set int, h uint64) (*l
 		h = mix64(h ^ 0x6a09e667f3bcc909)
 	}
 	loc, ok := s.chooseLocality(l, pr, set, h)
-	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) || loc.span.Hi <= loc.span.Lo {
+	if !ok || int(loc.span.Hi) > p.n || int(loc.node) >= len(p.rr) || loc.span.Hi <= loc.span.Lo {
 		return nil, false
 	}
 	return loc, true
@@ -94,7 +95,7 @@ func (p *Picker) pickTarget(s *Service, l *Loads, degraded bool, key uint64) (ui
 		return p.pickTargets(s, l, key, numSets)
 	}
 	loc, ok := s.chooseRuleLocality(l, set, p.targetDraw(s, key))
-	if !ok || int(loc.span.Hi) > len(p.pool.counts) || int(loc.node) >= len(p.rr) {
+	if !ok || int(loc.span.Hi) > p.n || int(loc.node) >= len(p.rr) {
 		return p.pickTargets(s, l, key, set)
 	}
 	return p.pool.pick(s.policy, loc.span.Lo, loc.span.Hi, key, p.src, &p.rr[loc.node]), true
@@ -125,7 +126,7 @@ func (p *Picker) targetDraw(s *Service, key uint64) uint64 {
 // pickSet picks by the service's policy among the spans of u; false when
 // u is empty.
 func (p *Picker) pickSet(s *Service, u *spanSet, key uint64, rr *atomic.Uint64) (uint32, bool) {
-	if u.total == 0 || int(u.hi) > len(p.pool.counts) {
+	if u.total == 0 || int(u.hi) > p.n {
 		return 0, false
 	}
 	if u.n == 1 {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 
 	"github.com/loctree/loctree/shared/wire"
@@ -27,31 +28,76 @@ type Picker struct {
 	src  *source
 	rr   []atomic.Uint64 // by absolute node index, then aux node index (Range.Node)
 	pool pool            // by absolute endpoint index
+	// hashed: pool.hashes are filled (made when the tree has a
+	// consistent_hash service, or at the first such pick); runs:
+	// pool.sameTo is filled (consistent_hash, and round_robin and
+	// least_request, which run Envoy's schedule over unequal weights).
+	hashed  sync.Once
+	runs    sync.Once
+	counted sync.Once // pool.counts is made (at the first Inc)
+	n       int       // endpoints
+}
+
+// inFlight is the in-flight counts, made at the first call: a tree whose
+// users never count (no least_request or least_connections) goes without
+// them.
+func (p *Picker) inFlight() []atomic.Int32 {
+	if c := p.pool.counts.Load(); c != nil {
+		return *c
+	}
+	p.counted.Do(func() {
+		c := make([]atomic.Int32, p.n)
+		p.pool.counts.Store(&c)
+	})
+	return *p.pool.counts.Load()
 }
 
 // NewPicker returns a picker over the endpoints of t.
 func NewPicker(t *Tree, opts PickerOptions) *Picker {
-	n := t.NumEndpoints()
 	p := &Picker{
 		tree: t,
 		src:  newSource(opts.Seed),
 		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
-		pool: pool{
-			recs:   t.eps,
-			hashes: make([]uint64, n),
-			sameTo: make([]uint32, n),
-			counts: make([]atomic.Int64, n),
-			edf:    newEdfTable(),
-		},
+		n:    t.NumEndpoints(),
+		pool: pool{recs: t.eps, edf: newEdfTable()},
 	}
+	for i := range t.services {
+		p.needs(t.services[i].policy)
+	}
+	return p
+}
+
+// needs makes sure what policy pol reads is there: consistent_hash the
+// address hashes (8 bytes an endpoint), it and the policies that weigh by
+// Envoy's schedule the runs of equal weights (4 bytes an endpoint). A tree
+// whose policies need neither goes without them.
+func (p *Picker) needs(pol Policy) {
+	switch pol {
+	case PolicyConsistentHash:
+		p.hashed.Do(p.indexHashes)
+		p.runs.Do(p.indexRuns)
+	case PolicyRoundRobin, PolicyLeastRequest:
+		p.runs.Do(p.indexRuns)
+	}
+}
+
+// indexHashes fills the address hashes.
+func (p *Picker) indexHashes() {
+	t := p.tree
+	p.pool.hashes = make([]uint64, t.NumEndpoints())
 	for i := range p.pool.hashes {
 		p.pool.hashes[i] = addrRecordHash(t.eps[i*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
 	}
+}
+
+// indexRuns fills the runs of equal weights, per set of each service.
+func (p *Picker) indexRuns() {
+	t := p.tree
+	p.pool.sameTo = make([]uint32, t.NumEndpoints())
 	for _, s := range t.services {
 		p.pool.indexWeights(s.lay.EpFirst, s.lay.EpFirst+s.lay.EpTotal)
 		p.pool.indexWeights(s.lay.EpFirst+s.lay.EpTotal, s.lay.EpFirst+s.lay.EpTotal+s.netCopies())
 	}
-	return p
 }
 
 // Tree is the tree the picker was made for.
@@ -80,9 +126,10 @@ func (p *Picker) Tree() *Tree { return p.tree }
 // empty or s and r do not belong to the picker's tree. It allocates nothing,
 // but for the first pick of a candidate list with a schedule (edf.go).
 func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
-	if r.Lo >= r.Hi || int(r.Hi) > len(p.pool.counts) || int(r.Node) >= len(p.rr) || s.tree != p.tree {
+	if r.Lo >= r.Hi || int(r.Hi) > p.n || int(r.Node) >= len(p.rr) || s.tree != p.tree {
 		return 0, false
 	}
+	p.needs(s.policy)
 	return p.pool.pick(s.policy, r.Lo, r.Hi, key, p.src, &p.rr[r.Node]), true
 }
 
@@ -90,24 +137,33 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 // absolute index); least_request and least_connections read the counts.
 // Out-of-range indices are ignored.
 func (p *Picker) Inc(ep uint32) {
-	if int(ep) < len(p.pool.counts) {
-		p.pool.counts[ep].Add(1)
+	if int(ep) < p.n {
+		p.inFlight()[ep].Add(1)
 	}
 }
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if int(ep) < len(p.pool.counts) {
-		decrement(&p.pool.counts[ep])
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
+		decrement32(&(*c)[ep])
 	}
 }
 
 // InFlight is the current count of endpoint ep.
 func (p *Picker) InFlight(ep uint32) int64 {
-	if int(ep) < len(p.pool.counts) {
-		return p.pool.counts[ep].Load()
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
+		return int64((*c)[ep].Load())
 	}
 	return 0
+}
+
+func decrement32(c *atomic.Int32) {
+	for {
+		v := c.Load()
+		if v <= 0 || c.CompareAndSwap(v, v-1) {
+			return
+		}
+	}
 }
 
 func decrement(c *atomic.Int64) {
@@ -191,12 +247,12 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // (for weight and cum_weight), address hashes and in-flight counts. The
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
-	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
-	hashes []uint64        // address hashes, for consistent_hash
-	sameTo []uint32        // sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
-	counts []atomic.Int64  // in-flight counts, or nil when shared is used
-	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
-	edf    *edfTable       // schedules of round_robin and least_request over unequal weights
+	recs   []byte                         // wire.EndpointRecordSize bytes an endpoint
+	hashes []uint64                       // address hashes, for consistent_hash (a Picker's: nil without such a service)
+	sameTo []uint32                       // consistent_hash, round_robin, least_request: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts atomic.Pointer[[]atomic.Int32] // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
+	shared []*atomic.Int64                // in-flight counts shared between versions of a Balancer's set
+	edf    *edfTable                      // schedules of round_robin and least_request over unequal weights
 }
 
 func (p *pool) weight(i uint32) uint32 {
@@ -212,7 +268,10 @@ func (p *pool) load(i uint32) int64 {
 	if p.shared != nil {
 		return p.shared[i].Load()
 	}
-	return p.counts[i].Load()
+	if c := p.counts.Load(); c != nil {
+		return int64((*c)[i].Load())
+	}
+	return 0 // nothing counted yet
 }
 
 // indexWeights fills sameTo for the endpoints [lo, hi) of one set.

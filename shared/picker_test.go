@@ -666,3 +666,59 @@ func equalWeights(tree *Tree, r Range) bool {
 	}
 	return true
 }
+
+// TestPickerHashesOnlyForConsistentHash: a picker holds the address hashes
+// and weight runs (12 bytes an endpoint) only when the tree has a
+// consistent_hash service, and a consistent_hash pick on a picker made
+// without them (the service's policy changed) still hashes: the same key
+// gives the same endpoint.
+func TestPickerHashesOnlyForConsistentHash(t *testing.T) {
+	top := func(policy string) *Topology {
+		svc := ServiceSpec{Name: "svc", Policy: policy}
+		for i := range 50 {
+			svc.Endpoints = append(svc.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.0.%d:80", i+1)})
+		}
+		return &Topology{Services: []ServiceSpec{svc}}
+	}
+	if p := NewPicker(mustBuild(t, top("random")), PickerOptions{Seed: 1}); p.pool.hashes != nil || p.pool.sameTo != nil {
+		t.Fatal("a tree without consistent_hash got the hash index")
+	}
+	if p := NewPicker(mustBuild(t, top("consistent_hash")), PickerOptions{Seed: 1}); len(p.pool.hashes) != 50 || len(p.pool.sameTo) != 50 {
+		t.Fatal("a consistent_hash tree has no hash index")
+	}
+	tree := mustBuild(t, top("random"))
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	svc := &tree.services[0]
+	svc.policy = PolicyConsistentHash
+	r := svc.Lookup(nil)
+	first, ok := p.Pick(svc, r, 42)
+	for range 20 {
+		if ep, _ := p.Pick(svc, r, 42); !ok || ep != first {
+			t.Fatalf("key 42 picked %d then %d", first, ep)
+		}
+	}
+}
+
+// TestPickerCountsMadeAtFirstInc: a picker makes its in-flight counts (4
+// bytes an endpoint) at the first Inc, so a user that never counts goes
+// without them; before that every count reads 0 and least_request picks.
+func TestPickerCountsMadeAtFirstInc(t *testing.T) {
+	svc := ServiceSpec{Name: "svc", Policy: "least_request"}
+	for i := range 8 {
+		svc.Endpoints = append(svc.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.0.%d:80", i+1)})
+	}
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{svc}})
+	p := NewPicker(tree, PickerOptions{Seed: 1})
+	s := &tree.services[0]
+	r := s.Lookup(nil)
+	p.Done(3) // nothing in flight: no counts made, none below 0
+	if _, ok := p.Pick(s, r, 0); !ok || p.pool.counts.Load() != nil || p.InFlight(3) != 0 {
+		t.Fatal("counts made before the first Inc, or no pick without them")
+	}
+	p.Inc(3)
+	p.Inc(3)
+	p.Done(3)
+	if c := p.pool.counts.Load(); c == nil || len(*c) != 8 || p.InFlight(3) != 1 {
+		t.Fatalf("after Inc, Inc, Done: in flight %d, want 1", p.InFlight(3))
+	}
+}

@@ -6,7 +6,10 @@
 // header-map format is internal/pairs. It uses the standard library only.
 package proxywasm
 
-import "fmt"
+import (
+	"errors"
+	"strconv"
+)
 
 // Status is a proxy_status_t (cpp-host WasmResult).
 type Status uint32
@@ -132,5 +135,7 @@ func ParseLogLevel(s string) (LogLevel, error) {
 	if s == "warning" {
 		return LogWarn, nil
 	}
-	return 0, fmt.Errorf("log level %q: want trace, debug, info, warn, error or critical", s)
+	// Not fmt: the filter's ABI layer imports this package, and fmt would
+	// add to every VM's memory (docs/WASM.md, "Memory at mesh scale").
+	return 0, errors.New("log level " + strconv.Quote(s) + ": want trace, debug, info, warn, error or critical")
 }

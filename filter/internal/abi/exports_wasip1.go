@@ -3,6 +3,7 @@
 package abi
 
 import (
+	"runtime"
 	"unsafe"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -138,7 +139,18 @@ func proxyOnTick(root uint32) {
 	if p := state.plugins[root]; p != nil {
 		p.OnTick()
 	}
+	finishGC()
 }
+
+// finishGC gives the scheduler a turn, so that a garbage collection a
+// callback started can finish. A reactor's goroutines run only while a
+// callback runs, and a callback that does not block never lets the GC's
+// background worker run: a cycle that allocation started would stay in
+// its mark phase, with write barriers on every pointer store, until enough
+// later allocation assisted it to the end (for a filter that allocates
+// nothing per request, never). A tick is the one callback that comes
+// regularly and has time to spare.
+func finishGC() { runtime.Gosched() }
 
 //go:wasmexport proxy_on_queue_ready
 func proxyOnQueueReady(root, queue uint32) {

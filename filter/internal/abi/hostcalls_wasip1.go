@@ -3,7 +3,7 @@
 package abi
 
 import (
-	"fmt"
+	"strconv"
 	"unsafe"
 
 	pw "github.com/loctree/loctree/internal/proxywasm"
@@ -174,7 +174,7 @@ type Gauge uint32
 
 func define(typ uint32, name string) uint32 {
 	if st := Status(proxyDefineMetric(typ, sptr(name), uint32(len(name)), pU32)); st != 0 {
-		panic(fmt.Sprintf("define metric %q: %v", name, st.Err()))
+		panic("define metric " + strconv.Quote(name) + ": " + st.Err().Error())
 	}
 	return retU32
 }

@@ -38,7 +38,14 @@ var (
 // copy. A failed build fails tb with the compiler's output.
 func Bytes(tb testing.TB, pkg string) []byte {
 	tb.Helper()
-	_, b, err := build(pkg)
+	return BytesTags(tb, pkg, "")
+}
+
+// BytesTags is Bytes built with the comma-separated build tags (go build
+// -tags), such as a test build's debug hooks; "" is Bytes.
+func BytesTags(tb testing.TB, pkg, tags string) []byte {
+	tb.Helper()
+	_, b, err := build(pkg, tags)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,7 +57,7 @@ func Bytes(tb testing.TB, pkg string) []byte {
 // ("filter.wasm").
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
-	key, b, err := build(pkg)
+	key, b, err := build(pkg, "")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,20 +68,21 @@ func Build(tb testing.TB, pkg string) string {
 	return path
 }
 
-// build compiles pkg once per process, keyed by its absolute directory (or
-// its import path), and returns the key and the shared module bytes.
-func build(pkg string) (key string, b []byte, err error) {
+// build compiles pkg with tags once per process, keyed by its absolute
+// directory (or its import path) and tags, and returns the package's key
+// and the shared module bytes.
+func build(pkg, tags string) (key string, b []byte, err error) {
 	if key, err = resolve(pkg); err != nil {
 		return "", nil, err
 	}
 	mu.Lock()
-	m, ok := modules[key]
+	m, ok := modules[key+"\x00"+tags]
 	if !ok {
 		m = &module{}
-		modules[key] = m
+		modules[key+"\x00"+tags] = m
 	}
 	mu.Unlock()
-	m.once.Do(func() { m.bytes, m.err = compile(key) })
+	m.once.Do(func() { m.bytes, m.err = compile(key, tags) })
 	return key, m.bytes, m.err
 }
 
@@ -93,14 +101,14 @@ func resolve(pkg string) (string, error) {
 
 // compile runs the Go toolchain that built the test binary and reads the
 // module back, removing the compiler's output directory before returning.
-func compile(pkg string) ([]byte, error) {
+func compile(pkg, tags string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "loctree-wasmtest")
 	if err != nil {
 		return nil, fmt.Errorf("wasmtest: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "module.wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-tags", tags, "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build %s for wasip1/wasm: %w\n%s", pkg, err, b)

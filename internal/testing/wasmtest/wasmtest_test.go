@@ -46,9 +46,21 @@ func TestBuild(t *testing.T) {
 // the compiler's message, and the same error on a second call.
 func TestBuildError(t *testing.T) {
 	for range 2 {
-		_, _, err := build("./testdata/broken")
+		_, _, err := build("./testdata/broken", "")
 		if err == nil || !strings.Contains(err.Error(), "undefinedOnPurpose") {
 			t.Fatalf("err = %v, want the compiler's message naming undefinedOnPurpose", err)
 		}
+	}
+}
+
+// TestBytesTags: build tags reach the compiler, and a tagged build is a
+// module of its own beside the untagged one.
+func TestBytesTags(t *testing.T) {
+	plain, tagged := Bytes(t, "./testdata/reactor"), BytesTags(t, "./testdata/reactor", "wasmtest_tagged")
+	if bytes.Contains(plain, []byte("wasmtest_tagged_export")) {
+		t.Fatal("the untagged build exports the tagged function")
+	}
+	if !bytes.Contains(tagged, []byte("wasmtest_tagged_export")) {
+		t.Fatal("the tagged build lacks the tagged function: the tags did not reach the compiler")
 	}
 }
