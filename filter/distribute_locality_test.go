@@ -51,22 +51,7 @@ func TestDistributePerLocalityWasm(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			picks := c.run(t)
-			chi2, df := 0.0, -1
-			for addr, share := range c.shares {
-				e := share * localityWasmPicks
-				chi2 += (float64(picks[addr]) - e) * (float64(picks[addr]) - e) / e
-				df++
-			}
-			for addr, n := range picks {
-				if c.shares[addr] == 0 {
-					t.Errorf("%d picks of %s, which Istio and Envoy give no share", n, addr)
-				}
-			}
-			if chi2 > chi2Critical(df, 4) {
-				t.Errorf("picks %v, Istio+Envoy shares %v: chi-square %.1f > %.1f (df %d)", picks, c.shares, chi2, chi2Critical(df, 4), df)
-			}
-			t.Logf("picks %v (chi-square %.1f, df %d)", picks, chi2, df)
+			checkPickShares(t, c.run(t), c.shares, "Istio+Envoy")
 		})
 	}
 }

@@ -104,24 +104,31 @@ func TestLocalityWeightedWasm(t *testing.T) {
 	cases := []localityWasmCase{issue26Wasm(), unhealthyFailoverWasm(3), unhealthyFailoverWasm(2), unhealthyFailoverWasm(1)}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			picks := c.run(t)
-			chi2, df := 0.0, -1
-			for addr, share := range c.shares {
-				e := share * localityWasmPicks
-				chi2 += (float64(picks[addr]) - e) * (float64(picks[addr]) - e) / e
-				df++
-			}
-			for addr, n := range picks {
-				if c.shares[addr] == 0 {
-					t.Errorf("%d picks of %s, which Envoy gives no share", n, addr)
-				}
-			}
-			if df > 0 && chi2 > chi2Critical(df, 4) {
-				t.Errorf("picks %v, Envoy's shares %v: chi-square %.1f > %.1f (df %d)", picks, c.shares, chi2, chi2Critical(df, 4), df)
-			}
-			t.Logf("picks %v (chi-square %.1f, df %d)", picks, chi2, df)
+			checkPickShares(t, c.run(t), c.shares, "Envoy")
 		})
 	}
+}
+
+// checkPickShares tests localityWasmPicks picks against shares, the
+// fractions whose rules give: chi-square at the z = 4 critical value, and
+// no pick on an address without a share.
+func checkPickShares(t *testing.T, picks map[string]int, shares map[string]float64, whose string) {
+	t.Helper()
+	chi2, df := 0.0, -1
+	for addr, share := range shares {
+		e := share * localityWasmPicks
+		chi2 += (float64(picks[addr]) - e) * (float64(picks[addr]) - e) / e
+		df++
+	}
+	for addr, n := range picks {
+		if shares[addr] == 0 {
+			t.Errorf("%d picks of %s, which %s gives no share", n, addr, whose)
+		}
+	}
+	if df > 0 && chi2 > chi2Critical(df, 4) {
+		t.Errorf("picks %v, %s's shares %v: chi-square %.1f > %.1f (df %d)", picks, whose, shares, chi2, chi2Critical(df, 4), df)
+	}
+	t.Logf("picks %v (chi-square %.1f, df %d)", picks, chi2, df)
 }
 
 // run sends localityWasmPicks requests for the case's service through the
