@@ -22,7 +22,8 @@ import (
 
 // TestRealServerTree writes Services of every opt-in form (spec
 // trafficDistribution PreferClose, PreferSameZone, PreferSameNode, the
-// Namespace's annotation, opted out), several EndpointSlices per Service
+// Namespace's annotation, the Service's annotation over the Namespace's,
+// opted out), several EndpointSlices per Service
 // (112 endpoints; ready, unknown, not ready, terminating serving and not;
 // hints; dual-stack), and Nodes with topology labels to a real API server.
 // The source's tree holds what the server stored (allocated cluster IPs,
@@ -42,7 +43,7 @@ func TestRealServerTree(t *testing.T) {
 	r.checkRefusesLoopback(t)
 
 	c := runFromKubeconfig(t, kubeconfig(t, r.cp.Admin()), nodes[0].Name, io.Discard)
-	u := c.waitFor(t, 0, "the test's six tree services", func(u Update) bool { return len(r.ownServices(u)) == 6 })
+	u := c.waitFor(t, 0, "the test's seven tree services", func(u Update) bool { return len(r.ownServices(u)) == 7 })
 	got, ok := findService(u, r.fqdn("reviews"))
 	if want := r.wantReviews(stored, nodes); !ok || !reflect.DeepEqual(got, want) {
 		t.Errorf("reviews:\n got %+v\nwant %+v", got, want)
@@ -71,7 +72,7 @@ func (r *realServer) createScenario(t *testing.T, nodes []*corev1.Node) map[stri
 	stored := map[string]*corev1.Service{}
 	forms := []struct{ name, td string }{
 		{"reviews", "PreferClose"}, {"ratings", "PreferSameZone"}, {"details", "PreferSameNode"},
-		{"dual", "PreferClose"}, {"nsdefault", ""}, {"off", "PreferClose"},
+		{"dual", "PreferClose"}, {"nsdefault", ""}, {"svcannotated", ""}, {"off", "PreferClose"},
 	}
 	for _, f := range forms {
 		svc := realService(f.name, f.td)
@@ -79,6 +80,8 @@ func (r *realServer) createScenario(t *testing.T, nodes []*corev1.Node) map[stri
 		case "dual":
 			svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		case "svcannotated": // Istio's annotation on the Service wins over the Namespace's PreferSameNode
+			svc.Annotations = map[string]string{AnnotationTrafficDistribution: "PreferSameZone"}
 		case "off":
 			svc.Annotations = map[string]string{AnnotationEnabled: "false"}
 		}
@@ -87,7 +90,7 @@ func (r *realServer) createScenario(t *testing.T, nodes []*corev1.Node) map[stri
 	for _, sl := range reviewsSlices(nodes) {
 		r.create(t, sl)
 	}
-	for i, name := range []string{"ratings", "details", "dual", "nsdefault", "off"} {
+	for i, name := range []string{"ratings", "details", "dual", "nsdefault", "svcannotated", "off"} {
 		r.create(t, realSlice(name, name+"-v4", discoveryv1.AddressTypeIPv4, []realEP{
 			{addr: fmt.Sprintf("198.51.100.%d", 2*i+1), node: nodes[0].Name, ready: ptr.To(true)},
 			{addr: fmt.Sprintf("198.51.100.%d", 2*i+2), node: nodes[1].Name, ready: ptr.To(true)},
@@ -212,6 +215,7 @@ func (r *realServer) checkForms(t *testing.T, u Update, stored map[string]*corev
 		{r.fqdn("dual"), "dual", stored["dual"].Spec.ClusterIPs[0] + ":9080", 3},
 		{r.fqdn("dual") + "#ipv6", "dual", "[" + stored["dual"].Spec.ClusterIPs[1] + "]:9080", 3},
 		{r.fqdn("nsdefault"), "nsdefault", stored["nsdefault"].Spec.ClusterIPs[0] + ":9080", 5},
+		{r.fqdn("svcannotated"), "svcannotated", stored["svcannotated"].Spec.ClusterIPs[0] + ":9080", 3},
 	}
 	for _, tt := range tests {
 		got, ok := findService(u, tt.name)
@@ -261,7 +265,7 @@ func (r *realServer) checkSameAsFake(t *testing.T, real Update, nodes []*corev1.
 		objs = append(objs, &sls.Items[i])
 	}
 	c := run(t, newClient(objs...), nodes[0].Name)
-	fake := c.waitFor(t, 0, "the fake's six tree services", func(u Update) bool { return len(r.ownServices(u)) == 6 })
+	fake := c.waitFor(t, 0, "the fake's seven tree services", func(u Update) bool { return len(r.ownServices(u)) == 7 })
 	gotReal, gotFake := r.ownTree(t, real), r.ownTree(t, fake)
 	if !bytes.Equal(gotReal, gotFake) {
 		t.Errorf("trees differ: real server %s; fake %s", describe(r.ownServices(real)), describe(r.ownServices(fake)))
