@@ -212,7 +212,9 @@ func (p *pluginContext) pickUp() {
 	}
 	had := p.cur != nil
 	etag := p.drop()
-	collect()
+	if had {
+		collect()
+	}
 	blob, _, err := abi.GetSharedData(shareddata.Tree)
 	if err == nil {
 		var t *shared.Tree
@@ -334,7 +336,9 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	}
 	had := p.cur != nil
 	oldETag := p.drop()
-	collect()
+	if had {
+		collect()
+	}
 	t, err := readTree(bodySize)
 	if err != nil {
 		if had {
