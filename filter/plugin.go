@@ -339,6 +339,10 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	if had {
 		collect()
 	}
+	cas, copied := keepPrevious()
+	if copied {
+		collect()
+	}
 	t, err := readTree(bodySize)
 	if err != nil {
 		if had {
@@ -349,10 +353,40 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	}
 	p.install(t, etag)
 	collect()
-	p.publish(t.Bytes())
-	collect() // the copy of the shared tree publish compared
+	p.publishAt(t.Bytes(), cas)
 	abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
 	p.ok()
+}
+
+// keepPrevious copies the shared tree to shareddata.PreviousTree, for a VM
+// that rejects the tree about to be published, and returns its CAS token
+// for publishAt; copied says the caller has a copy to collect. It runs
+// while the fetching VM holds no tree, so the copy takes the dropped
+// tree's memory, not more.
+func keepPrevious() (cas uint32, copied bool) {
+	cur, cas, err := abi.GetSharedData(shareddata.Tree)
+	if err != nil || len(cur) == 0 {
+		return cas, false
+	}
+	abi.SetSharedData(shareddata.PreviousTree, cur, 0)
+	return cas, true
+}
+
+// publishAt publishes blob where the shared tree's CAS token is still cas,
+// without copying the shared tree into the VM (its version is compared
+// under shareddata.Generation); if another VM published since, publish
+// compares and retries.
+func (p *pluginContext) publishAt(blob []byte, cas uint32) {
+	ver := blobVersion(blob)
+	if g, _, err := abi.GetSharedData(shareddata.Generation); err == nil && len(g) == len(ver) && version(g) == ver {
+		return
+	}
+	if abi.SetSharedData(shareddata.Tree, blob, cas) == nil {
+		abi.SetSharedData(shareddata.Generation, ver[:], 0)
+		return
+	}
+	p.publish(blob)
+	collect() // the copy of the shared tree publish compared
 }
 
 // readTree reads the fetched body into the VM and decodes it in place.
