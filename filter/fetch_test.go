@@ -262,7 +262,8 @@ func TestTreeFetchSameGenerationOtherContent(t *testing.T) {
 // (proxy_http_call, the body decoded in place and published) holds one
 // copy of it, as a VM fed from shared data does: at 100,000 endpoints,
 // after 10,000 requests, at most the floor plus twice the blob; a fetched
-// update frees the old tree within the callback that installs the new one.
+// update frees the old tree within the callback that installs the new one,
+// and peaks at most one blob over the steady state.
 // Run with -v for the numbers.
 func TestVMMemoryFetching(t *testing.T) {
 	if testing.Short() {
@@ -304,6 +305,9 @@ func TestVMMemoryFetching(t *testing.T) {
 	t.Logf("fetching VM after fetching generation 2: %v", after)
 	if after.objects > m.live+m.live/4 {
 		t.Errorf("%.2f MiB of heap objects after the fetched update, over 1.25 × the steady live heap %.2f MiB", mib(after.objects), mib(m.live))
+	}
+	if after.linear > m.linear+blob {
+		t.Errorf("the fetched update peaks at %.2f MiB of linear memory, over steady (%.2f) + one blob (%.2f MiB)", mib(after.linear), mib(m.linear), mib(blob))
 	}
 }
 

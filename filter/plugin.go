@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/loctree/loctree/filter/internal/abi"
 	"github.com/loctree/loctree/filter/shareddata"
 	"github.com/loctree/loctree/shared"
+	"github.com/loctree/loctree/shared/wire"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
@@ -30,7 +32,8 @@ type pluginContext struct {
 	loc      *sourceLocality
 	cur      *treeState
 	m        *metrics
-	owner    uint64 // this VM's id in the fetch lease
+	owner    uint64  // this VM's id in the fetch lease
+	rejected version // the last shared tree this VM rejected: not read again
 	fetching bool
 	failing  bool // inside a failure streak (logged once)
 	free     []*httpContext
@@ -139,16 +142,54 @@ func (p *pluginContext) OnTick() {
 	}
 }
 
-// install makes t the VM's tree; replaced says it took another's place.
-func (p *pluginContext) install(t *shared.Tree, etag string) (replaced bool) {
+// install makes t the VM's tree.
+func (p *pluginContext) install(t *shared.Tree, etag string) {
 	if p.cur == nil && p.cfg.Tree != nil && p.cfg.Tree.RefreshMS > firstTreeTickMS {
 		abi.SetTickPeriodMilliSeconds(uint32(p.cfg.Tree.RefreshMS))
 	}
-	replaced = p.cur != nil
 	p.cur, p.last = newTreeState(t, p.loc), svcCache{} // the cache holds the old tree
 	p.cur.etag = etag
 	abi.SetGauge(p.m.generation, int64(t.Generation()))
-	return replaced
+}
+
+// drop releases the installed tree and all the VM derived from it; the
+// caller collects before a new tree's blob is read into the VM, so that
+// blob and its index reuse the old tree's memory and an update peaks at
+// one tree, not two (a VM's linear memory never shrinks; docs/WASM.md,
+// "Memory at mesh scale"). The collection runs in the caller, not here:
+// run inside drop, it left the old tree alive (measured: the linear memory
+// grew by a blob in TestVMMemoryTreeUpdate). If the new tree is rejected,
+// restore installs the last good one again from shared data. The old tree
+// stays alive while streams in flight hold it (they release their
+// in-flight counts on it).
+func (p *pluginContext) drop() (etag string) {
+	if p.cur == nil {
+		return ""
+	}
+	etag = p.cur.etag
+	p.cur, p.last = nil, svcCache{}
+	return etag
+}
+
+// restore installs the first of keys whose shared tree decodes: the last
+// good tree, after drop released it for a tree that was rejected. Shared
+// data holds only trees that decoded in the VM that published them (a
+// fetched tree is published after it is installed), and the previous one
+// under shareddata.PreviousTree.
+func (p *pluginContext) restore(etag string, keys ...string) {
+	collect() // the rejected blob
+	for _, key := range keys {
+		blob, _, err := abi.GetSharedData(key)
+		if err != nil {
+			continue
+		}
+		if t, err := shared.Decode(blob); err == nil {
+			p.install(t, etag)
+			return
+		}
+		collect()
+	}
+	abi.LogCritical("loctree: no good tree left in shared data to restore; passing requests through")
 }
 
 // collect frees what an install left behind (the old tree, a parsed
@@ -161,29 +202,41 @@ func (p *pluginContext) install(t *shared.Tree, etag string) (replaced bool) {
 // collection per tree installed.
 func collect() { runtime.GC() }
 
-// pickUp installs the shared tree when its version differs from ours.
+// pickUp installs the shared tree when its version differs from ours,
+// releasing ours first (drop); if the shared tree is rejected, the previous
+// one (the last good) is restored from shared data.
 func (p *pluginContext) pickUp() {
 	g, _, err := abi.GetSharedData(shareddata.Generation)
-	if err != nil || len(g) != len(version{}) || version(g) == p.cur.version() {
+	if err != nil || len(g) != len(version{}) || version(g) == p.cur.version() || version(g) == p.rejected {
 		return
+	}
+	had := p.cur != nil
+	etag := p.drop()
+	if had {
+		collect()
 	}
 	blob, _, err := abi.GetSharedData(shareddata.Tree)
-	if err != nil {
-		return
-	}
-	t, err := shared.Decode(blob)
-	if err != nil {
+	if err == nil {
+		var t *shared.Tree
+		if t, err = shared.Decode(blob); err == nil {
+			p.install(t, "")
+			collect()
+			return
+		}
+		p.rejected = version(g)
 		abi.LogError("loctree: shared tree rejected: " + err.Error())
-		return
 	}
-	p.install(t, "")
-	collect()
+	if had {
+		p.restore(etag, shareddata.PreviousTree)
+	}
 }
 
-// publish stores blob in shared data unless its version is already there;
-// compare-and-swap makes concurrent publishers safe. A lower generation is
-// published too: the agent's tree is the truth, and an agent started afresh
-// (after uninstall) numbers its trees from 1 again.
+// publish stores blob in shared data unless its version is already there,
+// and the tree it replaces under shareddata.PreviousTree (for a VM that
+// rejects blob to restore); compare-and-swap makes concurrent publishers
+// safe. A lower generation is published too: the agent's tree is the
+// truth, and an agent started afresh (after uninstall) numbers its trees
+// from 1 again.
 func (p *pluginContext) publish(blob []byte) {
 	ver := blobVersion(blob)
 	for range 3 {
@@ -193,6 +246,9 @@ func (p *pluginContext) publish(blob []byte) {
 		}
 		if err == nil && blobVersion(cur) == ver {
 			return
+		}
+		if len(cur) > 0 {
+			abi.SetSharedData(shareddata.PreviousTree, cur, 0)
 		}
 		err = abi.SetSharedData(shareddata.Tree, blob, cas)
 		if err == nil {
@@ -264,28 +320,105 @@ func (p *pluginContext) onTree(numHeaders, bodySize, _ int) {
 	}
 }
 
+// accept installs and publishes a fetched tree. The VM releases its own
+// tree before it reads the body (drop), unless the body's header names
+// the tree it holds (a 200 where a 304 was due: compared whole, once, with
+// both in memory).
 func (p *pluginContext) accept(bodySize int, etag string) {
+	head, err := abi.GetHttpCallResponseBody(0, min(bodySize, wire.HeaderSize))
+	if err != nil {
+		p.fail("tree fetch: read body: " + err.Error())
+		return
+	}
+	if p.cur != nil && blobVersion(head) == p.cur.version() {
+		p.acceptSame(bodySize, etag)
+		return
+	}
+	had := p.cur != nil
+	oldETag := p.drop()
+	if had {
+		collect()
+	}
+	cas, copied := keepPrevious()
+	if copied {
+		collect()
+	}
+	t, err := readTree(bodySize)
+	if err != nil {
+		if had {
+			p.restore(oldETag, shareddata.Tree, shareddata.PreviousTree)
+		}
+		p.fail(err.Error())
+		return
+	}
+	p.install(t, etag)
+	collect()
+	p.publishAt(t.Bytes(), cas)
+	abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
+	p.ok()
+}
+
+// keepPrevious copies the shared tree to shareddata.PreviousTree, for a VM
+// that rejects the tree about to be published, and returns its CAS token
+// for publishAt; copied says the caller has a copy to collect. It runs
+// while the fetching VM holds no tree, so the copy takes the dropped
+// tree's memory, not more.
+func keepPrevious() (cas uint32, copied bool) {
+	cur, cas, err := abi.GetSharedData(shareddata.Tree)
+	if err != nil || len(cur) == 0 {
+		return cas, false
+	}
+	abi.SetSharedData(shareddata.PreviousTree, cur, 0)
+	return cas, true
+}
+
+// publishAt publishes blob where the shared tree's CAS token is still cas,
+// without copying the shared tree into the VM (its version is compared
+// under shareddata.Generation); if another VM published since, publish
+// compares and retries.
+func (p *pluginContext) publishAt(blob []byte, cas uint32) {
+	ver := blobVersion(blob)
+	if g, _, err := abi.GetSharedData(shareddata.Generation); err == nil && len(g) == len(ver) && version(g) == ver {
+		return
+	}
+	if abi.SetSharedData(shareddata.Tree, blob, cas) == nil {
+		abi.SetSharedData(shareddata.Generation, ver[:], 0)
+		return
+	}
+	p.publish(blob)
+	collect() // the copy of the shared tree publish compared
+}
+
+// readTree reads the fetched body into the VM and decodes it in place.
+func readTree(bodySize int) (*shared.Tree, error) {
+	body, err := abi.GetHttpCallResponseBody(0, bodySize)
+	if err != nil {
+		return nil, errors.New("tree fetch: read body: " + err.Error())
+	}
+	t, err := shared.Decode(body)
+	if err != nil {
+		return nil, errors.New("corrupt tree rejected: " + err.Error())
+	}
+	return t, nil
+}
+
+// acceptSame handles a 200 whose header names the installed tree: the
+// ETag is kept if the body is that tree, byte for byte; otherwise it is
+// corrupt.
+func (p *pluginContext) acceptSame(bodySize int, etag string) {
 	body, err := abi.GetHttpCallResponseBody(0, bodySize)
 	if err != nil {
 		p.fail("tree fetch: read body: " + err.Error())
 		return
 	}
-	t, err := shared.Decode(body)
-	if err != nil {
+	if !bytes.Equal(body, p.cur.tree.Bytes()) {
+		if _, err = shared.Decode(body); err == nil {
+			err = errors.New("the installed tree's generation and checksum, other content")
+		}
 		p.fail("corrupt tree rejected: " + err.Error())
 		return
 	}
-	if blobVersion(t.Bytes()) != p.cur.version() {
-		replaced := p.install(t, etag)
-		collect() // before publish copies the shared blob, so the copy reuses the old tree's memory
-		p.publish(t.Bytes())
-		if replaced {
-			collect()
-		}
-		abi.LogInfo(fmt.Sprintf("loctree: installed tree generation %d (%d services)", t.Generation(), t.NumServices()))
-	} else {
-		p.cur.etag = etag
-	}
+	p.cur.etag = etag
 	p.ok()
 }
 

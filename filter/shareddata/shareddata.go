@@ -8,6 +8,10 @@ package shareddata
 const (
 	// Tree holds the encoded tree of the latest generation.
 	Tree = "loctree/tree"
+	// PreviousTree holds the tree Tree held before, which decoded in the
+	// VM that published it: a VM that rejects Tree after releasing its own
+	// tree installs it instead (one more blob per proxy).
+	PreviousTree = "loctree/tree/previous"
 	// Generation holds its version: the generation (8 bytes, little
 	// endian) and the tree's checksum (4).
 	Generation = "loctree/generation"
