@@ -208,7 +208,10 @@ func collect() { runtime.GC() }
 func (p *pluginContext) pickUp() {
 	g, _, err := abi.GetSharedData(shareddata.Generation)
 	if err != nil || len(g) != len(version{}) || version(g) == p.cur.version() || version(g) == p.rejected {
-		return
+		return // a key of another length: a build that names versions otherwise
+	}
+	if f := version(g).format(); f != shared.FormatVersion {
+		return // a build of another tree format published it: keep ours, whole
 	}
 	had := p.cur != nil
 	etag := p.drop()
@@ -332,6 +335,10 @@ func (p *pluginContext) accept(bodySize int, etag string) {
 	}
 	if p.cur != nil && blobVersion(head) == p.cur.version() {
 		p.acceptSame(bodySize, etag)
+		return
+	}
+	if !shared.IsEncoded(head) || blobVersion(head).format() != shared.FormatVersion { // keep ours, whole
+		p.fail(fmt.Sprintf("corrupt tree rejected: not a tree of format version %d", shared.FormatVersion))
 		return
 	}
 	had := p.cur != nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"math/rand/v2"
 
@@ -93,10 +94,11 @@ func (st *treeState) addr(i uint32) string {
 	return c.addr
 }
 
-// version identifies a tree's content: its generation and its checksum.
-// Agents on different nodes number generations independently, so the
-// generation alone could name two different trees.
-type version [12]byte
+// version identifies a tree's content, its generation and its checksum
+// (agents on different nodes number generations independently, so the
+// generation alone could name two different trees), and its format
+// version, so that a VM can tell a tree it cannot read before it reads it.
+type version [14]byte
 
 func (st *treeState) version() version {
 	if st == nil {
@@ -105,13 +107,18 @@ func (st *treeState) version() version {
 	return blobVersion(st.tree.Bytes())
 }
 
-// blobVersion reads the generation and checksum fields of an encoded tree
-// header without decoding the rest; zero if the blob is too short.
+// blobVersion reads the generation, checksum and format version fields of
+// an encoded tree header without decoding the rest; zero if the blob is too
+// short.
 func blobVersion(b []byte) version {
 	var v version
 	if len(b) >= wire.HeaderSize {
-		copy(v[:8], b[16:24]) // generation
-		copy(v[8:], b[8:12])  // checksum
+		copy(v[:8], b[wire.HGeneration:wire.HGeneration+8])
+		copy(v[8:12], b[wire.HChecksum:wire.HChecksum+4])
+		copy(v[12:], b[wire.HVersion:wire.HVersion+2])
 	}
 	return v
 }
+
+// format is the tree format version v names.
+func (v version) format() uint16 { return binary.LittleEndian.Uint16(v[12:]) }

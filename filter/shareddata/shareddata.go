@@ -13,7 +13,9 @@ const (
 	// tree installs it instead (one more blob per proxy).
 	PreviousTree = "loctree/tree/previous"
 	// Generation holds its version: the generation (8 bytes, little
-	// endian) and the tree's checksum (4).
+	// endian), the tree's checksum (4) and its format version (2, little
+	// endian), which a VM reads before the tree: a VM of another format
+	// leaves the tree alone.
 	Generation = "loctree/generation"
 	// FetchLease holds which VM fetches the tree next: its owner (8 bytes)
 	// and the lease's expiry (unix ns, 8 bytes).
