@@ -57,12 +57,7 @@ func TestConnectDistributePerLocality(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	c := distLocalityCase()
 	top := &shared.Topology{Services: []shared.ServiceSpec{c.spec}}
-	kerneltest.Backends(t, backendsOf(top))
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
+	install(t, top, shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
 	seen := map[string]int{}
 	for range 4000 {
 		got, err := kerneltest.Ask(c.spec.VIP)

@@ -26,6 +26,8 @@ type loadsCase struct {
 	eps  []loadsEndpoint
 }
 
+func (c loadsCase) specOf() shared.ServiceSpec { return c.spec }
+
 func spillService(name, vip string, failover []shared.FailoverSpec, eps []loadsEndpoint) loadsCase {
 	of, threshold := uint32(140), uint32(50)
 	spec := shared.ServiceSpec{Name: name, VIP: vip, Scopes: []string{"region", "zone"}, Failover: failover,
@@ -120,10 +122,7 @@ func distributeCase() loadsCase {
 func TestConnectLoadsFrequencies(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cases := loadsCases()
-	top := &shared.Topology{}
-	for _, c := range cases {
-		top.Services = append(top.Services, c.spec)
-	}
+	top := specsOf(cases, loadsCase.specOf)
 	// Beyond failover_limit: no endpoint in the source's region r1, so no
 	// candidate, with and without spillover: the connect is refused.
 	for i, spill := range []bool{false, true} {
@@ -135,12 +134,7 @@ func TestConnectLoadsFrequencies(t *testing.T) {
 		}
 		top.Services = append(top.Services, b.spec)
 	}
-	kerneltest.Backends(t, backendsOf(top))
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
+	install(t, top, shared.Locality{"region": "r1", "zone": "z1"})
 	const connects = 3000
 	for _, c := range cases {
 		t.Run(c.spec.Name, func(t *testing.T) {
@@ -214,12 +208,7 @@ func TestKernelCountsPicksPerPriority(t *testing.T) {
 		{"127.0.19.5:9109", "r1", "z2", "", 0}, {"127.0.19.6:9109", "r1", "z2", "", 0},
 		{"127.0.19.7:9109", "r2", "z1", "", 0}})
 	top := &shared.Topology{Services: []shared.ServiceSpec{c.spec}}
-	kerneltest.Backends(t, backendsOf(top))
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
+	_, in := install(t, top, shared.Locality{"region": "r1", "zone": "z1"})
 	prio := map[string]int{"127.0.19.1:9109": 0, "127.0.19.5:9109": 1, "127.0.19.6:9109": 1, "127.0.19.7:9109": 2}
 	want := make([]uint64, 2*3)
 	const connects = 1000

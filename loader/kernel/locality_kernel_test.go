@@ -74,16 +74,7 @@ func localityCases() []loadsCase {
 func TestConnectLocalityWeighted(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cases := localityCases()
-	top := &shared.Topology{}
-	for _, c := range cases {
-		top.Services = append(top.Services, c.spec)
-	}
-	kerneltest.Backends(t, backendsOf(top))
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup(t, tree, shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
+	install(t, specsOf(cases, loadsCase.specOf), shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
 	const connects = 4000
 	for _, c := range cases {
 		t.Run(c.spec.Name, func(t *testing.T) {

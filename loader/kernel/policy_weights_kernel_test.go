@@ -15,6 +15,8 @@ type weightedCase struct {
 	weights map[string]uint32
 }
 
+func (c weightedCase) specOf() shared.ServiceSpec { return c.spec }
+
 // weightedCases: "plain", three candidates of weights 1, 2, 5 (a fourth in
 // z2 is no candidate); "panic", one priority in panic (1 healthy of 5:
 // 140·1/5 = 28 < 50), so its candidates are all five hosts, in a healthy and
@@ -89,16 +91,8 @@ func TestConnectRoundRobinWeighted(t *testing.T) {
 // source r1/z1, with their backends.
 func installWeighted(t *testing.T, cases []weightedCase) *Installer {
 	t.Helper()
-	top := &shared.Topology{}
-	for _, c := range cases {
-		top.Services = append(top.Services, c.spec)
-	}
-	kerneltest.Backends(t, backendsOf(top))
-	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return setup(t, tree, shared.Locality{"region": "r1", "zone": "z1"})
+	_, in := install(t, specsOf(cases, weightedCase.specOf), shared.Locality{"region": "r1", "zone": "z1"})
+	return in
 }
 
 // askN connects to vip n times, one connection at a time, and counts the

@@ -73,6 +73,24 @@ func setup(t *testing.T, tree *shared.Tree, loc shared.Locality) *Installer {
 	return in
 }
 
+// install starts backends for top's endpoints, builds top (generation 1)
+// and installs it as setup does.
+func install(t *testing.T, top *shared.Topology, loc shared.Locality) (*shared.Tree, *Installer) {
+	t.Helper()
+	kerneltest.Backends(t, backendsOf(top))
+	tree := mustBuild(t, top, 1)
+	return tree, setup(t, tree, loc)
+}
+
+// specsOf is the topology of the cases' services.
+func specsOf[C any](cases []C, spec func(C) shared.ServiceSpec) *shared.Topology {
+	top := &shared.Topology{}
+	for _, c := range cases {
+		top.Services = append(top.Services, spec(c))
+	}
+	return top
+}
+
 // setupWith is setup with any config; it also returns the cgroup the
 // programs are attached to.
 func setupWith(t *testing.T, tree *shared.Tree, cfg Config) (*Installer, string) {
