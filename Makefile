@@ -36,13 +36,15 @@ fuzz:
 	done
 
 .PHONY: generate generate-check
-# Regenerates the committed bpf2go output (needs clang, llvm-strip, libbpf-dev).
+# Regenerates the committed bpf2go output (needs clang, llvm-strip, libbpf-dev)
+# and the WDS types of the xDS source (needs protoc: protobuf-compiler).
+WORKLOADAPI := loader/source/xds/internal/workloadapi
 generate:
-	$(GO) generate ./bpf/...
+	$(GO) generate ./bpf/... ./$(WORKLOADAPI)
 
-# CI: regenerate and fail if the committed BPF objects or bindings differ.
+# CI: regenerate and fail if the committed BPF objects, bindings or WDS types differ.
 generate-check: generate
-	@git diff --exit-code -- bpf/ || { echo "bpf/ is stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- bpf/ $(WORKLOADAPI) || { echo "bpf/ or $(WORKLOADAPI) is stale: run make generate and commit"; exit 1; }
 
 .PHONY: cluster-build cluster-up cluster-down
 # The real control plane the Kubernetes tests run against (etcd and

@@ -110,6 +110,9 @@ func newAgent(cfg AgentConfig) *agent {
 	if h, ok := a.cfg.Source.(source.Health); ok {
 		a.metrics.source = h.Health
 	}
+	if m, ok := a.cfg.Source.(source.Metrics); ok {
+		a.metrics.extra = m.WriteMetrics
+	}
 	return a
 }
 

@@ -40,6 +40,7 @@ type Metrics struct {
 	picks     func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
 	fetches   treeFetches              // the filters' /v1/tree polls (treefetches.go)
 	source    func() error             // the source's Health; nil: it has none
+	extra     func(io.Writer) error    // the source's own metrics (source.Metrics); nil: none
 }
 
 func newMetrics() *Metrics {
@@ -127,6 +128,9 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	if m.source != nil {
 		pw.metric("loctree_source_up", "gauge", "1 while the source reaches where its state comes from (the Kubernetes API server); 0 while it does not and the agent serves its last tree (/healthz says why).", float64(boolToInt(m.source() == nil)))
 	}
+	if m.extra != nil && pw.err == nil {
+		pw.err = m.extra(&countingWriter{pw})
+	}
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
 			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
@@ -156,6 +160,15 @@ func refusals(st [bpf.StatCount]uint64) []labeledValue {
 type labeledValue struct {
 	label string
 	v     float64
+}
+
+// countingWriter writes through a promWriter, counting the bytes.
+type countingWriter struct{ p *promWriter }
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.p.w.Write(b)
+	c.p.n += int64(n)
+	return n, err
 }
 
 type promWriter struct {

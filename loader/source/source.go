@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -113,4 +114,11 @@ func (s sorted) Spec(name string) (*shared.ServiceSpec, error) {
 		return nil, fmt.Errorf("no service %q", name)
 	}
 	return &s.t.Services[i], nil
+}
+
+// Metrics is implemented by a source with metrics of its own (the xDS
+// source: its stream, versions, NACKs and resources). WriteMetrics writes
+// them in the Prometheus text format; the agent appends them to /metrics.
+type Metrics interface {
+	WriteMetrics(w io.Writer) error
 }

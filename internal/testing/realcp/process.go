@@ -49,6 +49,11 @@ type process struct {
 }
 
 func (l *launcher) start(name, bin, logPath string, args ...string) (*process, error) {
+	return l.startEnv(name, nil, bin, logPath, args...)
+}
+
+// startEnv starts bin with env added to the test binary's environment.
+func (l *launcher) startEnv(name string, env []string, bin, logPath string, args ...string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
@@ -56,6 +61,9 @@ func (l *launcher) start(name, bin, logPath string, args ...string) (*process, e
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	done := make(chan error, 1)
 	l.reqs <- launch{cmd: cmd, done: done}
 	if err := <-done; err != nil {

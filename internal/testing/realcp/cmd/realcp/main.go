@@ -2,7 +2,7 @@
 // (internal/testing/realcp) for a person: `make cluster-build`, `make
 // cluster-up` and `make cluster-down` call it.
 //
-//	realcp build [--tools DIR]   build etcd and kube-apiserver into the cache (no-op when built)
+//	realcp build [--tools DIR] [--istiod-tools DIR]   build etcd, kube-apiserver and istiod into the cache (no-op when built)
 //	realcp up [--dir DIR]        start them in the background; print the kubeconfig
 //	realcp down [--dir DIR]      stop them and remove DIR
 package main
@@ -24,7 +24,7 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `usage: realcp build [--tools DIR] | up [--dir DIR] | down [--dir DIR]`
+const usage = `usage: realcp build [--tools DIR] [--istiod-tools DIR] | up [--dir DIR] | down [--dir DIR]`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
