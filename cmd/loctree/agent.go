@@ -43,10 +43,22 @@ directory on a cgroup v2 mount and --bpffs a directory on a bpffs mount
 topology's scopes, before anything is installed. Without --locality the
 node has no locality and the agent warns.
 
+Endpoints come from a topology file (--source file), from the Kubernetes API
+server (--source kubernetes) or from istiod's workload discovery, the WDS
+stream ztunnel reads (--source xds): the agent then balances the services
+istiod gives load-balancing scopes (trafficDistribution, internalTraffic
+Policy Local) over the endpoints istiod knows, every cluster's included
+(docs/AGENT.md, docs/ISTIO.md).
+
 Examples:
   loctree agent -f examples/mesh.yaml --locality region=us-east,zone=us-east-1a \
       --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
   loctree agent --once -f examples/mesh.yaml --locality region=us-east,zone=us-east-1a \
+      --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
+  loctree agent --source xds --xds-address istiod.istio-system.svc:15012 \
+      --xds-ca-file /var/run/secrets/istio/root-cert.pem \
+      --xds-token-file /var/run/secrets/tokens/istio-token \
+      --node "$NODE_NAME" --xds-namespace "$POD_NAMESPACE" --xds-pod-name "$POD_NAME" \
       --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
   loctree agent uninstall --cgroup /sys/fs/cgroup --bpffs /sys/fs/bpf/loctree
 

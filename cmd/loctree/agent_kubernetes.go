@@ -16,16 +16,18 @@ type kubeFlags struct {
 	kind, kubeconfig, node, clusterID string
 	meshConfig                        string
 	destinationRules                  bool
+	xds                               xdsFlags
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&k.kind, "source", "file", "where endpoints come from: file (-f, or the example mesh) or kubernetes")
+	f.StringVar(&k.kind, "source", "file", "where endpoints come from: file (-f, or the example mesh), kubernetes (the API server) or xds (istiod's workload discovery, as ztunnel)")
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "with --source kubernetes: kubeconfig file (default: in-cluster)")
-	f.StringVar(&k.node, "node", "", "with --source kubernetes: this node's name (its Node object gives the locality)")
-	f.StringVar(&k.clusterID, "cluster-id", "", "with --source kubernetes: the value of the cluster scope")
+	f.StringVar(&k.node, "node", "", "with --source kubernetes or xds: this node's name (its Node object, or the workloads istiod places on it, give the locality)")
+	f.StringVar(&k.clusterID, "cluster-id", "", "with --source kubernetes: the value of the cluster scope; with --source xds: the agent's cluster as istiod knows it (default Kubernetes)")
 	f.BoolVar(&k.destinationRules, "destination-rules", true, "with --source kubernetes: follow Istio DestinationRules' localityLbSetting (docs/ISTIO.md)")
 	f.StringVar(&k.meshConfig, "istio-mesh-config", "", "with --source kubernetes: Istio's mesh config file (the istio ConfigMap's mesh key) for the mesh default localityLbSetting and rootNamespace (default: Istio's defaults)")
+	k.xds.register(cmd)
 }
 
 // check validates the flags without connecting anywhere.
@@ -34,8 +36,10 @@ func (k *kubeFlags) check() error {
 	case "file":
 		return nil
 	case "kubernetes":
+	case "xds":
+		return k.xds.check(k.node)
 	default:
-		return fmt.Errorf("--source %q: want file or kubernetes", k.kind)
+		return fmt.Errorf("--source %q: want file, kubernetes or xds", k.kind)
 	}
 	if k.node == "" {
 		return fmt.Errorf("--source kubernetes needs --node (the downward API's spec.nodeName)")
@@ -47,6 +51,9 @@ func (k *kubeFlags) check() error {
 func (k *kubeFlags) open(log *slog.Logger) (source.Source, error) {
 	if err := k.check(); err != nil || k.kind == "file" {
 		return nil, err
+	}
+	if k.kind == "xds" {
+		return k.xds.open(k.node, k.clusterID, log)
 	}
 	cfg := kubernetes.Config{NodeName: k.node, ClusterID: k.clusterID, Logger: log, Mesh: kubernetes.DefaultMesh()}
 	if k.meshConfig != "" {
