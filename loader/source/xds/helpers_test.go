@@ -120,8 +120,8 @@ func wdsWorkload(uid, ip, node, zone string, svcKey string, port uint32, healthy
 func wdsService(name, vip string, scopes ...workloadapi.LoadBalancing_Scope) *workloadapi.Address {
 	return &workloadapi.Address{Type: &workloadapi.Address_Service{Service: &workloadapi.Service{
 		Name: name, Namespace: "ns", Hostname: name + ".ns.svc.cluster.local",
-		Addresses: []*workloadapi.NetworkAddress{{Address: netip.MustParseAddr(vip).AsSlice()}},
-		Ports:     []*workloadapi.Port{{ServicePort: 80, TargetPort: 8080}},
+		Addresses:     []*workloadapi.NetworkAddress{{Address: netip.MustParseAddr(vip).AsSlice()}},
+		Ports:         []*workloadapi.Port{{ServicePort: 80, TargetPort: 8080}},
 		LoadBalancing: &workloadapi.LoadBalancing{RoutingPreference: scopes, Mode: workloadapi.LoadBalancing_FAILOVER},
 	}}}
 }

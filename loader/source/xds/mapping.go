@@ -220,10 +220,10 @@ func (in *mapInput) endpoints(p port, v6 bool) []shared.EndpointSpec {
 func endpointOf(w *workload, addr netip.AddrPort) shared.EndpointSpec {
 	ep := shared.EndpointSpec{Address: addr.String(), Locality: w.localityOf()}
 	if w.capacity != 1 {
-		ep.Weight = ptr(w.capacity)
+		ep.Weight = pointer(w.capacity)
 	}
 	if !w.healthy {
-		ep.Healthy = ptr(false)
+		ep.Healthy = pointer(false)
 	}
 	return ep
 }
@@ -243,4 +243,4 @@ func (w *workload) localityOf() shared.Locality {
 	return loc
 }
 
-func ptr[T any](v T) *T { return &v }
+func pointer[T any](v T) *T { return &v }

@@ -1,0 +1,187 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/loctree/loctree/internal/testing/realcp"
+)
+
+// realCluster is a test's namespace on the real API server, with an istiod
+// of its own watching it. Nodes carry the test's namespace in their names.
+type realCluster struct {
+	cp     *realcp.ControlPlane
+	admin  kubernetes.Interface
+	ns     string
+	istiod *realcp.Istiod
+}
+
+func onRealIstiod(t *testing.T) *realCluster {
+	t.Helper()
+	realcp.RequireIstiod(t)
+	cp := controlPlane.Get(t)
+	c := &realCluster{cp: cp, admin: kubernetes.NewForConfigOrDie(cp.Admin()), ns: cp.Namespace(t)}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := c.admin.CoreV1().ServiceAccounts(c.ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.istiod = realcp.StartIstiod(t, cp)
+	return c
+}
+
+func (c *realCluster) kubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := realcp.WriteKubeconfig(c.cp.Admin(), path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// nodeName is the test's name for node n.
+func (c *realCluster) nodeName(n string) string { return c.ns + "-" + n }
+
+// node creates a Node with istiod's locality labels (empty values left out).
+func (c *realCluster) node(t *testing.T, name, region, zone, subzone string) {
+	t.Helper()
+	labels := realcp.Owned(c.ns)
+	for k, v := range map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone, "topology.istio.io/subzone": subzone} {
+		if v != "" {
+			labels[k] = v
+		}
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.nodeName(name), Labels: labels}}
+	if _, err := c.admin.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pod is one Pod of a realPod.
+type realPod struct {
+	name, node, ip string
+	app            string // its app label: the Services' selector
+	ready          bool
+}
+
+// pod creates a Pod on its node and writes its status, as a kubelet would:
+// Running, Ready as given, its IP.
+func (c *realCluster) pod(t *testing.T, p realPod) {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.app}},
+		Spec: corev1.PodSpec{NodeName: c.nodeName(p.node), AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	created, err := c.admin.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setPodStatus(t, created, p)
+}
+
+func (c *realCluster) setPodStatus(t *testing.T, pod *corev1.Pod, p realPod) {
+	t.Helper()
+	ready := corev1.ConditionFalse
+	if p.ready {
+		ready = corev1.ConditionTrue
+	}
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}}, HostIP: "100.127.0.1",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}, {Type: corev1.ContainersReady, Status: ready}},
+	}
+	if _, err := c.admin.CoreV1().Pods(c.ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setReady flips a Pod's readiness.
+func (c *realCluster) setReady(t *testing.T, p realPod) {
+	t.Helper()
+	pod, err := c.admin.CoreV1().Pods(c.ns).Get(context.Background(), p.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setPodStatus(t, pod, p)
+}
+
+// realSvc is a Service selecting app=<name>, port 80 → 8080.
+type realSvc struct {
+	name, td        string
+	local, notReady bool // internalTrafficPolicy Local; publishNotReadyAddresses
+}
+
+func (c *realCluster) service(t *testing.T, s realSvc) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": s.name}, PublishNotReadyAddresses: s.notReady,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if s.td != "" {
+		svc.Spec.TrafficDistribution = ptr.To(s.td)
+	}
+	if s.local {
+		svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+	}
+	if _, err := c.admin.CoreV1().Services(c.ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slice writes the EndpointSlice the endpointslice controller would write
+// for a Service's pods (no controller manager runs): the Kubernetes source
+// reads it, istiod reads the Pods.
+func (c *realCluster) slice(t *testing.T, svc string, pods []realPod) {
+	t.Helper()
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: svc, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, p := range pods {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{p.ip}, NodeName: ptr.To(c.nodeName(p.node)),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(p.ready), Serving: ptr.To(p.ready), Terminating: ptr.To(false)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: c.ns, Name: p.name},
+		})
+	}
+	ctx := context.Background()
+	old, err := c.admin.DiscoveryV1().EndpointSlices(c.ns).Get(ctx, svc, metav1.GetOptions{})
+	if err == nil {
+		sl.ResourceVersion = old.ResourceVersion
+		_, err = c.admin.DiscoveryV1().EndpointSlices(c.ns).Update(ctx, sl, metav1.UpdateOptions{})
+	} else {
+		_, err = c.admin.DiscoveryV1().EndpointSlices(c.ns).Create(ctx, sl, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fqdn is the tree name of a Service's first port.
+func (c *realCluster) fqdn(svc string) string {
+	return fmt.Sprintf("%s.%s.svc.cluster.local", svc, c.ns)
+}
+
+// within polls cond every 20 ms for up to d.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
