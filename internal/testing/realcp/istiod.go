@@ -60,11 +60,9 @@ func findIstiod() (string, error) {
 }
 
 // BuildIstiod builds istiod into IstiodDir from the module in toolsDir
-// (internal/testing/realcp/istiodtools), unless it is there already.
+// (internal/testing/realcp/istiodtools), and copies Istio's CRDs of the
+// same version beside it (istioCRDs), unless they are there already.
 func BuildIstiod(ctx context.Context, toolsDir string, out io.Writer) error {
-	if _, err := findIstiod(); err == nil {
-		return nil
-	}
 	dir, err := IstiodDir()
 	if err != nil {
 		return err
@@ -72,7 +70,12 @@ func BuildIstiod(ctx context.Context, toolsDir string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make %s: %w", dir, err)
 	}
-	return goBuild(ctx, toolsDir, filepath.Join(dir, istiodBin), "istio.io/istio/pilot/cmd/pilot-discovery", "-s -w", out)
+	if _, err := findIstiod(); err != nil {
+		if err := goBuild(ctx, toolsDir, filepath.Join(dir, istiodBin), "istio.io/istio/pilot/cmd/pilot-discovery", "-s -w", out); err != nil {
+			return err
+		}
+	}
+	return copyIstioCRDs(ctx, toolsDir, dir)
 }
 
 // Istiod is a running istiod (pilot-discovery) on 127.0.0.1 watching a

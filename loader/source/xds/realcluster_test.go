@@ -71,6 +71,7 @@ type realPod struct {
 	name, node, ip string
 	app            string // its app label: the Services' selector
 	ready          bool
+	network        string // its topology.istio.io/network label
 }
 
 // pod creates a Pod on its node and writes its status, as a kubelet would:
@@ -82,6 +83,9 @@ func (c *realCluster) pod(t *testing.T, p realPod) {
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.app}},
 		Spec: corev1.PodSpec{NodeName: c.nodeName(p.node), AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	if p.network != "" {
+		pod.Labels["topology.istio.io/network"] = p.network
 	}
 	created, err := c.admin.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
