@@ -2,6 +2,8 @@ package xds
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
@@ -129,7 +131,8 @@ func wdsService(name, vip string, scopes ...workloadapi.LoadBalancing_Scope) *wo
 // runSource runs a Source against addr; its updates arrive on the channel.
 func runSource(t *testing.T, addr string) (*Source, <-chan source.Update) {
 	t.Helper()
-	s, err := New(Config{Address: addr, NodeName: "node-a", InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	s, err := New(Config{Address: addr, NodeName: "node-a", InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

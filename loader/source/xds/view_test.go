@@ -19,13 +19,14 @@ type view struct {
 	specs    map[string]shared.ServiceSpec
 	locality shared.Locality
 	updates  int
-	changed  []string // every name of every update, in order
+	changed  []string         // every name of every update, in order
+	history  map[string][]int // every service's endpoint count after each update that named it (-1: removed)
 }
 
 // runView runs src until the test ends, applying every update to a view.
 func runView(t *testing.T, src source.Source) *view {
 	t.Helper()
-	v := &view{specs: map[string]shared.ServiceSpec{}}
+	v := &view{specs: map[string]shared.ServiceSpec{}, history: map[string][]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, v.apply) }()
@@ -42,11 +43,14 @@ func (v *view) apply(u source.Update) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, name := range u.Changed {
+		n := -1
 		if sp, err := u.Services.Spec(name); err == nil {
 			v.specs[name] = *sp
+			n = len(sp.Endpoints)
 		} else {
 			delete(v.specs, name)
 		}
+		v.history[name] = append(v.history[name], n)
 	}
 	if u.Locality != nil {
 		v.locality = u.Locality
@@ -105,4 +109,24 @@ func (v *view) endpointCount(name string) int {
 		return -1
 	}
 	return len(sp.Endpoints)
+}
+
+// counts is a service's endpoint count after each update that named it.
+func (v *view) counts(name string) []int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.history[name])
+}
+
+// healthy is a service's healthy endpoint addresses, sorted.
+func (v *view) healthy(name string) []string {
+	sp, _ := v.spec(name)
+	var out []string
+	for _, ep := range sp.Endpoints {
+		if ep.Healthy == nil || *ep.Healthy {
+			out = append(out, ep.Address)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
