@@ -1,9 +1,9 @@
 package xds
 
 import (
-	"os"
 	"testing"
 
+	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/internal/testing/realcp"
 )
 
@@ -12,4 +12,7 @@ import (
 // on it (realcp.StartIstiod).
 var controlPlane realcp.Lazy
 
-func TestMain(m *testing.M) { os.Exit(realcp.StopAfter(m, &controlPlane).Run()) }
+// TestMain runs the tests in a network namespace of their own (the agent
+// test attaches BPF programs; the control plane and istiod, started from
+// inside it, listen in it too) and stops the control plane after them.
+func TestMain(m *testing.M) { kerneltest.Main(realcp.StopAfter(m, &controlPlane)) }
