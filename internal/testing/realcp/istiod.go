@@ -85,6 +85,7 @@ type Istiod struct {
 	cp                       *ControlPlane
 	bin, dir                 string
 	grpc, http, monitor, ctz int
+	secure                   int // TLS xDS, 15012's protocol: a Kubernetes token and istiod's CA
 	proc                     *process
 }
 
@@ -121,11 +122,11 @@ func NewIstiod(cp *ControlPlane, dir string) (*Istiod, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
-	i := &Istiod{cp: cp, bin: bin, dir: dir, grpc: ports[0], http: ports[1], monitor: ports[2], ctz: ports[3]}
+	i := &Istiod{cp: cp, bin: bin, dir: dir, grpc: ports[0], http: ports[1], monitor: ports[2], ctz: ports[3], secure: ports[4]}
 	if err := WriteKubeconfig(cp.Admin(), filepath.Join(dir, "kubeconfig")); err != nil {
 		return nil, err
 	}
@@ -149,6 +150,13 @@ func ensureNamespace(cp *ControlPlane, name string) error {
 // XDSAddress is istiod's plaintext xDS address, 127.0.0.1:PORT.
 func (i *Istiod) XDSAddress() string { return "127.0.0.1:" + strconv.Itoa(i.grpc) }
 
+// SecureXDSAddress is istiod's TLS xDS address, 127.0.0.1:PORT, as
+// 15012 in a cluster: istiod's certificate (names
+// istiod.istio-system.svc) chains to its self-signed CA, whose root it
+// writes to every namespace's ConfigMap istio-ca-root-cert; a client
+// authenticates with a service-account token of audience istio-ca.
+func (i *Istiod) SecureXDSAddress() string { return "127.0.0.1:" + strconv.Itoa(i.secure) }
+
 // Log is the path of istiod's log.
 func (i *Istiod) Log() string { return filepath.Join(i.dir, "istiod.log") }
 
@@ -164,7 +172,7 @@ func (i *Istiod) args() []string {
 	local := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	return []string{"discovery",
 		"--kubeconfig", filepath.Join(i.dir, "kubeconfig"), "--meshConfig", filepath.Join(i.dir, "mesh.yaml"),
-		"--grpcAddr", local(i.grpc), "--secureGRPCAddr", "", "--httpsAddr", "",
+		"--grpcAddr", local(i.grpc), "--secureGRPCAddr", local(i.secure), "--httpsAddr", "",
 		"--httpAddr", local(i.http), "--monitoringAddr", local(i.monitor),
 		"--ctrlz_address", "127.0.0.1", "--ctrlz_port", strconv.Itoa(i.ctz),
 		"--log_output_level", "default:info"}

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -189,3 +190,5 @@ func within(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

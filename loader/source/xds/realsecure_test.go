@@ -1,0 +1,72 @@
+package xds
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRealSecure connects as an agent in a cluster does: TLS to istiod's
+// secure xDS port, trusting the root istiod writes to the namespace's
+// istio-ca-root-cert ConfigMap and checking istiod's certificate names
+// istiod.istio-system.svc, with a service-account token of audience
+// istio-ca that istiod reviews with the API server. The source then
+// receives the test's Service.
+func TestRealSecure(t *testing.T) {
+	c := onRealIstiod(t)
+	c.node(t, "a", "r1", "z1", "")
+	c.service(t, realSvc{name: "web", td: "PreferSameZone"})
+	c.pod(t, realPod{name: "w1", node: "a", ip: "100.64.1.1", app: "web", ready: true})
+	dir := t.TempDir()
+	ca, token := filepath.Join(dir, "root-cert.pem"), filepath.Join(dir, "istio-token")
+	c.writeRootCert(t, ca)
+	c.writeToken(t, token)
+	tlsCfg, err := TLSConfig(ca, "istiod.istio-system.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(Config{Address: c.istiod.SecureXDSAddress(), TLS: tlsCfg, TokenFile: token, NodeName: c.nodeName("a"),
+		Namespace: c.ns, PodName: "agent", Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := runView(t, src)
+	v.waitFor(t, 20*time.Second, "web over TLS with a token", converged(map[string]int{c.fqdn("web"): 1}))
+}
+
+// writeRootCert waits for istiod's root certificate in the namespace's
+// istio-ca-root-cert ConfigMap and writes it to path.
+func (c *realCluster) writeRootCert(t *testing.T, path string) {
+	t.Helper()
+	var pem string
+	within(t, 20*time.Second, "istio-ca-root-cert in "+c.ns, func() bool {
+		cm, err := c.admin.CoreV1().ConfigMaps(c.ns).Get(context.Background(), "istio-ca-root-cert", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		pem = cm.Data["root-cert.pem"]
+		return pem != ""
+	})
+	if err := os.WriteFile(path, []byte(pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeToken writes a token of the namespace's default service account
+// with audience istio-ca (what a projected istio-token volume holds).
+func (c *realCluster) writeToken(t *testing.T, path string) {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}}}
+	tok, err := c.admin.CoreV1().ServiceAccounts(c.ns).CreateToken(context.Background(), "default", req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(tok.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
