@@ -1,6 +1,7 @@
 // Package source is the contract between the agent and where its endpoints
 // come from: a topology file or directory (loader/source/file), Kubernetes
-// (loader/source/kubernetes), later xDS. The agent has one loop for all of
+// (loader/source/kubernetes) or istiod's workload discovery over xDS
+// (loader/source/xds). The agent has one loop for all of
 // them (loader.Run): it builds the services an Update names, installs them
 // into the kernel, serves the tree and exports metrics.
 package source

@@ -87,6 +87,9 @@ type Istiod struct {
 	grpc, http, monitor, ctz int
 	secure                   int // TLS xDS, 15012's protocol: a Kubernetes token and istiod's CA
 	proc                     *process
+	// Env is more environment for the next Start, e.g.
+	// PILOT_DEBOUNCE_AFTER=1ms.
+	Env []string
 }
 
 // RequireIstiod skips the test when istiod or the control plane is not
@@ -163,9 +166,9 @@ func (i *Istiod) Log() string { return filepath.Join(i.dir, "istiod.log") }
 // env and args run istiod outside a cluster (docs: ../shared REALCP
 // facts): ambient on (WDS), no webhooks, every listener on 127.0.0.1.
 func (i *Istiod) env() []string {
-	return []string{"POD_NAMESPACE=" + IstiodNamespace, "POD_NAME=istiod-test", "REVISION=default",
+	return append([]string{"POD_NAMESPACE=" + IstiodNamespace, "POD_NAME=istiod-test", "REVISION=default",
 		"CLUSTER_ID=Kubernetes", "PILOT_ENABLE_AMBIENT=true",
-		"INJECTION_WEBHOOK_CONFIG_NAME=", "VALIDATION_WEBHOOK_CONFIG_NAME="}
+		"INJECTION_WEBHOOK_CONFIG_NAME=", "VALIDATION_WEBHOOK_CONFIG_NAME="}, i.Env...)
 }
 
 func (i *Istiod) args() []string {

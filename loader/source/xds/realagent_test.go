@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/loader"
 )
@@ -57,6 +60,10 @@ func TestRealAgent(t *testing.T) {
 	}
 	kerneltest.Eventually(t, 20*time.Second, "/healthz ok", func() error { return want(listen, "/healthz", http.StatusOK, "ok\n") })
 	_, metrics, _ := get(listen, "/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(metrics)); err != nil {
+		t.Errorf("/metrics does not parse: %v", err)
+	}
 	for _, line := range []string{"loctree_source_up 1", "loctree_xds_connected 1", "loctree_xds_nacks_total 0", "loctree_xds_last_acked{version=", "loctree_services 1"} {
 		if !strings.Contains(metrics, line) {
 			t.Errorf("/metrics has no %q", line)

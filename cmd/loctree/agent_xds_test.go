@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAgentXDSFlags: every mistake in the flags of --source xds fails
+// before anything is installed, naming the flag and what to give.
+func TestAgentXDSFlags(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := "agent --source xds --cgroup /x --bpffs /y "
+	for args, want := range map[string]string{
+		base:                                "--source xds needs --xds-address",
+		base + "--xds-address istiod":       `--xds-address "istiod": want HOST:PORT`,
+		base + "--xds-address istiod:15012": "--source xds needs --node",
+		base + "--xds-address istiod:15012 --node n1 --xds-token-file " + notPEM:        "--xds-token-file needs --xds-ca-file",
+		base + "--xds-address istiod:15012 --node n1 --xds-server-name istiod":          "--xds-server-name needs --xds-ca-file",
+		base + "--xds-address istiod:15012 --node n1 --xds-instance-ip x":               `--xds-instance-ip "x": not an IP address`,
+		base + "--xds-address istiod:15012 --node n1 --xds-ca-file " + dir + "/missing": "--xds-ca-file: stat",
+	} {
+		code, _, errs := runCLI(t, strings.Fields(args)...)
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("%s: exit %d, stderr %q (want %q)", args, code, errs, want)
+		}
+	}
+}
