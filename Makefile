@@ -47,11 +47,13 @@ generate-check: generate
 	@git diff --exit-code -- bpf/ $(WORKLOADAPI) || { echo "bpf/ or $(WORKLOADAPI) is stale: run make generate and commit"; exit 1; }
 
 .PHONY: cluster-build cluster-up cluster-down
-# The real control plane the Kubernetes tests run against (etcd and
+# The real control plane the Kubernetes and xDS tests run against (etcd and
 # kube-apiserver, internal/testing/realcp): built from their Go modules by
 # the separate module internal/testing/realcp/tools into a cache directory
-# keyed by their versions (a no-op once built); cost: "Development" in
-# README.md. Without it those tests skip; CI builds it before make test.
+# keyed by their versions, and istiod (pilot-discovery) by the module
+# internal/testing/realcp/istiodtools into one keyed by istio's (a no-op
+# once built); cost: "Development" in README.md. Without it those tests
+# skip; CI builds it before make test.
 REALCP := internal/testing/realcp/cmd/realcp
 cluster-build:
 	$(GO) run ./$(REALCP) build

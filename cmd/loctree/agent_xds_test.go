@@ -31,3 +31,21 @@ func TestAgentXDSFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentXDSOpen: a CA file without a certificate is refused when the
+// source is made, naming the flag; a good one gives an xDS source.
+func TestAgentXDSOpen(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x := xdsFlags{address: "istiod.istio-system.svc:15012", caFile: notPEM}
+	if _, err := x.open("n1", "", nil); err == nil || !strings.Contains(err.Error(), "--xds-ca-file: xds CA "+notPEM+": no PEM certificate") {
+		t.Errorf("not a PEM CA: %v", err)
+	}
+	x.caFile = ""
+	if src, err := x.open("n1", "", nil); err != nil || src == nil {
+		t.Errorf("plaintext: %v, %v", src, err)
+	}
+}
