@@ -135,7 +135,7 @@ func (c *client) handle(resp *discoveryv3.DeltaDiscoveryResponse) *discoveryv3.D
 	}
 	msg := strings.Join(reasons, "; ")
 	ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: msg}
-	c.stats.nacked(resp, msg)
+	c.stats.nacked()
 	c.cfg.Logger.Error("xds: rejected resources (NACK); the others are applied", "nonce", resp.GetNonce(), "rejected", msg)
 	return ack
 }

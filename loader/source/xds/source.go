@@ -153,7 +153,7 @@ func (s *Source) sync() (source.Update, bool) {
 			s.st.all() // VIP and reachability depend on the agent's network
 		}
 	}
-	s.stats.setRefused(len(s.refused), 0)
+	s.stats.setRefused(len(s.refused))
 	if s.started && len(changed) == 0 && !moved {
 		return source.Update{}, false
 	}

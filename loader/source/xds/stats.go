@@ -20,9 +20,7 @@ type stats struct {
 	ackedVersion string // the system_version_info of the last ACKed response
 	ackedNonce   string
 	nacks        uint64
-	lastNack     string
 	refused      int // WDS services the tree cannot hold (mapping.go)
-	refusedTotal uint64
 }
 
 func (s *stats) connected() {
@@ -47,18 +45,16 @@ func (s *stats) acked(resp *discoveryv3.DeltaDiscoveryResponse) {
 	s.ackedVersion, s.ackedNonce = resp.GetSystemVersionInfo(), resp.GetNonce()
 }
 
-func (s *stats) nacked(_ *discoveryv3.DeltaDiscoveryResponse, reason string) {
+func (s *stats) nacked() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nacks++
-	s.lastNack = reason
 }
 
-func (s *stats) setRefused(n int, added int) {
+func (s *stats) setRefused(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refused = n
-	s.refusedTotal += uint64(added)
 }
 
 // health is nil while a stream is up, else why not and since when.
