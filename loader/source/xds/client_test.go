@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // src/xds/client.rs handle_stream_event).
 func TestNackNamesTheResourceAndAppliesTheRest(t *testing.T) {
 	f := startFakeADS(t)
-	_, updates := runSource(t, f.addr)
+	src, updates := runSource(t, f.addr)
 	st := f.stream(t)
 	init := f.request(t)
 	if init.GetTypeUrl() != AddressType || len(init.GetResourceNamesSubscribe()) != 0 || !strings.HasPrefix(init.GetNode().GetId(), "ztunnel~") {
@@ -55,6 +56,15 @@ func TestNackNamesTheResourceAndAppliesTheRest(t *testing.T) {
 	}}
 	if ack := f.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want an ACK of n2, got %v", ack)
+	}
+	var m bytes.Buffer
+	if err := src.WriteMetrics(&m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"loctree_xds_nacks_total 1\n", `loctree_xds_last_acked{version="",nonce="n2"} 1`, "loctree_xds_workloads 2\n", "loctree_xds_services 1\n", "loctree_xds_connected 1\n"} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics do not say %q:\n%s", want, m.String())
+		}
 	}
 }
 
