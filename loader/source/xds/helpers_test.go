@@ -34,7 +34,7 @@ type fakeStream struct {
 	end  chan struct{}
 }
 
-func startFakeADS(t *testing.T) *fakeADS {
+func startFakeADS(t testing.TB) *fakeADS {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,7 +74,7 @@ func (f *fakeADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discoveryv
 	}
 }
 
-func (f *fakeADS) stream(t *testing.T) *fakeStream {
+func (f *fakeADS) stream(t testing.TB) *fakeStream {
 	t.Helper()
 	select {
 	case s := <-f.streams:
@@ -85,7 +85,7 @@ func (f *fakeADS) stream(t *testing.T) *fakeStream {
 	}
 }
 
-func (f *fakeADS) request(t *testing.T) *discoveryv3.DeltaDiscoveryRequest {
+func (f *fakeADS) request(t testing.TB) *discoveryv3.DeltaDiscoveryRequest {
 	t.Helper()
 	select {
 	case r := <-f.reqs:
@@ -97,7 +97,7 @@ func (f *fakeADS) request(t *testing.T) *discoveryv3.DeltaDiscoveryRequest {
 }
 
 // resource wraps an Address as a delta resource.
-func resource(t *testing.T, name, version string, a *workloadapi.Address) *discoveryv3.Resource {
+func resource(t testing.TB, name, version string, a *workloadapi.Address) *discoveryv3.Resource {
 	t.Helper()
 	b, err := proto.Marshal(a)
 	if err != nil {
@@ -129,7 +129,7 @@ func wdsService(name, vip string, scopes ...workloadapi.LoadBalancing_Scope) *wo
 }
 
 // runSource runs a Source against addr; its updates arrive on the channel.
-func runSource(t *testing.T, addr string) (*Source, <-chan source.Update) {
+func runSource(t testing.TB, addr string) (*Source, <-chan source.Update) {
 	t.Helper()
 	s, err := New(Config{Address: addr, NodeName: "node-a", InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -149,7 +149,7 @@ func runSource(t *testing.T, addr string) (*Source, <-chan source.Update) {
 	return s, updates
 }
 
-func nextUpdate(t *testing.T, updates <-chan source.Update) source.Update {
+func nextUpdate(t testing.TB, updates <-chan source.Update) source.Update {
 	t.Helper()
 	select {
 	case u := <-updates:

@@ -27,7 +27,7 @@ type realCluster struct {
 	istiod *realcp.Istiod
 }
 
-func onRealIstiod(t *testing.T) *realCluster {
+func onRealIstiod(t testing.TB) *realCluster {
 	t.Helper()
 	realcp.RequireIstiod(t)
 	cp := controlPlane.Get(t)
@@ -40,7 +40,7 @@ func onRealIstiod(t *testing.T) *realCluster {
 	return c
 }
 
-func (c *realCluster) kubeconfig(t *testing.T) string {
+func (c *realCluster) kubeconfig(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := realcp.WriteKubeconfig(c.cp.Admin(), path); err != nil {
@@ -53,7 +53,7 @@ func (c *realCluster) kubeconfig(t *testing.T) string {
 func (c *realCluster) nodeName(n string) string { return c.ns + "-" + n }
 
 // node creates a Node with istiod's locality labels (empty values left out).
-func (c *realCluster) node(t *testing.T, name, region, zone, subzone string) {
+func (c *realCluster) node(t testing.TB, name, region, zone, subzone string) {
 	t.Helper()
 	labels := realcp.Owned(c.ns)
 	for k, v := range map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone, "topology.istio.io/subzone": subzone} {
@@ -77,7 +77,7 @@ type realPod struct {
 
 // pod creates a Pod on its node and writes its status, as a kubelet would:
 // Running, Ready as given, its IP.
-func (c *realCluster) pod(t *testing.T, p realPod) {
+func (c *realCluster) pod(t testing.TB, p realPod) {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
@@ -95,7 +95,7 @@ func (c *realCluster) pod(t *testing.T, p realPod) {
 	c.setPodStatus(t, created, p)
 }
 
-func (c *realCluster) setPodStatus(t *testing.T, pod *corev1.Pod, p realPod) {
+func (c *realCluster) setPodStatus(t testing.TB, pod *corev1.Pod, p realPod) {
 	t.Helper()
 	ready := corev1.ConditionFalse
 	if p.ready {
@@ -111,7 +111,7 @@ func (c *realCluster) setPodStatus(t *testing.T, pod *corev1.Pod, p realPod) {
 }
 
 // setReady flips a Pod's readiness.
-func (c *realCluster) setReady(t *testing.T, p realPod) {
+func (c *realCluster) setReady(t testing.TB, p realPod) {
 	t.Helper()
 	pod, err := c.admin.CoreV1().Pods(c.ns).Get(context.Background(), p.name, metav1.GetOptions{})
 	if err != nil {
@@ -126,7 +126,7 @@ type realSvc struct {
 	local, notReady bool // internalTrafficPolicy Local; publishNotReadyAddresses
 }
 
-func (c *realCluster) service(t *testing.T, s realSvc) {
+func (c *realCluster) service(t testing.TB, s realSvc) {
 	t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: s.name},
@@ -147,7 +147,7 @@ func (c *realCluster) service(t *testing.T, s realSvc) {
 // slice writes the EndpointSlice the endpointslice controller would write
 // for a Service's pods (no controller manager runs): the Kubernetes source
 // reads it, istiod reads the Pods.
-func (c *realCluster) slice(t *testing.T, svc string, pods []realPod) {
+func (c *realCluster) slice(t testing.TB, svc string, pods []realPod) {
 	t.Helper()
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: svc, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
@@ -180,7 +180,7 @@ func (c *realCluster) fqdn(svc string) string {
 }
 
 // within polls cond every 20 ms for up to d.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

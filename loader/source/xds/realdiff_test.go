@@ -52,7 +52,7 @@ var scenarioNodes = []struct{ name, region, zone, subzone string }{
 	{"a", "r1", "z1", "s1"}, {"b", "r1", "z2", ""}, {"c", "r2", "z3", ""},
 }
 
-func (c *realCluster) create(t *testing.T, sc scenario) {
+func (c *realCluster) create(t testing.TB, sc scenario) {
 	t.Helper()
 	for _, n := range scenarioNodes {
 		c.node(t, n.name, n.region, n.zone, n.subzone)
@@ -80,7 +80,7 @@ func (c *realCluster) localities() []shared.Locality {
 	return append(out, shared.Locality{"region": "r9", "zone": "z9", "node": "elsewhere", "cluster": "Kubernetes"})
 }
 
-func (c *realCluster) kubernetesView(t *testing.T) *view {
+func (c *realCluster) kubernetesView(t testing.TB) *view {
 	t.Helper()
 	client, err := kubernetes.NewClient(c.kubeconfig(t))
 	if err != nil {
@@ -94,7 +94,7 @@ func (c *realCluster) kubernetesView(t *testing.T) *view {
 	return runView(t, src)
 }
 
-func (c *realCluster) xdsView(t *testing.T, node string) (*Source, *view) {
+func (c *realCluster) xdsView(t testing.TB, node string) (*Source, *view) {
 	t.Helper()
 	src, err := New(Config{Address: c.istiod.XDSAddress(), NodeName: c.nodeName(node), Namespace: "loctree", PodName: "agent",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -3,7 +3,6 @@ package xds
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,10 +11,6 @@ import (
 	"github.com/loctree/loctree/loader"
 	"github.com/loctree/loctree/loader/source"
 )
-
-// LatencyEnv runs TestRealLatency (minutes: 1,000 Services and Pods
-// written to the API server): LOCTREE_XDS_LATENCY=1.
-const latencyEnv = "LOCTREE_XDS_LATENCY"
 
 // tap passes a source's updates to the agent and records, for each, when
 // its first WDS response arrived (Update.Observed), when the agent got it,
@@ -43,18 +38,18 @@ func (t *tap) Run(ctx context.Context, publish func(source.Update) error) error 
 	})
 }
 
-// TestRealLatency measures a change's way from the API server to the
+// BenchmarkRealLatency measures a change's way from the API server to the
 // kernel through a real istiod, at 1,000 Services (each with a Pod):
 // for 200 readiness flips, the time from the API write returning to the
 // WDS response arriving at the agent (istiod: its watch, its debounce
 // PILOT_DEBOUNCE_AFTER, default 100 ms, and its push), then to the agent
 // having the new tree live in the kernel and served. Run with istiod's
 // default debounce and again with PILOT_DEBOUNCE_AFTER=1ms, which sets
-// istiod's share apart. Gated by LOCTREE_XDS_LATENCY (docs/PERFORMANCE.md).
-func TestRealLatency(t *testing.T) {
-	if os.Getenv(latencyEnv) == "" {
-		t.Skipf("a measurement of minutes: set %s=1", latencyEnv)
-	}
+// istiod's share apart. A benchmark, so that make test does not run it
+// (about a minute); each run measures the 200 changes whatever b.N is
+// (docs/PERFORMANCE.md).
+func BenchmarkRealLatency(b *testing.B) {
+	t := b
 	kerneltest.RequireRoot(t)
 	c := onRealIstiod(t)
 	const services, changes = 1000, 200
@@ -67,7 +62,8 @@ func TestRealLatency(t *testing.T) {
 		c.pod(t, pods[i])
 	}
 	for _, debounce := range []string{"", "1ms"} {
-		t.Run("debounce="+orDefault(debounce, "default"), func(t *testing.T) {
+		b.Run("debounce="+orDefault(debounce, "default"), func(b *testing.B) {
+			t := b
 			if debounce != "" {
 				c.istiod.Kill()
 				c.istiod.Env = []string{"PILOT_DEBOUNCE_AFTER=" + debounce}
@@ -75,12 +71,15 @@ func TestRealLatency(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			measureLatency(t, c, pods, changes)
+			for range b.N {
+				measureLatency(b, c, pods, changes)
+			}
 		})
 	}
 }
 
-func measureLatency(t *testing.T, c *realCluster, pods []realPod, changes int) {
+func measureLatency(b *testing.B, c *realCluster, pods []realPod, changes int) {
+	t := b
 	src, err := New(Config{Address: c.istiod.XDSAddress(), NodeName: c.nodeName("a"), Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -109,17 +108,20 @@ func measureLatency(t *testing.T, c *realCluster, pods []realPod, changes int) {
 		u := wait(t, tp.seen, func(u tapped) bool { return slices.Contains(u.changed, name) })
 		toWDS, toKernel, total = append(toWDS, u.arrived.Sub(wrote)), append(toKernel, u.live.Sub(u.arrived)), append(total, u.live.Sub(wrote))
 	}
+	b.StopTimer()
 	for _, m := range []struct {
-		what string
-		l    []time.Duration
-	}{{"API write → WDS response at the agent (istiod)", toWDS}, {"WDS response → live in the kernel (agent)", toKernel}, {"API write → live in the kernel", total}} {
+		what, unit string
+		l          []time.Duration
+	}{{"API write → WDS response at the agent (istiod)", "istiod", toWDS}, {"WDS response → live in the kernel (agent)", "agent", toKernel}, {"API write → live in the kernel", "total", total}} {
 		p50, p99, max := percentiles(m.l)
+		b.ReportMetric(float64(p50.Microseconds())/1000, m.unit+"-p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, m.unit+"-p99-ms")
 		t.Logf("%s over %d changes at %d services: p50 %v, p99 %v, max %v", m.what, changes, len(pods), p50.Round(time.Millisecond/10), p99.Round(time.Millisecond/10), max.Round(time.Millisecond/10))
 	}
 }
 
 // wait returns the first update that cond accepts.
-func wait(t *testing.T, seen <-chan tapped, cond func(tapped) bool) tapped {
+func wait(t testing.TB, seen <-chan tapped, cond func(tapped) bool) tapped {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {

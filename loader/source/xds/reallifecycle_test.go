@@ -75,14 +75,14 @@ func TestRealChanges(t *testing.T) {
 	}
 }
 
-func (c *realCluster) deletePod(t *testing.T, name string) {
+func (c *realCluster) deletePod(t testing.TB, name string) {
 	t.Helper()
 	if err := c.admin.CoreV1().Pods(c.ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (c *realCluster) deleteService(t *testing.T, name string) {
+func (c *realCluster) deleteService(t testing.TB, name string) {
 	t.Helper()
 	if err := c.admin.CoreV1().Services(c.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func TestRealRefusal(t *testing.T) {
 
 // serviceEntry creates or replaces a ServiceEntry with one port (80 → 80),
 // one address and one endpoint, that asks for PreferClose.
-func (c *realCluster) serviceEntry(t *testing.T, name, host, addr, resolution, endpoint string) {
+func (c *realCluster) serviceEntry(t testing.TB, name, host, addr, resolution, endpoint string) {
 	t.Helper()
 	gvr := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
 	res := dynamic.NewForConfigOrDie(c.cp.Admin()).Resource(gvr).Namespace(c.ns)

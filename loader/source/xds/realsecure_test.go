@@ -41,7 +41,7 @@ func TestRealSecure(t *testing.T) {
 
 // writeRootCert waits for istiod's root certificate in the namespace's
 // istio-ca-root-cert ConfigMap and writes it to path.
-func (c *realCluster) writeRootCert(t *testing.T, path string) {
+func (c *realCluster) writeRootCert(t testing.TB, path string) {
 	t.Helper()
 	var pem string
 	within(t, 20*time.Second, "istio-ca-root-cert in "+c.ns, func() bool {
@@ -59,7 +59,7 @@ func (c *realCluster) writeRootCert(t *testing.T, path string) {
 
 // writeToken writes a token of the namespace's default service account
 // with audience istio-ca (what a projected istio-token volume holds).
-func (c *realCluster) writeToken(t *testing.T, path string) {
+func (c *realCluster) writeToken(t testing.TB, path string) {
 	t.Helper()
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}}}
 	tok, err := c.admin.CoreV1().ServiceAccounts(c.ns).CreateToken(context.Background(), "default", req, metav1.CreateOptions{})

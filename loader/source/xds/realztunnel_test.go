@@ -191,7 +191,7 @@ func (c *realCluster) wds(src *Source, sc scenario) (sources []*workload, svcs [
 }
 
 // workloadEntry creates an Istio WorkloadEntry selected by Service svc.
-func (c *realCluster) workloadEntry(t *testing.T, svc, addr, network, locality string) {
+func (c *realCluster) workloadEntry(t testing.TB, svc, addr, network, locality string) {
 	t.Helper()
 	we := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "networking.istio.io/v1", "kind": "WorkloadEntry",

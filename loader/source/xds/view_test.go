@@ -24,7 +24,7 @@ type view struct {
 }
 
 // runView runs src until the test ends, applying every update to a view.
-func runView(t *testing.T, src source.Source) *view {
+func runView(t testing.TB, src source.Source) *view {
 	t.Helper()
 	v := &view{specs: map[string]shared.ServiceSpec{}, history: map[string][]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,14 +75,14 @@ func (v *view) names() []string {
 }
 
 // waitFor polls the view until cond holds.
-func (v *view) waitFor(t *testing.T, d time.Duration, what string, cond func(v *view) bool) {
+func (v *view) waitFor(t testing.TB, d time.Duration, what string, cond func(v *view) bool) {
 	t.Helper()
 	within(t, d, what, func() bool { return cond(v) })
 }
 
 // candidates are the endpoints the tree gives a source of locality loc for
 // the service: the addresses in its lookup range.
-func candidates(t *testing.T, sp shared.ServiceSpec, loc shared.Locality) []string {
+func candidates(t testing.TB, sp shared.ServiceSpec, loc shared.Locality) []string {
 	t.Helper()
 	tree, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{sp}}, shared.BuildOptions{})
 	if err != nil {
