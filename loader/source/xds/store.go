@@ -23,7 +23,8 @@ type store struct {
 	members   map[string]map[string]bool // service key → uids of the workloads naming it
 	names     map[string]map[string]bool // service short name → service keys
 	dirty     map[string]bool            // service keys to map again
-	nodes     map[string]bool            // workload nodes changed (the agent's locality may follow)
+	nodes     map[string]bool            // nodes whose workloads changed (the agent's locality may follow)
+	own       shared.Locality            // the agent's locality as last computed (localityOf)
 	since     time.Time                  // the arrival of the first change not taken
 	complete  bool                       // the first response was applied
 	kick      chan struct{}
@@ -136,7 +137,6 @@ func (st *store) kickLocked() {
 type snapshot struct {
 	inputs   map[string]*mapInput // dirty key → input, nil when the service is gone or unmanaged
 	locality shared.Locality
-	nodes    bool // a workload's node changed
 	since    time.Time
 	complete bool
 }
@@ -146,8 +146,10 @@ func (st *store) take(nodeName string) snapshot {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	snap := snapshot{inputs: map[string]*mapInput{}, since: st.since, complete: st.complete}
-	snap.locality = st.localityOf(nodeName)
-	snap.nodes = st.nodes[nodeName]
+	if st.nodes[nodeName] {
+		st.own = st.localityOf(nodeName)
+	}
+	snap.locality = st.own
 	network := snap.locality["network"]
 	for key := range st.dirty {
 		snap.inputs[key] = st.input(key, network)
