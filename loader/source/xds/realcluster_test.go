@@ -32,10 +32,7 @@ func onRealIstiod(t testing.TB) *realCluster {
 	realcp.RequireIstiod(t)
 	cp := controlPlane.Get(t)
 	c := &realCluster{cp: cp, admin: kubernetes.NewForConfigOrDie(cp.Admin()), ns: cp.Namespace(t)}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := c.admin.CoreV1().ServiceAccounts(c.ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	realcp.CreateDefaultServiceAccount(t, c.admin, c.ns)
 	c.istiod = realcp.StartIstiod(t, cp)
 	return c
 }
@@ -75,49 +72,24 @@ type realPod struct {
 	network        string // its topology.istio.io/network label
 }
 
-// pod creates a Pod on its node and writes its status, as a kubelet would:
-// Running, Ready as given, its IP.
+// pod creates a Pod on its node, running, ready as given.
 func (c *realCluster) pod(t testing.TB, p realPod) {
 	t.Helper()
-	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.app}},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: c.ns, Labels: map[string]string{"app": p.app}},
 		Spec: corev1.PodSpec{NodeName: c.nodeName(p.node), AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
 	}
 	if p.network != "" {
 		pod.Labels["topology.istio.io/network"] = p.network
 	}
-	created, err := c.admin.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.setPodStatus(t, created, p)
+	realcp.CreateRunningPod(t, c.admin, pod, p.ip, p.ready)
 }
 
-func (c *realCluster) setPodStatus(t testing.TB, pod *corev1.Pod, p realPod) {
-	t.Helper()
-	ready := corev1.ConditionFalse
-	if p.ready {
-		ready = corev1.ConditionTrue
-	}
-	pod.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}}, HostIP: "100.127.0.1",
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}, {Type: corev1.ContainersReady, Status: ready}},
-	}
-	if _, err := c.admin.CoreV1().Pods(c.ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// setReady flips a Pod's readiness.
+// setReady writes a Pod's readiness.
 func (c *realCluster) setReady(t testing.TB, p realPod) {
 	t.Helper()
-	pod, err := c.admin.CoreV1().Pods(c.ns).Get(context.Background(), p.name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.setPodStatus(t, pod, p)
+	realcp.SetPodReady(t, c.admin, c.ns, p.name, p.ip, p.ready)
 }
 
 // realSvc is a Service selecting app=<name>, port 80 → 8080.

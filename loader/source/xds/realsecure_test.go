@@ -1,14 +1,12 @@
 package xds
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/loctree/loctree/internal/testing/realcp"
 )
 
 // TestRealSecure connects as an agent in a cluster does: TLS to istiod's
@@ -39,34 +37,20 @@ func TestRealSecure(t *testing.T) {
 	v.waitFor(t, 20*time.Second, "web over TLS with a token", converged(map[string]int{c.fqdn("web"): 1}))
 }
 
-// writeRootCert waits for istiod's root certificate in the namespace's
-// istio-ca-root-cert ConfigMap and writes it to path.
+// writeRootCert writes istiod's root certificate, as the namespace's
+// istio-ca-root-cert ConfigMap holds it, to path.
 func (c *realCluster) writeRootCert(t testing.TB, path string) {
 	t.Helper()
-	var pem string
-	within(t, 20*time.Second, "istio-ca-root-cert in "+c.ns, func() bool {
-		cm, err := c.admin.CoreV1().ConfigMaps(c.ns).Get(context.Background(), "istio-ca-root-cert", metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		pem = cm.Data["root-cert.pem"]
-		return pem != ""
-	})
-	if err := os.WriteFile(path, []byte(pem), 0o600); err != nil {
+	if err := os.WriteFile(path, realcp.IstioRootCert(t, c.admin, c.ns), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // writeToken writes a token of the namespace's default service account
-// with audience istio-ca (what a projected istio-token volume holds).
+// with audience istio-ca to path.
 func (c *realCluster) writeToken(t testing.TB, path string) {
 	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}}}
-	tok, err := c.admin.CoreV1().ServiceAccounts(c.ns).CreateToken(context.Background(), "default", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(tok.Status.Token), 0o600); err != nil {
+	if err := os.WriteFile(path, realcp.IstioToken(t, c.admin, c.ns, "default"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
