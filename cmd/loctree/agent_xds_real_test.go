@@ -94,7 +94,7 @@ func createIstioScene(t *testing.T, admin kubernetes.Interface, ns, node string)
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
-	}, "100.64.1.1", true)
+	}, true, "100.64.1.1")
 }
 
 func writeFile(t *testing.T, path string, data []byte) {

@@ -25,36 +25,39 @@ func CreateDefaultServiceAccount(tb testing.TB, client kubernetes.Interface, ns 
 }
 
 // CreateRunningPod creates pod (its spec.nodeName set) and writes its
-// status as a kubelet would: Running, Ready as given, its IP ip (data
-// only: the API server refuses loopback pod IPs).
-func CreateRunningPod(tb testing.TB, client kubernetes.Interface, pod *corev1.Pod, ip string, ready bool) {
+// status as a kubelet would: Running, Ready as given, its IPs ips (one
+// per family; data only: the API server refuses loopback pod IPs).
+func CreateRunningPod(tb testing.TB, client kubernetes.Interface, pod *corev1.Pod, ready bool, ips ...string) {
 	tb.Helper()
 	created, err := client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	writePodStatus(tb, client, created, ip, ready)
+	writePodStatus(tb, client, created, ready, ips)
 }
 
-// SetPodReady writes a Pod's readiness (and IP) as a kubelet would.
-func SetPodReady(tb testing.TB, client kubernetes.Interface, ns, name, ip string, ready bool) {
+// SetPodReady writes a Pod's readiness (and IPs) as a kubelet would.
+func SetPodReady(tb testing.TB, client kubernetes.Interface, ns, name string, ready bool, ips ...string) {
 	tb.Helper()
 	pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	writePodStatus(tb, client, pod, ip, ready)
+	writePodStatus(tb, client, pod, ready, ips)
 }
 
-func writePodStatus(tb testing.TB, client kubernetes.Interface, pod *corev1.Pod, ip string, ready bool) {
+func writePodStatus(tb testing.TB, client kubernetes.Interface, pod *corev1.Pod, ready bool, ips []string) {
 	tb.Helper()
 	cond := corev1.ConditionFalse
 	if ready {
 		cond = corev1.ConditionTrue
 	}
 	pod.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, HostIP: "100.127.0.1",
+		Phase: corev1.PodRunning, PodIP: ips[0], HostIP: "100.127.0.1",
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}, {Type: corev1.ContainersReady, Status: cond}},
+	}
+	for _, ip := range ips {
+		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
 	}
 	if _, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		tb.Fatal(err)

@@ -70,6 +70,14 @@ type realPod struct {
 	app            string // its app label: the Services' selector
 	ready          bool
 	network        string // its topology.istio.io/network label
+	ip6            string // its IPv6 address, if dual-stack
+}
+
+func (p realPod) ips() []string {
+	if p.ip6 != "" {
+		return []string{p.ip, p.ip6}
+	}
+	return []string{p.ip}
 }
 
 // pod creates a Pod on its node, running, ready as given.
@@ -83,19 +91,20 @@ func (c *realCluster) pod(t testing.TB, p realPod) {
 	if p.network != "" {
 		pod.Labels["topology.istio.io/network"] = p.network
 	}
-	realcp.CreateRunningPod(t, c.admin, pod, p.ip, p.ready)
+	realcp.CreateRunningPod(t, c.admin, pod, p.ready, p.ips()...)
 }
 
 // setReady writes a Pod's readiness.
 func (c *realCluster) setReady(t testing.TB, p realPod) {
 	t.Helper()
-	realcp.SetPodReady(t, c.admin, c.ns, p.name, p.ip, p.ready)
+	realcp.SetPodReady(t, c.admin, c.ns, p.name, p.ready, p.ips()...)
 }
 
 // realSvc is a Service selecting app=<name>, port 80 → 8080.
 type realSvc struct {
 	name, td        string
 	local, notReady bool // internalTrafficPolicy Local; publishNotReadyAddresses
+	dual            bool // dual-stack (IPv4, IPv6) with a second port, 81 → 8081
 }
 
 func (c *realCluster) service(t testing.TB, s realSvc) {
@@ -111,30 +120,46 @@ func (c *realCluster) service(t testing.TB, s realSvc) {
 	if s.local {
 		svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 	}
+	if s.dual {
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "admin", Port: 81, TargetPort: intstr.FromInt32(8081)})
+	}
 	if _, err := c.admin.CoreV1().Services(c.ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// slice writes the EndpointSlice the endpointslice controller would write
-// for a Service's pods (no controller manager runs): the Kubernetes source
-// reads it, istiod reads the Pods.
+// slice writes the EndpointSlices the endpointslice controller would
+// write for a Service's pods (no controller manager runs), one per family
+// the pods have: the Kubernetes source reads them, istiod reads the Pods.
 func (c *realCluster) slice(t testing.TB, svc string, pods []realPod) {
 	t.Helper()
+	c.writeSlice(t, svc, svc, discoveryv1.AddressTypeIPv4, pods, func(p realPod) string { return p.ip })
+	if len(pods) > 0 && pods[0].ip6 != "" {
+		c.writeSlice(t, svc, svc+"-v6", discoveryv1.AddressTypeIPv6, pods, func(p realPod) string { return p.ip6 })
+	}
+}
+
+func (c *realCluster) writeSlice(t testing.TB, svc, name string, family discoveryv1.AddressType, pods []realPod, addr func(realPod) string) {
+	t.Helper()
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: svc, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: family,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if pods[0].ip6 != "" {
+		sl.Ports = append(sl.Ports, discoveryv1.EndpointPort{Name: ptr.To("admin"), Port: ptr.To[int32](8081), Protocol: ptr.To(corev1.ProtocolTCP)})
 	}
 	for _, p := range pods {
 		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{p.ip}, NodeName: ptr.To(c.nodeName(p.node)),
+			Addresses: []string{addr(p)}, NodeName: ptr.To(c.nodeName(p.node)),
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(p.ready), Serving: ptr.To(p.ready), Terminating: ptr.To(false)},
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: c.ns, Name: p.name},
 		})
 	}
 	ctx := context.Background()
-	old, err := c.admin.DiscoveryV1().EndpointSlices(c.ns).Get(ctx, svc, metav1.GetOptions{})
+	old, err := c.admin.DiscoveryV1().EndpointSlices(c.ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		sl.ResourceVersion = old.ResourceVersion
 		_, err = c.admin.DiscoveryV1().EndpointSlices(c.ns).Update(ctx, sl, metav1.UpdateOptions{})

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,10 +19,16 @@ import (
 // load-balancing scopes: trafficDistribution PreferClose (with a pod not
 // ready), PreferSameZone, PreferSameNode, internalTrafficPolicy Local
 // (with a traffic distribution, and without: istiod's own),
-// publishNotReadyAddresses, and a Service with neither.
+// publishNotReadyAddresses, a dual-stack Service with two ports, and a
+// Service with neither.
 type scenario struct {
 	svcs []realSvc
 	pods map[string][]realPod // by Service
+}
+
+func dual(p realPod, ip6 string) realPod {
+	p.ip6 = ip6
+	return p
 }
 
 func newScenario() scenario {
@@ -32,7 +39,7 @@ func newScenario() scenario {
 		svcs: []realSvc{
 			{name: "close", td: "PreferClose"}, {name: "zone", td: "PreferSameZone"}, {name: "node", td: "PreferSameNode"},
 			{name: "local", td: "PreferSameZone", local: true}, {name: "pnr", td: "PreferSameZone", notReady: true},
-			{name: "plain"}, {name: "localonly", local: true},
+			{name: "plain"}, {name: "localonly", local: true}, {name: "dual", td: "PreferSameZone", dual: true},
 		},
 		pods: map[string][]realPod{
 			"close": {ep("close", "c1", "a", "100.64.1.1", true), ep("close", "c2", "b", "100.64.1.2", true),
@@ -43,6 +50,7 @@ func newScenario() scenario {
 			"pnr":       {ep("pnr", "p1", "a", "100.64.5.1", false), ep("pnr", "p2", "c", "100.64.5.2", true)},
 			"plain":     {ep("plain", "q1", "a", "100.64.6.1", true)},
 			"localonly": {ep("localonly", "o1", "a", "100.64.7.1", true), ep("localonly", "o2", "b", "100.64.7.2", true)},
+			"dual":      {dual(ep("dual", "d1", "a", "100.64.8.1", true), "2001:db8::8:1"), dual(ep("dual", "d2", "c", "100.64.8.2", true), "2001:db8::8:2")},
 		},
 	}
 }
@@ -130,10 +138,7 @@ func TestRealDifferentialKubernetes(t *testing.T) {
 	c := onRealIstiod(t)
 	sc := newScenario()
 	c.create(t, sc)
-	want := map[string]int{}
-	for _, s := range sc.svcs {
-		want[c.fqdn(s.name)] = len(sc.pods[s.name])
-	}
+	want := c.treeNames(sc)
 	want[c.fqdn("plain")] = -1
 	kubeWant := maps.Clone(want)
 	kubeWant[c.fqdn("localonly")] = -1
@@ -142,22 +147,33 @@ func TestRealDifferentialKubernetes(t *testing.T) {
 	xv.waitFor(t, 30*time.Second, "the xDS source's services", converged(want))
 	kv.waitFor(t, 30*time.Second, "the Kubernetes source's services", converged(kubeWant))
 
-	for _, s := range sc.svcs {
-		name := c.fqdn(s.name)
+	names := map[string]bool{}
+	for _, n := range append(xv.names(), kv.names()...) {
+		if strings.Contains(n, "."+c.ns+".svc.") {
+			names[n] = true
+		}
+	}
+	if len(names) != len(want)-1 {
+		t.Errorf("tree services %v, want %d (the dual-stack, two-port Service's four included)", slices.Sorted(maps.Keys(names)), len(want)-1)
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		xs, xok := xv.spec(name)
 		ks, kok := kv.spec(name)
 		if !xok || !kok {
-			continue // asserted by converged: plain in neither, localonly in xds only
+			if !xok || name != c.fqdn("localonly") {
+				t.Errorf("%s: in the xDS tree %v, in the Kubernetes tree %v", name, xok, kok)
+			}
+			continue
 		}
-		if !reflect.DeepEqual(xs.Scopes, ks.Scopes) || xs.Mode != ks.Mode || orDefault(xs.Health, "only_healthy") != orDefault(ks.Health, "only_healthy") {
-			t.Errorf("%s: xds scopes %v mode %q health %q, kubernetes %v %q %q", s.name, xs.Scopes, xs.Mode, xs.Health, ks.Scopes, ks.Mode, ks.Health)
+		if !reflect.DeepEqual(xs.Scopes, ks.Scopes) || xs.Mode != ks.Mode || orDefault(xs.Health, "only_healthy") != orDefault(ks.Health, "only_healthy") || xs.VIP != ks.VIP {
+			t.Errorf("%s: xds scopes %v mode %q health %q VIP %s, kubernetes %v %q %q %s", name, xs.Scopes, xs.Mode, xs.Health, xs.VIP, ks.Scopes, ks.Mode, ks.Health, ks.VIP)
 		}
 		if x, k := routed(xs), routed(ks); !slices.Equal(x, k) {
-			t.Errorf("%s endpoints:\n xds        %v\n kubernetes %v", s.name, x, k)
+			t.Errorf("%s endpoints:\n xds        %v\n kubernetes %v", name, x, k)
 		}
 		for _, loc := range c.localities() {
 			if x, k := candidates(t, xs, loc), candidates(t, ks, loc); !slices.Equal(x, k) {
-				t.Errorf("%s from %v: xds candidates %v, kubernetes %v", s.name, loc, x, k)
+				t.Errorf("%s from %v: xds candidates %v, kubernetes %v", name, loc, x, k)
 			}
 		}
 	}
@@ -168,6 +184,21 @@ func TestRealDifferentialKubernetes(t *testing.T) {
 	if !slices.Equal(lo.Scopes, []string{"node"}) || lo.Mode != "strict" {
 		t.Errorf("localonly: scopes %v mode %q, want istiod's [node] strict", lo.Scopes, lo.Mode)
 	}
+}
+
+// treeNames are the tree services of the scenario's Services with their
+// endpoint counts: the dual-stack Service has a second port and an IPv6
+// twin of each.
+func (c *realCluster) treeNames(sc scenario) map[string]int {
+	want := map[string]int{}
+	for _, s := range sc.svcs {
+		n := len(sc.pods[s.name])
+		want[c.fqdn(s.name)] = n
+		if s.dual {
+			want[c.fqdn(s.name)+":81"], want[c.fqdn(s.name)+"#ipv6"], want[c.fqdn(s.name)+":81#ipv6"] = n, n, n
+		}
+	}
+	return want
 }
 
 // routed are a service's endpoints as the tree routes on them: address,

@@ -25,7 +25,7 @@ import (
 // one (which never picks capacity 0). Endpoints are first filtered as
 // ztunnel's service store keeps them (src/state/service.rs
 // should_include_endpoint: healthy, or any with health_policy ALLOW_ALL).
-func ztunnelCandidates(src *workload, svc *service, svcPort uint32, members []*workload) []string {
+func ztunnelCandidates(src *workload, svc *service, svcPort uint32, v6 bool, members []*workload) []string {
 	targetPort, ok := uint32(0), false
 	for _, p := range svc.ports {
 		if p.service == svcPort {
@@ -108,14 +108,15 @@ func ztunnelCandidates(src *workload, svc *service, svcPort uint32, members []*w
 	}
 	var out []string
 	for _, e := range eps {
-		if e.wl.capacity == 0 || len(e.wl.addrs) == 0 {
-			continue
+		i := slices.IndexFunc(e.wl.addrs, func(a netip.Addr) bool { return a.Is6() == v6 })
+		if e.wl.capacity == 0 || i < 0 {
+			continue // never chosen; or no address of the VIP's family (the kernel cannot cross families)
 		}
 		port := e.wl.services[svc.key][svcPort]
 		if port == 0 {
 			port = targetPort
 		}
-		out = append(out, netip.AddrPortFrom(e.wl.addrs[0], uint16(port)).String())
+		out = append(out, netip.AddrPortFrom(e.wl.addrs[i], uint16(port)).String())
 	}
 	slices.Sort(out)
 	return out
@@ -124,10 +125,12 @@ func ztunnelCandidates(src *workload, svc *service, svcPort uint32, members []*w
 // TestRealZtunnelRule: on a real istiod, with Pods on the default network
 // and WorkloadEntries on network net2 (region r2, zone z3) selected by four
 // of the Services, for every workload istiod serves as a source and every
-// Service it gives scopes, the candidates of the xDS source's tree for the
-// source's locality are ztunnel's load_balance candidates over the same
-// WDS resources — the network rule included: a net2 source of a Service
-// with no net2 endpoint ranks the others by the remaining scopes.
+// Service it gives scopes, on every port and IP family (a dual-stack
+// Service with two ports: its tree services and #ipv6 twins), the
+// candidates of the xDS source's tree for the source's locality are
+// ztunnel's load_balance candidates over the same WDS resources — the
+// network rule included: a net2 source of a Service with no net2 endpoint
+// ranks the others by the remaining scopes.
 func TestRealZtunnelRule(t *testing.T) {
 	c := onRealIstiod(t)
 	realcp.ApplyIstioCRDs(t, c.cp, "workloadentries.networking.istio.io")
@@ -137,30 +140,44 @@ func TestRealZtunnelRule(t *testing.T) {
 	for i, svc := range entries {
 		c.workloadEntry(t, svc, fmt.Sprintf("100.64.9.%d", i+1), "net2", "r2/z3")
 	}
-	want := map[string]int{}
-	for _, s := range sc.svcs {
-		want[c.fqdn(s.name)] = len(sc.pods[s.name])
-		if slices.Contains(entries, s.name) {
-			want[c.fqdn(s.name)]++
-		}
+	want := c.treeNames(sc)
+	for _, s := range entries {
+		want[c.fqdn(s)]++
 	}
 	want[c.fqdn("plain")] = -1
 	src, v := c.xdsView(t, "a")
 	v.waitFor(t, 30*time.Second, "the xDS source's services, WorkloadEntries included", converged(want))
 
 	sources, svcs := c.wds(src, sc)
-	if len(sources) != 19 || len(svcs) != 6 {
-		t.Fatalf("%d source workloads (want 15 Pods and 4 WorkloadEntries), %d managed services (want 6)", len(sources), len(svcs))
+	if len(sources) != 21 || len(svcs) != 7 {
+		t.Fatalf("%d source workloads (want 17 Pods and 4 WorkloadEntries), %d managed services (want 7)", len(sources), len(svcs))
 	}
 	checked := 0
 	for _, s := range svcs {
-		sp, _ := v.spec(s.svc.hostname)
-		for _, w := range sources {
-			want := ztunnelCandidates(w, s.svc, 80, s.members)
-			if got := candidates(t, sp, w.localityOf()); !slices.Equal(got, want) {
-				t.Errorf("%s from %s %v: tree %v, ztunnel %v", s.svc.name, w.uid, w.localityOf(), got, want)
+		for i, p := range s.svc.ports {
+			for _, v6 := range []bool{false, true} {
+				name := s.svc.hostname
+				if i > 0 {
+					name += fmt.Sprintf(":%d", p.service)
+				}
+				if v6 {
+					name += "#ipv6"
+				}
+				sp, ok := v.spec(name)
+				if !ok {
+					if v6 && len(s.svc.vips) == 2 || !v6 {
+						t.Errorf("no tree service %s", name)
+					}
+					continue
+				}
+				for _, w := range sources {
+					want := ztunnelCandidates(w, s.svc, p.service, v6, s.members)
+					if got := candidates(t, sp, w.localityOf()); !slices.Equal(got, want) {
+						t.Errorf("%s from %s %v: tree %v, ztunnel %v", name, w.uid, w.localityOf(), got, want)
+					}
+					checked++
+				}
 			}
-			checked++
 		}
 	}
 	t.Logf("%d (service, source workload) pairs agree", checked)
