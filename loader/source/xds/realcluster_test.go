@@ -103,8 +103,9 @@ func (c *realCluster) setReady(t testing.TB, p realPod) {
 // realSvc is a Service selecting app=<name>, port 80 → 8080.
 type realSvc struct {
 	name, td        string
-	local, notReady bool // internalTrafficPolicy Local; publishNotReadyAddresses
-	dual            bool // dual-stack (IPv4, IPv6) with a second port, 81 → 8081
+	local, notReady bool   // internalTrafficPolicy Local; publishNotReadyAddresses
+	dual            bool   // dual-stack (IPv4, IPv6) with a second port, 81 → 8081
+	annotation      string // Istio's networking.istio.io/traffic-distribution
 }
 
 func (c *realCluster) service(t testing.TB, s realSvc) {
@@ -116,6 +117,9 @@ func (c *realCluster) service(t testing.TB, s realSvc) {
 	}
 	if s.td != "" {
 		svc.Spec.TrafficDistribution = ptr.To(s.td)
+	}
+	if s.annotation != "" {
+		svc.Annotations = map[string]string{"networking.istio.io/traffic-distribution": s.annotation}
 	}
 	if s.local {
 		svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)

@@ -19,8 +19,8 @@ import (
 // load-balancing scopes: trafficDistribution PreferClose (with a pod not
 // ready), PreferSameZone, PreferSameNode, internalTrafficPolicy Local
 // (with a traffic distribution, and without: istiod's own),
-// publishNotReadyAddresses, a dual-stack Service with two ports, and a
-// Service with neither.
+// publishNotReadyAddresses, a dual-stack Service with two ports, Istio's
+// traffic-distribution annotation, and a Service with neither.
 type scenario struct {
 	svcs []realSvc
 	pods map[string][]realPod // by Service
@@ -40,6 +40,7 @@ func newScenario() scenario {
 			{name: "close", td: "PreferClose"}, {name: "zone", td: "PreferSameZone"}, {name: "node", td: "PreferSameNode"},
 			{name: "local", td: "PreferSameZone", local: true}, {name: "pnr", td: "PreferSameZone", notReady: true},
 			{name: "plain"}, {name: "localonly", local: true}, {name: "dual", td: "PreferSameZone", dual: true},
+			{name: "annotated", annotation: "PreferSameNode"},
 		},
 		pods: map[string][]realPod{
 			"close": {ep("close", "c1", "a", "100.64.1.1", true), ep("close", "c2", "b", "100.64.1.2", true),
@@ -50,6 +51,7 @@ func newScenario() scenario {
 			"pnr":       {ep("pnr", "p1", "a", "100.64.5.1", false), ep("pnr", "p2", "c", "100.64.5.2", true)},
 			"plain":     {ep("plain", "q1", "a", "100.64.6.1", true)},
 			"localonly": {ep("localonly", "o1", "a", "100.64.7.1", true), ep("localonly", "o2", "b", "100.64.7.2", true)},
+			"annotated": {ep("annotated", "t1", "a", "100.64.9.1", true), ep("annotated", "t2", "b", "100.64.9.2", true)},
 			"dual":      {dual(ep("dual", "d1", "a", "100.64.8.1", true), "2001:db8::8:1"), dual(ep("dual", "d2", "c", "100.64.8.2", true), "2001:db8::8:2")},
 		},
 	}

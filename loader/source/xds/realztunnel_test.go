@@ -149,8 +149,8 @@ func TestRealZtunnelRule(t *testing.T) {
 	v.waitFor(t, 30*time.Second, "the xDS source's services, WorkloadEntries included", converged(want))
 
 	sources, svcs := c.wds(src, sc)
-	if len(sources) != 21 || len(svcs) != 7 {
-		t.Fatalf("%d source workloads (want 17 Pods and 4 WorkloadEntries), %d managed services (want 7)", len(sources), len(svcs))
+	if len(sources) != 23 || len(svcs) != 8 {
+		t.Fatalf("%d source workloads (want 19 Pods and 4 WorkloadEntries), %d managed services (want 8)", len(sources), len(svcs))
 	}
 	checked := 0
 	for _, s := range svcs {
