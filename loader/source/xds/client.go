@@ -44,11 +44,16 @@ type client struct {
 	versions map[string]string // resource name → the version istiod last sent; owned by run
 }
 
-// run connects and reconnects until ctx ends.
-func (c *client) run(ctx context.Context, conn *grpc.ClientConn) {
+// run connects and reconnects until ctx ends. Each attempt dials a new
+// connection, as ztunnel makes a new channel per attempt (run_internal):
+// a gRPC connection that failed would otherwise refuse new streams until
+// its own reconnect backoff (gRPC's: 1 s, growing to 120 s) let it dial
+// again, and that backoff, not this one, would decide when the agent gets
+// istiod back.
+func (c *client) run(ctx context.Context) {
 	backoff := c.cfg.InitialBackoff
 	for ctx.Err() == nil {
-		got, err := c.stream(ctx, conn)
+		got, err := c.attempt(ctx)
 		c.stats.disconnected(err)
 		if ctx.Err() != nil {
 			return
@@ -64,6 +69,16 @@ func (c *client) run(ctx context.Context, conn *grpc.ClientConn) {
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
+}
+
+// attempt dials istiod and runs one stream on the new connection.
+func (c *client) attempt(ctx context.Context) (got bool, err error) {
+	conn, err := c.cfg.dial()
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return c.stream(ctx, conn)
 }
 
 func jitter(d time.Duration) time.Duration {

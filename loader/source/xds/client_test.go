@@ -2,13 +2,19 @@ package xds
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/loctree/loctree/loader/source"
 
 	"github.com/loctree/loctree/loader/source/xds/internal/workloadapi"
 )
@@ -102,5 +108,55 @@ func TestReconnectResumesWithVersions(t *testing.T) {
 	u := nextUpdate(t, updates)
 	if !slices.Equal(u.Changed, []string{"b.ns.svc.cluster.local"}) || u.Services.Has("b.ns.svc.cluster.local") || !u.Services.Has("a.ns.svc.cluster.local") {
 		t.Fatalf("after the removal: changed %v", u.Changed)
+	}
+}
+
+// TestBackoff: while every connection fails (a listener that accepts and
+// closes at once), the client tries again after a jittered wait that
+// doubles from InitialBackoff to MaxBackoff: each gap is at least half the
+// step's backoff, and the attempts keep coming at the cap (each attempt
+// dials anew, so gRPC's own 1 s connection backoff never holds them back).
+func TestBackoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepts := make(chan time.Time, 1000)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts <- time.Now()
+			conn.Close()
+		}
+	}()
+	const initial, max = 20 * time.Millisecond, 80 * time.Millisecond
+	s, err := New(Config{Address: ln.Addr().String(), NodeName: "n", InitialBackoff: initial, MaxBackoff: max, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func(source.Update) error { return nil }) }()
+	time.Sleep(1500 * time.Millisecond)
+	cancel()
+	<-done
+	var times []time.Time
+	for len(accepts) > 0 {
+		times = append(times, <-accepts)
+	}
+	// 1.5 s of waits of at most 20+40+80+80+… ms: at least 15 attempts.
+	if len(times) < 15 {
+		t.Fatalf("%d connection attempts in 1.5 s, want at least 15 (backoff %v doubling to %v)", len(times), initial, max)
+	}
+	b := initial
+	for i := 1; i < len(times); i++ { // the wait before attempt i is drawn from [b/2, b]
+		if gap := times[i].Sub(times[i-1]); gap < b/2-2*time.Millisecond {
+			t.Errorf("attempt %d came %v after the last, want at least %v (half of %v)", i, gap, b/2, b)
+		}
+		b = min(2*b, max)
 	}
 }

@@ -112,16 +112,16 @@ func (s *Source) WriteMetrics(w io.Writer) error {
 // that changed a tree service or the node's locality. It returns nil when
 // ctx ends; it never gives up on istiod.
 func (s *Source) Run(ctx context.Context, publish func(source.Update) error) error {
-	conn, err := s.cfg.dial()
+	conn, err := s.cfg.dial() // a bad address fails here, before the first update
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	conn.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel: the client has returned
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Go(func() { s.client.run(ctx, conn) })
+	wg.Go(func() { s.client.run(ctx) })
 	for {
 		select {
 		case <-ctx.Done():
