@@ -148,9 +148,10 @@ func TestBackoff(t *testing.T) {
 	for len(accepts) > 0 {
 		times = append(times, <-accepts)
 	}
-	// 1.5 s of waits of at most 20+40+80+80+… ms: at least 15 attempts.
-	if len(times) < 15 {
-		t.Fatalf("%d connection attempts in 1.5 s, want at least 15 (backoff %v doubling to %v)", len(times), initial, max)
+	// Waits of at most 20+40+80+80+… ms: 10 attempts take at most 620 ms of
+	// them, leaving 880 ms for the attempts themselves on a loaded machine.
+	if len(times) < 10 {
+		t.Fatalf("%d connection attempts in 1.5 s, want at least 10 (backoff %v doubling to %v)", len(times), initial, max)
 	}
 	b := initial
 	for i := 1; i < len(times); i++ { // the wait before attempt i is drawn from [b/2, b]
