@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	istioext "istio.io/client-go/pkg/apis/extensions/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -91,17 +92,24 @@ func TestWasmURLRequired(t *testing.T) {
 // pluginIn returns the WasmPlugin of a kustomize output.
 func pluginIn(t *testing.T, out []byte) *istioext.WasmPlugin {
 	t.Helper()
+	return objectIn[*istioext.WasmPlugin](t, out)
+}
+
+// objectIn returns the first object of type T in a kustomize output.
+func objectIn[T runtime.Object](t *testing.T, out []byte) T {
+	t.Helper()
 	docs, err := manifest.Split(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range docs {
 		if obj, err := manifest.Decode(d); err == nil {
-			if p, ok := obj.(*istioext.WasmPlugin); ok {
-				return p
+			if o, ok := obj.(T); ok {
+				return o
 			}
 		}
 	}
-	t.Fatal("no WasmPlugin in the kustomize output")
-	return nil
+	var zero T
+	t.Fatalf("no %T in the kustomize output", zero)
+	return zero
 }

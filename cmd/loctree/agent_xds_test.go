@@ -49,3 +49,15 @@ func TestAgentXDSOpen(t *testing.T) {
 		t.Errorf("plaintext: %v, %v", src, err)
 	}
 }
+
+// TestXDSOverlayArgs: the agent arguments of istio/overlays/xds are flags
+// `loctree agent` has, with the xDS source and its identity selected.
+func TestXDSOverlayArgs(t *testing.T) {
+	cmd := parseAgentArgs(t, "overlays/xds/daemonset-patch.yaml")
+	for flag, want := range map[string]string{"source": "xds", "node": "n1", "xds-namespace": "loctree-system", "xds-pod-name": "loctree-agent-x",
+		"xds-address": "istiod.istio-system.svc:15012", "xds-ca-file": "/var/run/secrets/istio/root-cert.pem", "xds-token-file": "/var/run/secrets/tokens/istio-token"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q", flag, got, want)
+		}
+	}
+}
