@@ -126,12 +126,13 @@ func objects(t *testing.T, stream []byte) map[string]map[string]any {
 
 // TestChartEqualsKustomize: `helm template` of the chart with the default
 // values (and the required wasm.url) gives the same objects, field for
-// field, as the kustomize build of istio/; with steering persistent-session,
-// the same as the overlay.
+// field, as the kustomize build of istio/; with steering persistent-session
+// or source xds, the same as that overlay.
 func TestChartEqualsKustomize(t *testing.T) {
 	for dir, vals := range map[string]map[string]any{
 		".":                           {"wasm": map[string]any{"url": testWasmURL}},
 		"overlays/persistent-session": {"wasm": map[string]any{"url": testWasmURL}, "steering": "persistent-session"},
+		"overlays/xds":                {"wasm": map[string]any{"url": testWasmURL}, "source": "xds"},
 	} {
 		t.Run(dir, func(t *testing.T) {
 			out, err := helmTemplate(t, vals)
@@ -201,7 +202,7 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []map[string]any{{"mode": "ambient"}, {"steering": "sticky"}, {"wasm": map[string]any{"failStrategy": "NEVER"}}} {
+	for _, bad := range []map[string]any{{"mode": "ambient"}, {"steering": "sticky"}, {"source": "eds"}, {"wasm": map[string]any{"failStrategy": "NEVER"}}} {
 		bad["wasm"] = mergeURL(bad["wasm"])
 		if _, err := helmTemplate(t, bad); err == nil {
 			t.Errorf("%v: rendered", bad)

@@ -21,6 +21,9 @@ app.kubernetes.io/part-of: loctree
 {{- if not (has .Values.steering (list "override-host" "persistent-session")) -}}
 {{- fail (printf "steering %q: want override-host or persistent-session" .Values.steering) -}}
 {{- end -}}
+{{- if not (has .Values.source (list "kubernetes" "xds")) -}}
+{{- fail (printf "source %q: want kubernetes or xds" .Values.source) -}}
+{{- end -}}
 {{- if not (has .Values.wasm.failStrategy (list "FAIL_OPEN" "FAIL_CLOSE" "FAIL_RELOAD")) -}}
 {{- fail (printf "wasm.failStrategy %q: want FAIL_OPEN, FAIL_CLOSE or FAIL_RELOAD" .Values.wasm.failStrategy) -}}
 {{- end -}}
