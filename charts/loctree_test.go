@@ -50,7 +50,7 @@ func helmTemplate(t *testing.T, vals map[string]any) ([]byte, error) {
 	}
 	var names []string
 	for name := range files {
-		if strings.HasSuffix(name, ".yaml") {
+		if strings.HasSuffix(name, ".yaml") && strings.TrimSpace(files[name]) != "" { // helm leaves out a template that renders empty
 			names = append(names, name)
 		}
 	}
@@ -141,8 +141,12 @@ func TestChartEqualsKustomize(t *testing.T) {
 			}
 			got, want := objects(t, out), objects(t, kustomizeBuild(t, dir))
 			gk, wk := slices.Sorted(mapsKeys(got)), slices.Sorted(mapsKeys(want))
-			if len(wk) != 8 {
-				t.Errorf("kustomize builds %d objects, want 8: %v", len(wk), wk)
+			objs := 8
+			if dir == "overlays/xds" {
+				objs = 6 // no ClusterRole and binding: the agent calls no Kubernetes API
+			}
+			if len(wk) != objs {
+				t.Errorf("kustomize builds %d objects, want %d: %v", len(wk), objs, wk)
 			}
 			if !slices.Equal(gk, wk) {
 				t.Fatalf("helm renders %v\nkustomize builds %v", gk, wk)

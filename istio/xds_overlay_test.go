@@ -16,13 +16,17 @@ import (
 // istio-ca-root-cert ConfigMap, the token file a projected token of
 // audience istio-ca; every $(VAR) the arguments name is in the container's
 // environment (the base's NODE_NAME, HOST_IP, CLUSTER_ID kept, the pod's
-// name and namespace added), and the base's own mounts are still there.
+// name and namespace added), the base's own mounts are still there, and no
+// ClusterRole is granted (the agent calls no Kubernetes API).
 func TestXDSOverlay(t *testing.T) {
 	out, err := kustomizeBuild("overlays/xds", "wasmURL="+testWasmURL+"\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ds := objectIn[*appsv1.DaemonSet](t, out)
+	if strings.Contains(string(out), "kind: ClusterRole") {
+		t.Error("the xds agent calls no Kubernetes API, yet the overlay grants it a ClusterRole")
+	}
 	pod := ds.Spec.Template.Spec
 	agent := pod.Containers[0]
 	flags := map[string]string{}
