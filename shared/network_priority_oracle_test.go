@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -269,21 +270,53 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 	}
 }
 
-// pendingItems names what the comparisons with loctree wait for: they fail
-// on main and on this branch, which implements neither item yet.
-const pendingItems = "issue 26 items 3 and 4 are not implemented: loctree ranks network like any other scope and splits only the rank at region"
+// refusedBeforeRegion says whether Build refuses a spec for a scope other
+// than network before region under failover rules: Istio's priorities
+// then split every rank of that scope again by region, zone and subzone
+// (rank × 5 + LbPriority), which the tree does not hold (docs/TOPOLOGY.md,
+// "failover"); the oracle above still computes them.
+func refusedBeforeRegion(spec *ServiceSpec) bool {
+	at := slices.Index(spec.Scopes, "region")
+	return len(spec.Failover) > 0 && (at > 1 || (at == 1 && spec.Scopes[0] != "network"))
+}
 
-// TestIstioNetworkVectorsShared holds shared's priorities to Istio's vectors.
-// On 2066581: "FailoverPriority including locality": 3 priorities, Istio 4;
-// "FailoverPriority with Failover": 4 priorities, Istio 6.
+// buildOrRefused builds spec, or checks that Build refuses it as
+// refusedBeforeRegion says; nil then.
+func buildOrRefused(t *testing.T, spec *ServiceSpec) *Tree {
+	t.Helper()
+	tree, err := Build(&Topology{Services: []ServiceSpec{*spec}}, BuildOptions{})
+	switch {
+	case refusedBeforeRegion(spec) && (!errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "before region")):
+		t.Fatalf("scopes %v with failover: %v, want refused", spec.Scopes, err)
+	case refusedBeforeRegion(spec):
+		return nil
+	case err != nil:
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// TestIstioNetworkVectorsShared holds shared's priorities to Istio's
+// vectors: "FailoverPriority including locality" (item 3) as Istio ranks
+// it; "FailoverPriority with Failover" has cluster before region and is
+// refused. On 2066581 (before the network rule for spillover): 3
+// priorities, Istio 4.
 func TestIstioNetworkVectorsShared(t *testing.T) {
+	compared := 0
 	for _, v := range istioNetworkVectors {
 		spec := v.spec()
-		tree := mustBuild(t, &Topology{Services: []ServiceSpec{*spec}})
+		tree := buildOrRefused(t, spec)
+		if tree == nil {
+			continue
+		}
 		l := tree.Services()[0].Loads(v.src)
 		if err := comparePriorities(tree, &l, networkPriorityOracle(spec, v.src, DefaultOverprovisioningFactor, DefaultPanicThreshold)); err != nil {
-			t.Skipf("%s: %v (%s)", v.name, err, pendingItems)
+			t.Fatalf("%s: %v", v.name, err)
 		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no vector compared")
 	}
 }
 
@@ -314,10 +347,13 @@ func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 		for _, sc := range scopes {
 			src[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(3))
 		}
-		tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+		tree := buildOrRefused(t, &spec)
+		if tree == nil {
+			continue
+		}
 		l := tree.Services()[0].Loads(src)
 		if err := comparePriorities(tree, &l, networkPriorityOracle(&spec, src, of, threshold)); err != nil {
-			t.Skipf("case %d, scopes %v, failover %v, from %v: %v (%s)", it, scopes, spec.Failover, src, err, pendingItems)
+			t.Fatalf("case %d, scopes %v, failover %v, from %v: %v", it, scopes, spec.Failover, src, err)
 		}
 	}
 }

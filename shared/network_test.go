@@ -54,7 +54,9 @@ func TestNetworkRule(t *testing.T) {
 
 // TestNetworkRuleRefused: an explicit network_rule that cannot apply, or
 // a typo, is an error naming it; spillover with network first builds with
-// the plain rule (Envoy's priorities), and refuses an explicit ztunnel.
+// the rule (Istio's failoverPriority network rule), explicit or not, and
+// refuses failover rules with network before region under the plain rule
+// (Istio ranks the other networks by region, zone and subzone then).
 func TestNetworkRuleRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -67,7 +69,18 @@ func TestNetworkRuleRefused(t *testing.T) {
 		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
 		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
 		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
-		{"spillover", "does not combine with spillover", func(s *ServiceSpec) { s.NetworkRule, s.Spillover = "ztunnel", &SpilloverSpec{} }},
+		{"plain failover", "network before it under network_rule ztunnel", func(s *ServiceSpec) {
+			s.NetworkRule, s.Spillover, s.Scopes = "plain", &SpilloverSpec{}, []string{"network", "region"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"cluster before region", "put region first", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "region"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"zone apart", "zone must follow region directly", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"region", "node", "zone"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
 	} {
 		top := networkTopology("")
 		c.mut(&top.Services[0])
@@ -81,8 +94,12 @@ func TestNetworkRuleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tree.Services()[0].networkRule {
-		t.Fatal("spillover with network first: the network rule is on, want Envoy's plain ranking")
+	if s := tree.Services()[0]; s.networkRule || !s.netOther {
+		t.Fatal("spillover with network first: want the other-network trees (Istio's network rule), not the lookup's network tree")
+	}
+	top.Services[0].NetworkRule = "ztunnel"
+	if _, err := Build(top, BuildOptions{}); err != nil {
+		t.Fatalf("explicit ztunnel with spillover: %v", err)
 	}
 }
 
@@ -125,7 +142,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(4)
+	u16(5)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -204,7 +221,8 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 2", "network rule 2", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
+		{"rule 3", "network rule 3", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
+		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
 		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
 		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+wire.PNetworkCount:], 100) }},
 		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*wire.NodeRecordSize+wire.NHi:], 3) }},
