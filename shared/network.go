@@ -120,12 +120,21 @@ func (s *builtService) sortNetwork() {
 // sortOther fills s.netOrder, s.netLabel and s.netSet with the copies of a
 // spillover service under the network rule (docs/FORMAT.md, "Network
 // rule"): per set (eligible, degraded, unhealthy) and per network m of the
-// set's endpoints, in label order with otherNetwork among them, the set's
-// endpoints that are not on m, sorted by the scopes after network. A source
-// on network m ranks the other networks' endpoints of a set by that copy:
-// Istio's failoverPriority network rule (istio/istio b6787c12).
+// service's endpoints, in label order with otherNetwork among them, the
+// set's endpoints that are not on m, sorted by the scopes after network. A
+// source on network m ranks the other networks' endpoints of a set by that
+// copy: Istio's failoverPriority network rule (istio/istio b6787c12). Every
+// set has a copy for every network (a set none of whose endpoints is on m
+// is copied whole), so that a locality of the copies for m is the same
+// label path in every set: Envoy weighs it by its endpoints in all three.
 func (s *builtService) sortOther() {
 	L := len(s.scopes)
+	nets := []uint64{otherNetwork}
+	for i := range s.eps {
+		nets = append(nets, s.labels[i*L])
+	}
+	slices.Sort(nets)
+	nets = slices.Compact(nets)
 	bounds := [numSets + 1]int{0, s.nElig, s.nElig + s.nDeg, len(s.order)}
 	for set := range numSets {
 		part := slices.Clone(s.order[bounds[set]:bounds[set+1]])
@@ -138,12 +147,7 @@ func (s *builtService) sortOther() {
 			}
 			return s.eps[a].compareAddr(&s.eps[b])
 		})
-		nets := []uint64{otherNetwork}
-		for _, i := range part {
-			nets = append(nets, s.labels[int(i)*L])
-		}
-		slices.Sort(nets)
-		for _, m := range slices.Compact(nets) {
+		for _, m := range nets {
 			for _, i := range part {
 				if s.labels[int(i)*L] != m {
 					s.netOrder, s.netLabel, s.netSet = append(s.netOrder, i), append(s.netLabel, m), append(s.netSet, uint8(set))
@@ -301,11 +305,18 @@ func (t *Tree) hashSpan(sp Span) uint64 {
 }
 
 // checkOtherCopies checks the other-network copies of a spillover service
-// (their tree is checked): per set, a child for every network of the
-// set's endpoints that has endpoints elsewhere and one for otherNetwork,
-// each over the same multiset of records as the set without that
+// (their tree is checked): per set, a child for otherNetwork and for every
+// network of the service's endpoints that not all the set's endpoints are
+// on, each over the same multiset of records as the set without that
 // network's endpoints. O(networks × endpoints), as the copies are.
 func (t *Tree) checkOtherCopies(s *Service) error {
+	nets := map[uint64]bool{}
+	for set := range numSets {
+		own := s.setRoot(set)
+		for k := own.FirstChild; k < own.FirstChild+own.ChildCount; k++ {
+			nets[nodeAt(s.nodesOf(set), k).Label] = true
+		}
+	}
 	root := t.AuxNode(s.lay.NetRoot)
 	for k := root.FirstChild; k < root.FirstChild+root.ChildCount; k++ {
 		d := t.AuxNode(k)
@@ -313,25 +324,25 @@ func (t *Tree) checkOtherCopies(s *Service) error {
 			return corrupt("other-network tree: child %d has set label %d", k, d.Label)
 		}
 		set := int(d.Label - 1)
-		own, sum, nets := s.setRoot(set), uint64(0), uint32(0)
-		sum = t.hashSpan(Span{own.Lo, own.Hi})
+		own := s.setRoot(set)
+		sum, want := t.hashSpan(Span{own.Lo, own.Hi}), uint32(len(nets)+1)
+		if own.ChildCount == 1 {
+			want-- // all on one network: nothing to copy for it
+		}
+		if d.ChildCount != want {
+			return corrupt("other-network tree: %d networks for the %s endpoints, want %d", d.ChildCount, setNames[set], want)
+		}
 		for c := d.FirstChild; c < d.FirstChild+d.ChildCount; c++ {
-			m := t.AuxNode(c)
-			want := sum
-			if m.Label != otherNetwork {
-				n, ok := s.setChild(set, own, m.Label)
-				if !ok {
-					return corrupt("other-network tree: a network %#x the %s endpoints are not on", m.Label, setNames[set])
-				}
-				want -= t.hashSpan(Span{n.Lo, n.Hi})
-				nets++
+			m, w := t.AuxNode(c), sum
+			if m.Label != otherNetwork && !nets[m.Label] {
+				return corrupt("other-network tree: a network %#x no endpoint is on", m.Label)
 			}
-			if t.hashSpan(Span{m.Lo, m.Hi}) != want {
+			if n, ok := s.setChild(set, own, m.Label); ok {
+				w -= t.hashSpan(Span{n.Lo, n.Hi})
+			}
+			if t.hashSpan(Span{m.Lo, m.Hi}) != w {
 				return corrupt("other-network copies of the %s endpoints for network %#x are not the endpoints of the other networks", setNames[set], m.Label)
 			}
-		}
-		if nets+1 != d.ChildCount || nets > own.ChildCount {
-			return corrupt("other-network tree: the %s endpoints have no copies for the networks that have none", setNames[set])
 		}
 	}
 	return nil
@@ -391,6 +402,7 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 		src = labels[0]
 	}
 	root := s.lay.NetRoot
+	onService := l.reach[setEligible] >= 1 || l.reach[setDegraded] >= 1 || l.reach[setUnhealthy] >= 1 // an endpoint is on the source's network
 	for set := range numSets {
 		t := numSets + set
 		d, ok := s.child(t, root, uint64(set)+1)
@@ -398,7 +410,7 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 			want[0] = src
 			if _, mine := s.child(t, d, src); !mine {
 				want[0] = otherNetwork
-				ok = l.reach[set] < 1 // no endpoint of the set on the source's network
+				ok = !onService // a set all on the source's network has no copies for it
 			}
 		}
 		if !ok {

@@ -357,3 +357,44 @@ func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkSpreadMatchesEnvoy: random spillover services with network
+// first (with and without failover rules, degraded and unhealthy
+// endpoints, weights): PickLoads spreads as Envoy does over Istio's
+// priorities, a locality of an other-network priority being one
+// region/zone/subzone across those networks, as istiod groups endpoints by
+// locality alone (locality_oracle_test.go's envoyLocalities).
+func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 35))
+	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}}
+	for it := range 120 {
+		scopes := forms[rng.IntN(len(forms))]
+		of := []uint32{140, 100, 200}[rng.IntN(3)]
+		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
+		spec := ServiceSpec{Name: "fp", Scopes: scopes, Spillover: &SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+		if rng.IntN(2) == 0 {
+			spec.Failover = []FailoverSpec{{From: "region-1", To: "region-2"}}
+		}
+		for i := range 3 + rng.IntN(20) {
+			loc := Locality{}
+			for _, sc := range scopes {
+				loc[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(2))
+			}
+			h, w := rng.IntN(3) != 0, uint32(1+rng.IntN(3))
+			spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.35.%d:80", i+1),
+				Locality: loc, Weight: &w, Healthy: &h, Degraded: h && rng.IntN(5) == 0})
+		}
+		src := Locality{}
+		for _, sc := range scopes {
+			src[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(3))
+		}
+		tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+		const n = 6000
+		want := spreadOverPriorities(&spec, networkPriorityOracle(&spec, src, of, threshold), of)
+		got := pickSpread(t, tree, tree.Services()[0], src, n, 7)
+		chi2, df, stray := spreadChi2(got, want, n)
+		if df > 0 && chi2 > chi2AtZ(df, 4.75) || stray > 0 {
+			t.Fatalf("case %d, scopes %v, failover %v, from %v: picks %v, Envoy's shares %v: chi-square %.1f (df %d), %d picks outside", it, scopes, spec.Failover, src, got, want, chi2, df, stray)
+		}
+	}
+}
