@@ -93,6 +93,20 @@ func (s *Service) LocalityWeights(degraded bool) []LocalityWeight {
 	return out
 }
 
+// OtherLocalityWeights are LocalityWeights for the other-network trees of
+// a service with NetworkPriorities, in endpoint order of the copies.
+func (s *Service) OtherLocalityWeights(degraded bool) []LocalityWeight {
+	k := locIndex(setEligible, true)
+	if degraded {
+		k = locIndex(setDegraded, true)
+	}
+	out := make([]LocalityWeight, len(s.locs[k]))
+	for i, r := range s.locs[k] {
+		out[i] = LocalityWeight{Span: r.span, Cum: r.cum}
+	}
+	return out
+}
+
 // localityNode is a node at the locality depth of one set's tree.
 type localityNode struct {
 	path [MaxLevels]uint64

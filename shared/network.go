@@ -96,6 +96,10 @@ const otherNetworkValue = "\x00"
 
 var otherNetwork = Label(otherNetworkValue)
 
+// OtherNetworkLabel is the label of the other-network trees' copies for a
+// network no endpoint is on (bpf/lib/loads.h LT_OTHER_NETWORK).
+func OtherNetworkLabel() uint64 { return otherNetwork }
+
 // sortNetwork fills s.netOrder: the eligible endpoints sorted as the
 // eligible set is, but by the scopes after network; with spillover, the
 // other-network copies (sortOther).
@@ -413,10 +417,13 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 				ok = !onService // a set all on the source's network has no copies for it
 			}
 		}
-		if !ok {
-			lo := s.tree.AuxNode(root).Lo
+		if !ok { // none: empty ranges at the set's copies (or the root's), as the kernel's walk leaves them
+			n, at := s.tree.AuxNode(root), root
+			if d, found := s.child(t, root, uint64(set)+1); found {
+				n, at = s.tree.AuxNode(d), d
+			}
 			for j := range levels + 2 {
-				l.path[t][j], l.node[t][j] = Span{lo, lo}, root
+				l.path[t][j], l.node[t][j] = Span{n.Lo, n.Lo}, at
 			}
 			l.reach[t] = -1
 			continue

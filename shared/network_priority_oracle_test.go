@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -396,5 +397,60 @@ func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
 		if df > 0 && chi2 > chi2AtZ(df, 4.75) || stray > 0 {
 			t.Fatalf("case %d, scopes %v, failover %v, from %v: picks %v, Envoy's shares %v: chi-square %.1f (df %d), %d picks outside", it, scopes, spec.Failover, src, got, want, chi2, df, stray)
 		}
+	}
+}
+
+// issue26NetworkTopology is a spillover service with network first and a
+// failover rule r1 → r2 (issue 26 items 3 and 4), for a source on n1 in
+// r1/z1/s1. Worked by hand from Istio's priorities (applyFailoverPriorities
+// at b6787c12 over applyLocalityFailover) and Envoy's loads and locality
+// weights (factor 140, panic 50):
+//
+//   - P0 n1 r1/z1/s1: .1 unhealthy (health 0); P1 n1, a region other than
+//     r2: .2 unhealthy (0);
+//   - P2 other networks, r1/z1/s1: .3 healthy, .4 and .8 unhealthy: health
+//     140·1/3 = 46;
+//   - P3 other networks, r1 but another zone: .5 (n2) healthy and .6 (n3)
+//     unhealthy in r1/z2/s1, .7 (n2) healthy in r1/z3/s1: health 93.
+//
+// The healthy availabilities reach 100 at P3: loads 46 and 54, no panic.
+// P3's localities are r1/z2/s1 across n2 and n3 (weight 2, effective
+// 2·min(1, 1.4·1/2) = 1.4) and r1/z3/s1 (1): .5 gets 54·1.4/2.4 = 31.5 %,
+// .7 22.5 %, .3 46 %. Ranking network like any other scope (before
+// b6787c12) put .3-.8 in one last priority; weighing n2/r1/z2/s1 and
+// n3/r1/z2/s1 apart gives .5 and .7 27 % each.
+func issue26NetworkTopology() *Topology {
+	f := false
+	ep := func(i int, network, zone string, healthy bool) EndpointSpec {
+		e := EndpointSpec{Address: fmt.Sprintf("127.0.36.%d:80", i), Locality: Locality{"network": network, "region": "r1", "zone": zone, "subzone": "s1"}}
+		if !healthy {
+			e.Healthy = &f
+		}
+		return e
+	}
+	eps := []EndpointSpec{ep(1, "n1", "z1", false), ep(2, "n1", "z1", false), ep(3, "n2", "z1", true), ep(4, "n2", "z1", false),
+		ep(5, "n2", "z2", true), ep(6, "n3", "z2", false), ep(7, "n2", "z3", true), ep(8, "n3", "z1", false)}
+	eps[1].Locality["region"] = "r3"
+	return &Topology{Services: []ServiceSpec{{Name: "net", Scopes: []string{"network", "region", "zone", "subzone"},
+		Spillover: &SpilloverSpec{}, Failover: []FailoverSpec{{From: "r1", To: "r2"}}, Endpoints: eps}}}
+}
+
+// TestNetworkPrioritiesIssueExample: the oracle gives the shares worked by
+// hand, and PickLoads spreads by them.
+func TestNetworkPrioritiesIssueExample(t *testing.T) {
+	top := issue26NetworkTopology()
+	spec := &top.Services[0]
+	src := Locality{"network": "n1", "region": "r1", "zone": "z1", "subzone": "s1"}
+	want := spreadOverPriorities(spec, networkPriorityOracle(spec, src, 140, 50), 140)
+	for addr, share := range map[string]float64{"127.0.36.3:80": 0.46, "127.0.36.5:80": 0.54 * 1.4 / 2.4, "127.0.36.7:80": 0.54 / 2.4} {
+		if math.Abs(want[addr]-share) > 1e-9 {
+			t.Fatalf("oracle: %v, want %s %.4f", want, addr, share)
+		}
+	}
+	tree := mustBuild(t, top)
+	const n = 12000
+	got := pickSpread(t, tree, tree.Services()[0], src, n, 7)
+	if chi2, df, stray := spreadChi2(got, want, n); chi2 > chi2AtZ(df, 4.75) || stray > 0 {
+		t.Fatalf("picks %v, shares %v: chi-square %.1f (df %d), %d outside", got, want, chi2, df, stray)
 	}
 }
