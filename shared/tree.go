@@ -201,11 +201,12 @@ func (s *Service) String() string {
 }
 
 // EndpointValues returns the scope values of eligible endpoint i (an absolute
-// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one) by
+// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one,
+// with the original's network) by
 // walking down the tree: nil for an ineligible endpoint. It is for tools; it
 // allocates.
 func (s *Service) EndpointValues(i uint32) []string {
-	if c := s.lay.EpFirst + s.lay.EpTotal; s.networkRule && i >= c && i < c+s.lay.EpEligible {
+	if c := s.lay.EpFirst + s.lay.EpTotal; (s.networkRule || s.netOther) && i >= c && i < c+s.netCopies() {
 		i = s.originalOf(i)
 	}
 	if i < s.lay.EpFirst || i >= s.lay.EpFirst+s.lay.EpEligible {
