@@ -2,6 +2,7 @@ package shared
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -257,5 +258,147 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 || !ok || !svc.CrossNetwork(svc.LookupSource(src)) {
 		t.Fatalf("%v allocations a lookup and pick (picked %v)", allocs, ok)
+	}
+}
+
+// TestExactBytesNetworkPriorities writes a format-5 tree with the network
+// rule of a spillover service by hand from docs/FORMAT.md ("Network rule
+// with a priority load"): endpoint 1 on x in zone b, endpoint 2 on y in
+// zone a, both healthy. After the two endpoints come the eligible set's
+// copies per network in label order, otherNetwork (Label("\x00")) among
+// them: for x the endpoint on y, for y the one on x, for otherNetwork both
+// by zone. The other-network tree follows the two empty aux roots: its
+// root, the set's child (label 1), a child per network, then the zones.
+// Policy byte 26 is 2, bytes 28..31 the tree's 9 nodes.
+func TestExactBytesNetworkPriorities(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"network", "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{"network": "x", "zone": "b"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{"network": "y", "zone": "a"}},
+	}}}}
+	tree, err := Build(top, BuildOptions{Generation: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLabel := func(s ...string) []string {
+		slices.SortFunc(s, func(a, b string) int { return cmp.Compare(Label(a), Label(b)) })
+		return s
+	}
+	net, zones := byLabel("x", "y"), byLabel("a", "b")
+	others := byLabel("x", "y", "\x00") // the networks of the copies
+	zoneOf := map[string]string{"x": "b", "y": "a"}
+	addrOf := map[string]byte{"x": 1, "y": 2}
+	netOfZone := map[string]string{"a": "y", "b": "x"}
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
+	var meta []byte
+	for _, s := range []string{"n", "", "network", "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
+		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
+		meta = append(meta, s...)
+	}
+	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
+	meta = slices.Insert(meta, 3, 0)
+	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(5)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(9)
+	strOff := 64 + 64 + 5*24 + 6*32 + 32 + 11*24
+	u32(uint32(strOff + len(meta)))
+	u32(1)
+	u32(5)
+	u32(6)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(128)
+	u32(128 + 120)
+	u32(uint32(strOff))
+	u32(11)
+	// service: root 0, 5 nodes, endpoints from 0, 2 eligible of 2, 2 levels
+	u32(0)
+	u32(5)
+	u32(0)
+	u32(2)
+	u32(2)
+	b = append(b, 2, 0, 0, 0)
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, make([]byte, 32)...)
+	// nodes: root, the two networks, their zones
+	node(0, 0, 2, 1, 2)
+	node(Label(net[0]), 0, 1, 3, 1)
+	node(Label(net[1]), 1, 2, 4, 1)
+	node(Label(zoneOf[net[0]]), 0, 1, 0, 0)
+	node(Label(zoneOf[net[1]]), 1, 2, 0, 0)
+	// endpoints by network, then per network of the copies the endpoints
+	// not on it, by zone; cum_weight runs on
+	cum := uint64(0)
+	ep := func(last byte) {
+		cum++
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+		u32(1)
+		u64(cum)
+	}
+	ep(addrOf[net[0]])
+	ep(addrOf[net[1]])
+	type copyRange struct{ lo, hi uint32 }
+	ranges := map[string]copyRange{}
+	at := uint32(2)
+	for _, m := range others {
+		lo := at
+		for _, z := range zones {
+			if n := netOfZone[z]; n != m {
+				ep(addrOf[n])
+				at++
+			}
+		}
+		ranges[m] = copyRange{lo, at}
+	}
+	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
+	// factor 140, panic 50, network_rule 2, other-network tree of 9 nodes
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	u16(140)
+	b = append(b, 50, 0, 0, 0, 2, 0)
+	u32(9)
+	// aux: the two empty roots; the other-network tree (aux 2..10): its
+	// root over the copies [2, 6), the eligible set's child (label 1), the
+	// networks (aux 4..6), the zones (aux 7..10)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 6, 3, 1)
+	node(1, 2, 6, 4, 3)
+	first := uint32(7)
+	for _, m := range others {
+		n := uint32(1)
+		if m == "\x00" {
+			n = 2
+		}
+		node(Label(m), ranges[m].lo, ranges[m].hi, first, n)
+		first += n
+	}
+	for _, m := range others {
+		k := ranges[m].lo
+		for _, z := range zones {
+			if netOfZone[z] != m {
+				node(Label(z), k, k+1, 0, 0)
+				k++
+			}
+		}
+	}
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+	if OtherNetworkLabel() != Label("\x00") {
+		t.Fatalf("OtherNetworkLabel %#x, Label(\"\\x00\") %#x", OtherNetworkLabel(), Label("\x00"))
 	}
 }
