@@ -99,17 +99,17 @@ type priorityLoad struct {
 	Priority     int    `json:"priority"`
 	Matched      int    `json:"matched"`
 	Failover     string `json:"failover,omitempty"` // "to": the failover rule's region; "other": the rest
-	// OtherNetworks: the priority's endpoints are on other networks than
-	// the source's (the network rule of a spillover service, Istio's
-	// failoverPriority network rule); Matched counts the scopes after
-	// network they share with the source.
-	OtherNetworks bool `json:"other_networks,omitempty"`
 	Healthy      int    `json:"healthy"`
 	Degraded     int    `json:"degraded"`
 	Total        int    `json:"total"`
 	HealthyLoad  int    `json:"healthy_load"`
 	DegradedLoad int    `json:"degraded_load"`
 	Panic        bool   `json:"panic"`
+	// OtherNetworks: the priority's endpoints are on other networks than
+	// the source's (the network rule of a spillover service, Istio's
+	// failoverPriority network rule); Matched counts the scopes after
+	// network they share with the source.
+	OtherNetworks bool `json:"other_networks,omitempty"`
 	// Localities: where istiod turns Envoy's locality weighted LB on, the
 	// localities the priority's load is drawn among (shared's
 	// Service.LocalityShares); empty when it draws none.
