@@ -71,8 +71,11 @@ func (s *builtService) checkFailoverScopes() error {
 		return nil
 	}
 	at := slices.Index(s.scopes, "region")
-	if at > 1 || (at == 1 && (s.scopes[0] != "network" || !s.netRule)) {
-		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes only with region first or with network before it under network_rule ztunnel; put region first or network, region", s.name, s.scopes)
+	// network before region: the other networks ranked by the rule, or in
+	// no priority (a failover_limit of at least network)
+	networkFirst := at == 1 && s.scopes[0] == "network" && (s.netRule || s.minRank >= 1)
+	if at > 1 || (at == 1 && !networkFirst) {
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes only with region first or with network before it under network_rule ztunnel (or a failover_limit that keeps the other networks out); put region first or network, region", s.name, s.scopes)
 	}
 	next := at + 1
 	for _, name := range []string{"zone", "subzone"} {

@@ -102,6 +102,13 @@ func TestNetworkRuleRefused(t *testing.T) {
 	if _, err := Build(top, BuildOptions{}); err != nil {
 		t.Fatalf("explicit ztunnel with spillover: %v", err)
 	}
+	bounded := networkTopology("")
+	spec := &bounded.Services[0]
+	spec.Spillover, spec.FailoverLimit, spec.Scopes = &SpilloverSpec{}, "network", []string{"network", "region"}
+	spec.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+	if _, err := Build(bounded, BuildOptions{}); err != nil { // no other network has a priority
+		t.Fatalf("failover with network first and failover_limit network: %v", err)
+	}
 }
 
 // TestExactBytesNetworkRule writes a format-4 tree with the network rule by
