@@ -150,16 +150,14 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	}
 }
 
-// reset starts a computation of the priorities of a tree's service: the
-// priorities, loads and flags from zero. The walks' ranges are left: a
-// walk writes them before any read, and those of a tree the service does
-// not walk (the other-network trees without the network rule) are never
-// read; zeroing them all costs a tenth of a fresh computation.
+// reset starts a computation of the priorities of a tree's service with
+// none. A priority's fields are written where it is added (add, single),
+// and the walks' ranges by the walks before any read (those of a tree the
+// service does not walk, the other-network trees without the network
+// rule, are never read): zeroing the whole state cost a tenth of a fresh
+// computation.
 func (l *Loads) reset(t *Tree) {
-	p := &l.priorities
-	p.N, p.panic, p.tree = 0, 0, t
-	p.Rank, p.Failover, p.Healthy, p.Degraded = [MaxPriorities]uint8{}, [MaxPriorities]uint8{}, [MaxPriorities]uint8{}, [MaxPriorities]uint8{}
-	p.Other, p.Counts = [MaxPriorities]bool{}, [MaxPriorities]PriorityCounts{}
+	l.N, l.panic, l.tree = 0, 0, t
 }
 
 // Priority is the priority that holds endpoint ep (an absolute index, in
@@ -206,6 +204,7 @@ func (l *Loads) add(rank int, failover uint8, other bool, h, d, u uint32) {
 	}
 	l.Rank[l.N], l.Failover[l.N], l.Other[l.N] = uint8(rank), failover, other
 	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
+	l.Healthy[l.N], l.Degraded[l.N] = 0, 0 // distribute fills them
 	l.N++
 }
 
@@ -263,6 +262,7 @@ func (l *Loads) single(s *Service) {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
+	l.Failover[0], l.Other[0], l.Degraded[0] = 0, false, 0
 }
 
 // walk follows the source's labels down one tree and records its range at
