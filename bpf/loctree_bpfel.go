@@ -55,33 +55,34 @@ type loctreeLtLoads struct {
 	_    structs.HostLayout
 	Busy uint32
 	N    uint32
-	Path [3][10]struct {
+	Path [6][10]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
 	}
-	Node  [3][10]uint32
-	Reach [3]uint32
-	To    [3]struct {
+	Node  [6][10]uint32
+	Reach [6]uint32
+	To    [6]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
 	}
-	Healthy  [10]uint32
-	Degraded [10]uint32
-	Total    [10]uint32
-	Rank     [10]uint8
-	Kind     [10]uint8
-	Lh       [10]uint8
-	Ld       [10]uint8
+	Healthy  [18]uint32
+	Degraded [18]uint32
+	Total    [18]uint32
+	Rank     [18]uint8
+	Kind     [18]uint8
+	Other    [18]uint8
+	Lh       [18]uint8
+	Ld       [18]uint8
+	_        [2]byte
 	Panic    uint32
 	Pick     [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
 	}
-	Stop      [3]uint32
-	_         [4]byte
+	Stop      [6]uint32
 	ToLabel   uint64
 	Split     int32
 	Sum       uint32
@@ -92,8 +93,8 @@ type loctreeLtLoads struct {
 	Hsum      uint32
 	Hfirst    int32
 	Hosts     uint64
-	AvailH    [10]uint32
-	AvailD    [10]uint32
+	AvailH    [18]uint32
+	AvailD    [18]uint32
 	Draw      uint64
 	Agg       uint64
 	Chosen    uint32
@@ -177,9 +178,11 @@ type loctreeLtService struct {
 	Kids            uint32
 	KidSlots        uint32
 	Loc             uint32
-	LocN            [2]uint32
+	LocN            [4]uint32
 	LocDepth        uint8
 	LocPad          [3]uint8
+	OtherRoot       uint32
+	_               [4]byte
 }
 
 type loctreeLtSock struct {

@@ -71,7 +71,8 @@ var locShares = map[string]map[string]float64{
 // every plane spreads per locality as Istio weighs them and Envoy scales
 // them by health (distLocShares). And round_robin and least_request weigh
 // the candidates as Envoy's EDF schedule does (issue 26 item 6,
-// weightedPlanes).
+// weightedPlanes). And Istio's priorities across networks with a failover
+// rule (issue 26 items 3 and 4, netShares) from the node source.
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -94,6 +95,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		checkLocality(t, "tree pick", s.name, pickLocality(t, cli, s, locHost))
 		checkDistLocality(t, "tree pick", s, pickLocality(t, cli, s, distLocHost))
 	}
+	checkNetwork(t, "tree pick", pickLocality(t, cli, onNetwork(spreadSources[0]), netHost))
 
 	cg := kerneltest.Cgroup(t)
 	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
@@ -101,7 +103,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 	args := []string{"agent", "-f", "testdata/spill.yaml", "--cgroup", cg, "--bpffs", fs, "--listen", listen}
 	for _, s := range spreadSources {
 		if s.name == "node" {
-			args = append(args, "--locality", flagLocality(s.loc))
+			args = append(args, "--locality", flagLocality(onNetwork(s).loc))
 			continue
 		}
 		childCgroup(t, cg, s.name)
@@ -115,9 +117,11 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		p := &planes{t: t, cg: cg}
 		kernel, kernelDist, kernelLoc, kernelDL := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		var kernelW map[string]map[string]int
+		kernelNet := map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
 			if s.name == "node" {
 				kernelW = weightedConnects(t, s.name)
+				connects(t, s.name, netVIP, kernelNet)
 			}
 			connects(t, s.name, spillVIP, kernel)
 			connects(t, s.name, locVIP, kernelLoc)
@@ -129,7 +133,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		checkSpread(t, "kernel", s, top, kernel)
 		checkLocality(t, "kernel", s.name, kernelLoc)
 		checkDistLocality(t, "kernel", s, kernelDL)
-		proxy := spreadProxy(t, cli, wasm, listen, s)
+		proxy := spreadProxy(t, cli, wasm, listen, onNetwork(s))
 		filter := requests(t, s.name, proxy, spillHost)
 		checkSpread(t, "filter", s, top, filter)
 		checkLocality(t, "filter", s.name, requests(t, s.name, proxy, locHost))
@@ -140,6 +144,8 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		}
 		if s.name == "node" {
 			weightedPlanes(t, cli, proxy, s, kernelW)
+			checkNetwork(t, "kernel", kernelNet)
+			checkNetwork(t, "filter", requests(t, s.name, proxy, netHost))
 		}
 	}
 }

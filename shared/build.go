@@ -52,7 +52,9 @@ type builtService struct {
 	eps        []builtEndpoint // in spec order
 	labels     []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
 	order      []int32         // eps indices, sorted: eligible first, each part by labels and address
-	netOrder   []int32         // with the network rule: the eligible eps indices sorted by the scopes after network
+	netOrder   []int32         // with the network rule: the eligible eps indices sorted by the scopes after network (with spillover: sortOther's copies)
+	netLabel   []uint64        // with the network rule and spillover: each copy's network m (sortOther)
+	netSet     []uint8         // and its set
 	nElig      int
 	nDeg       int            // degraded endpoints; they follow the eligible ones
 	nodes      []builtNode    // breadth-first, root first; indices relative to the service
@@ -599,7 +601,10 @@ func (s *builtService) layoutNodes(specs []EndpointSpec, labels map[uint64]strin
 	if s.aux[1], err = s.layoutTree(deg, uint32(len(s.eps)), specs, labels); err != nil {
 		return err
 	}
-	if s.netRule {
+	switch {
+	case s.netRule && s.spill:
+		s.aux[2], err = s.layoutOther(labels)
+	case s.netRule:
 		end := uint32(len(s.eps) + len(s.netOrder))
 		s.aux[2], err = s.layoutTreeFrom(1, uint32(len(s.eps)), end, specs, labels)
 	}

@@ -142,7 +142,7 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := t.checkAuxTrees(s); err != nil {
 		return err
 	}
-	s.kids = [2]kids{newKids(t.nodes, s.lay.Root, s.lay.NodeCount), newKids(t.aux, s.lay.AuxRoot[0], s.lay.AuxCount[0]+s.lay.AuxCount[1])}
+	s.kids = [2]kids{newKids(t.nodes, s.lay.Root, s.lay.NodeCount), newKids(t.aux, s.lay.AuxRoot[0], s.lay.AuxCount[0]+s.lay.AuxCount[1]+s.lay.NetCount)}
 	s.slots = newScopeSlots(s.scopes)
 	s.precomputeDistribute()
 	s.precomputeLocalities()
@@ -157,7 +157,7 @@ func (t *Tree) decodePolicy(i int, s *Service, auxFirst uint32) error {
 	s.failover = make([]FailoverSpec, p[wire.PFailoverCount])
 	s.distribute = make([]DistributeSpec, p[wire.PDistributeCount])
 	s.minRank = int(p[wire.PMinRank])
-	if err := s.decodeNetworkRule(p, uint64(len(t.aux)/wire.NodeRecordSize)); err != nil {
+	if err := s.decodeNetworkRule(t, p, uint64(len(t.aux)/wire.NodeRecordSize)); err != nil {
 		return err
 	}
 	nAux := uint64(len(t.aux) / wire.NodeRecordSize)
@@ -191,10 +191,17 @@ func (t *Tree) checkAuxTrees(s *Service) error {
 			return fmt.Errorf("%s tree: %w", [2]string{"degraded", "unhealthy"}[k], err)
 		}
 	}
+	lo = s.lay.EpFirst + s.lay.EpTotal
+	if s.netOther {
+		v := treeView{nodes: t.aux, root: s.lay.NetRoot, count: s.lay.NetCount, lo: lo, hi: lo + s.otherCopies, levels: len(s.scopes) + 1}
+		if err := v.check(); err != nil {
+			return fmt.Errorf("other-network tree: %w", err)
+		}
+		return t.checkOtherCopies(s)
+	}
 	if !s.networkRule {
 		return nil
 	}
-	lo = s.lay.EpFirst + s.lay.EpTotal
 	v := treeView{nodes: t.aux, root: s.lay.NetRoot, count: s.lay.NetCount, lo: lo, hi: lo + s.lay.EpEligible, levels: len(s.scopes) - 1}
 	if err := v.check(); err != nil {
 		return fmt.Errorf("network tree: %w", err)
@@ -354,6 +361,7 @@ func (t *Tree) checkEndpoints(s *Service) error {
 			return corrupt("endpoint %d: port 0", s.lay.EpFirst+k)
 		case flags&^wire.FlagHealthy != 0:
 			return corrupt("endpoint %d: unknown flags %#x", s.lay.EpFirst+k, flags)
+		case k >= s.lay.EpTotal && s.netOther: // copies of every set: checkOtherCopies
 		case (k < s.lay.EpEligible || k >= s.lay.EpTotal) != (flags&wire.FlagHealthy != 0 || s.health == HealthAllowAll):
 			return corrupt("endpoint %d: health does not match its place", s.lay.EpFirst+k)
 		}
@@ -361,6 +369,9 @@ func (t *Tree) checkEndpoints(s *Service) error {
 		if le.Uint64(b[wire.ECumWeight:]) != cum {
 			return corrupt("endpoint %d: cumulative weight %d, want %d", s.lay.EpFirst+k, le.Uint64(b[wire.ECumWeight:]), cum)
 		}
+	}
+	if s.netOther {
+		return nil // checkAuxTrees, once the copies' tree is checked
 	}
 	return t.checkNetworkCopies(s)
 }

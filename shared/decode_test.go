@@ -149,8 +149,12 @@ func checkLoads(t testing.TB, s *Service, l Loads) {
 	sum := 0
 	for p := range l.N {
 		sum += int(l.Healthy[p]) + int(l.Degraded[p])
+		lo, hi := s.lay.EpFirst, s.lay.EpFirst+s.lay.EpTotal
+		if l.Other[p] { // the network rule's copies
+			lo, hi = hi, hi+s.netCopies()
+		}
 		for _, sp := range l.allSpans(p) {
-			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < s.lay.EpFirst || sp.Hi > s.lay.EpFirst+s.lay.EpTotal)) {
+			if sp.Lo > sp.Hi || (sp.Lo < sp.Hi && (sp.Lo < lo || sp.Hi > hi)) {
 				t.Fatalf("%s: priority %d span [%d, %d) outside the service's endpoints", s.name, p, sp.Lo, sp.Hi)
 			}
 		}
@@ -219,6 +223,9 @@ func FuzzDecode(f *testing.F) {
 	if tree, err := Build(networkTopology(""), BuildOptions{}); err == nil {
 		f.Add(tree.Bytes()) // the network rule: copies and a network tree
 	}
+	if tree, err := Build(issue26NetworkTopology(), BuildOptions{}); err == nil {
+		f.Add(tree.Bytes()) // the network rule with spillover: the other-network tree
+	}
 	f.Add([]byte("LTRE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tree, err := Decode(b)
@@ -240,6 +247,9 @@ func FuzzLookup(f *testing.F) {
 	f.Add(spilloverTree(f).Bytes(), "us-east", "us-east-1a", "rack-1")
 	if tree, err := Build(networkTopology(""), BuildOptions{}); err == nil {
 		f.Add(tree.Bytes(), "us-east", "", "") // no network: the network tree answers
+	}
+	if tree, err := Build(issue26NetworkTopology(), BuildOptions{}); err == nil {
+		f.Add(tree.Bytes(), "r1", "z2", "s1") // no network: otherNetwork's copies
 	}
 	f.Fuzz(func(t *testing.T, in []byte, region, zone, subzone string) {
 		b := slices.Clone(in) // testing.F: the fuzzer's input must not be modified

@@ -138,7 +138,7 @@ func (s *Service) runWeight(cum *[2][]uint64, set int, sp Span) uint64 {
 	if sp.Hi <= sp.Lo {
 		return 0
 	}
-	r := s.runOf(set, sp)
+	r := s.runOf(sp)
 	return cumAt(cum[set], int(r.hi)) - cumAt(cum[set], int(r.lo))
 }
 
@@ -221,7 +221,7 @@ func (s *Service) distributeShares(l *Loads) []LocalityShare {
 			if sp.Hi <= sp.Lo {
 				continue
 			}
-			r := s.runOf(set, sp)
+			r := s.runOf(sp)
 			for j := r.lo; j < r.hi; j++ {
 				out = addShare(out, byKey, &s.locs[set][j], set, cumAt(cum, int(j)+1)-cumAt(cum, int(j)), l.effSum[set])
 			}

@@ -99,6 +99,9 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 	b[wire.PMinRank] = byte(s.minRank)
 	if s.netRule {
 		b[wire.PNetworkRule] = 1
+		if s.spill {
+			b[wire.PNetworkRule] = 2
+		}
 		le.PutUint32(b[wire.PNetworkCount:], uint32(len(s.aux[2])))
 	}
 }

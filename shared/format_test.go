@@ -86,7 +86,7 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(4)
+	u16(5)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -197,17 +197,18 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsOlderBytes holds formats 3 and 4 to their promise: a tree
-// without distribute rules (format 3) and without the network rule (format
-// 4) is byte for byte its older encoding (testdata/mesh.v2.golden.bin and
-// mesh.v3.golden.bin, written by the format-2 and format-3 encoders) but for
+// TestGoldenKeepsOlderBytes holds formats 3, 4 and 5 to their promise: a
+// tree without distribute rules (format 3), without the network rule
+// (format 4) and without it under spillover (format 5) is byte for byte its
+// older encoding (testdata/mesh.v2.golden.bin, mesh.v3.golden.bin and
+// mesh.v4.golden.bin, written by the format-2, -3 and -4 encoders) but for
 // the version field (the checksum starts at byte 12, after it).
 func TestGoldenKeepsOlderBytes(t *testing.T) {
 	now := goldenTree(t).Bytes()
-	if now[wire.HVersion] != 4 {
-		t.Fatalf("version %d, want 4", now[wire.HVersion])
+	if now[wire.HVersion] != 5 {
+		t.Fatalf("version %d, want 5", now[wire.HVersion])
 	}
-	for _, v := range []byte{2, 3} {
+	for _, v := range []byte{2, 3, 4} {
 		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func TestGoldenKeepsOlderBytes(t *testing.T) {
 		b := slices.Clone(now)
 		b[wire.HVersion] = v
 		if !bytes.Equal(old, b) {
-			t.Fatalf("the format-4 golden tree differs from the format-%d one beyond the version", v)
+			t.Fatalf("the format-5 golden tree differs from the format-%d one beyond the version", v)
 		}
 	}
 }
@@ -250,7 +251,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(4)
+	u16(5)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

@@ -93,6 +93,20 @@ func (s *Service) LocalityWeights(degraded bool) []LocalityWeight {
 	return out
 }
 
+// OtherLocalityWeights are LocalityWeights for the other-network trees of
+// a service with NetworkPriorities, in endpoint order of the copies.
+func (s *Service) OtherLocalityWeights(degraded bool) []LocalityWeight {
+	k := locIndex(setEligible, true)
+	if degraded {
+		k = locIndex(setDegraded, true)
+	}
+	out := make([]LocalityWeight, len(s.locs[k]))
+	for i, r := range s.locs[k] {
+		out[i] = LocalityWeight{Span: r.span, Cum: r.cum}
+	}
+	return out
+}
+
 // localityNode is a node at the locality depth of one set's tree.
 type localityNode struct {
 	path [MaxLevels]uint64
@@ -109,34 +123,81 @@ type localityTotals struct {
 // precomputeLocalities fills locDepth and locs, and with distribute rules
 // their per-rule weights (weighDistribute). The service's trees must be
 // checked (Decode) or placed (Builder) first, and its distribute rules'
-// loads precomputed (precomputeDistribute).
+// loads precomputed (precomputeDistribute). Under the network rule, the
+// other-network trees' localities come after (locIndex): their nodes at
+// the locality depth are Istio's localities across the other networks, as
+// istiod groups endpoints by region/zone/subzone alone (endpoint_builder.go).
 func (s *Service) precomputeLocalities() {
-	s.locDepth, s.locs, s.locCum, s.distCum = 0, [2][]localityRec{}, [2][]uint64{}, nil
+	s.locDepth, s.locs, s.locCum, s.distCum = 0, [4][]localityRec{}, [4][]uint64{}, nil
 	d := localityDepth(s.scopes)
 	if !s.localityWeighted() && len(s.distLoads) == 0 || d == 0 {
 		return
 	}
 	var nodes [numSets][]localityNode
 	totals := map[[MaxLevels]uint64]*localityTotals{}
-	var sum uint64
+	s.collectSets(&nodes, totals, 0, d)
+	s.weighLocalities(&nodes, totals, 0)
+	s.locAt = make([]uint32, s.lay.EpTotal+s.netCopies())
+	if s.netOther {
+		var other [numSets][]localityNode
+		otherTotals := map[[MaxLevels]uint64]*localityTotals{}
+		s.collectSets(&other, otherTotals, numSets, d)
+		s.weighLocalities(&other, otherTotals, 2)
+	}
+	for k := range s.locs {
+		for i, r := range s.locs[k] {
+			for e := r.span.Lo; e < r.span.Hi; e++ {
+				s.locAt[e-s.lay.EpFirst] = uint32(i)
+			}
+		}
+	}
+	s.locDepth = d
+	s.weighDistribute(&nodes, totals)
+}
+
+// locIndex is where s.locs keeps the localities of set (eligible or
+// degraded) in the sets' own trees or in their other-network trees.
+func locIndex(set int, other bool) int {
+	if other {
+		return set + 2
+	}
+	return set
+}
+
+// collectSets collects the localities at depth d of the trees from base
+// (the sets' own trees, or their other-network trees) and totals them.
+func (s *Service) collectSets(nodes *[numSets][]localityNode, totals map[[MaxLevels]uint64]*localityTotals, base, d int) {
 	for set := range numSets {
-		root := s.lay.Root
-		if set != setEligible {
+		root, ok := s.lay.Root, true
+		switch {
+		case base == numSets:
+			root, ok = s.child(base+set, s.lay.NetRoot, uint64(set)+1)
+		case set != setEligible:
 			root = s.lay.AuxRoot[set-1]
 		}
+		if !ok {
+			continue
+		}
 		var path [MaxLevels]uint64
-		nodes[set] = s.collectLocalities(set, root, 0, d, &path, nodes[set])
+		nodes[set] = s.collectLocalities(base+set, root, 0, d, &path, nodes[set])
 		for _, n := range nodes[set] {
 			t := totals[n.path]
 			if t == nil {
 				t = &localityTotals{}
 				totals[n.path] = t
 			}
-			w := s.spanWeight(n.span)
-			t.weight += w
-			sum += w
+			t.weight += s.spanWeight(n.span)
 			t.count[set] += uint32(n.span.Len())
 		}
+	}
+}
+
+// weighLocalities fills s.locs[at], s.locs[at+1] (the eligible and the
+// degraded set) and their running sums from collected localities.
+func (s *Service) weighLocalities(nodes *[numSets][]localityNode, totals map[[MaxLevels]uint64]*localityTotals, at int) {
+	var sum uint64
+	for _, t := range totals {
+		sum += t.weight
 	}
 	shift := max(0, bits.Len64(sum)+bits.Len64(fixedOne)-1-40) // running sums below 2^40
 	for set := range setUnhealthy {
@@ -145,27 +206,17 @@ func (s *Service) precomputeLocalities() {
 		for i, n := range nodes[set] {
 			t := totals[n.path]
 			cum += localityWeight(s.overprovision, t, set) >> shift
-			recs[i] = localityRec{span: n.span, node: n.node, cum: cum, key: pathKey(&n.path)}
-			if set != setEligible {
+			recs[i] = localityRec{span: n.span, node: n.node, cum: cum, key: pathKey(&n.path) ^ uint64(at)}
+			if set != setEligible || at > 0 {
 				recs[i].node += uint32(s.tree.NumNodes())
 			}
 		}
-		s.locs[set] = recs
-		s.locCum[set] = make([]uint64, len(recs))
+		s.locs[at+set] = recs
+		s.locCum[at+set] = make([]uint64, len(recs))
 		for i, r := range recs {
-			s.locCum[set][i] = r.cum
+			s.locCum[at+set][i] = r.cum
 		}
 	}
-	s.locAt = make([]uint32, s.lay.EpEligible+s.lay.EpDegraded)
-	for set := range setUnhealthy {
-		for i, r := range s.locs[set] {
-			for e := r.span.Lo; e < r.span.Hi; e++ {
-				s.locAt[e-s.lay.EpFirst] = uint32(i)
-			}
-		}
-	}
-	s.locDepth = d
-	s.weighDistribute(&nodes, totals)
 }
 
 // localityWeight is a locality's effective weight for one set (Envoy's
@@ -224,17 +275,18 @@ type localityRun struct{ lo, hi uint32 }
 // runOf is the localities of set whose endpoints are the span sp, a
 // non-empty union of whole localities (as a priority of rank below
 // locDepth is): the localities of its first and its last endpoint.
-func (s *Service) runOf(set int, sp Span) localityRun {
-	_ = set // locAt covers both sets' endpoints, each indexing its own set's localities
+func (s *Service) runOf(sp Span) localityRun {
+	// locAt covers every set's endpoints, each indexing its own localities
 	return localityRun{s.locAt[sp.Lo-s.lay.EpFirst], s.locAt[sp.Hi-1-s.lay.EpFirst] + 1}
 }
 
-// cumBefore is the running effective weight before locality i of set.
-func (s *Service) cumBefore(set, i int) uint64 {
+// cumBefore is the running effective weight before locality i of
+// s.locs[k] (locIndex).
+func (s *Service) cumBefore(k, i int) uint64 {
 	if i == 0 {
 		return 0
 	}
-	return s.locs[set][i-1].cum
+	return s.locs[k][i-1].cum
 }
 
 // localityDraw is what a pick needs to draw a locality of one priority in
@@ -267,13 +319,14 @@ func (l *Loads) drawLocalities(s *Service) {
 				continue
 			}
 			var sum uint64
+			li := locIndex(set, l.Other[p])
 			for k, sp := range l.spans(set, p) {
 				r := localityRun{}
 				if sp.Hi > sp.Lo {
-					r = s.runOf(set, sp)
+					r = s.runOf(sp)
 				}
-				d.run[k], d.adj[k] = r, s.cumBefore(set, int(r.lo))-sum
-				sum += s.cumBefore(set, int(r.hi)) - s.cumBefore(set, int(r.lo))
+				d.run[k], d.adj[k] = r, s.cumBefore(li, int(r.lo))-sum
+				sum += s.cumBefore(li, int(r.hi)) - s.cumBefore(li, int(r.lo))
 				d.end[k] = sum
 			}
 		}
@@ -301,7 +354,8 @@ func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRe
 	if x >= d.end[1] {
 		k = 2
 	}
-	r, cum := d.run[k], s.locCum[set]
+	li := locIndex(set, l.Other[p])
+	r, cum := d.run[k], s.locCum[li]
 	if r.lo >= r.hi || int(r.hi) > len(cum) {
 		return nil, false
 	}
@@ -313,7 +367,7 @@ func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRe
 			a = m + 1
 		}
 	}
-	return &s.locs[set][a], true
+	return &s.locs[li][a], true
 }
 
 // LocalityShare is one locality of a priority and the part of the
@@ -344,24 +398,25 @@ func (s *Service) LocalityShares(l *Loads, p int) []LocalityShare {
 	for set := range setUnhealthy {
 		var total uint64
 		var idx []int
+		li := locIndex(set, l.Other[p])
 		for _, sp := range l.spans(set, p) {
 			if sp.Hi > sp.Lo {
-				r := s.runOf(set, sp)
+				r := s.runOf(sp)
 				for i := r.lo; i < r.hi; i++ {
 					idx = append(idx, int(i))
 				}
-				total += s.cumBefore(set, int(r.hi)) - s.cumBefore(set, int(r.lo))
+				total += s.cumBefore(li, int(r.hi)) - s.cumBefore(li, int(r.lo))
 			}
 		}
 		for _, k := range idx {
-			r := &s.locs[set][k]
+			r := &s.locs[li][k]
 			i, ok := byKey[r.key]
 			if !ok {
 				i = len(out)
 				out = append(out, LocalityShare{})
 				byKey[r.key] = i
 			}
-			w := float64(r.cum - s.cumBefore(set, k))
+			w := float64(r.cum - s.cumBefore(li, k))
 			if set == setEligible {
 				out[i].Eligible = r.span
 				if total > 0 {

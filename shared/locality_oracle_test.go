@@ -71,12 +71,16 @@ func envoyEffectiveLocalityWeight(l *envoyLocality, eligible int, of uint32) flo
 // localitySpreadOracle is the share (0..1) of the source's traffic each
 // endpoint address gets.
 func localitySpreadOracle(spec *ServiceSpec, src Locality, of, threshold uint32) map[string]float64 {
+	return spreadOverPriorities(spec, priorityOracle(spec, src, of, threshold), of)
+}
+
+// spreadOverPriorities is localitySpreadOracle over given priorities.
+func spreadOverPriorities(spec *ServiceSpec, prios []oraclePriority, of uint32) map[string]float64 {
 	byAddr := map[string]*EndpointSpec{}
 	for i := range spec.Endpoints {
 		ap := netip.MustParseAddrPort(spec.Endpoints[i].Address)
 		byAddr[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()] = &spec.Endpoints[i]
 	}
-	prios := priorityOracle(spec, src, of, threshold)
 	out := map[string]float64{}
 	if len(prios) == 0 {
 		return out

@@ -2,7 +2,9 @@ package shared
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/loctree/loctree/shared/wire"
 )
@@ -17,6 +19,13 @@ const (
 // parseNetworkRule decides whether the network rule is in force: by default
 // wherever it can change a candidate set, explicitly only there.
 func (s *builtService) parseNetworkRule(spec *ServiceSpec) error {
+	if err := s.decideNetworkRule(spec); err != nil {
+		return err
+	}
+	return s.checkFailoverScopes()
+}
+
+func (s *builtService) decideNetworkRule(spec *ServiceSpec) error {
 	switch spec.NetworkRule {
 	case NetworkRulePlain:
 		return nil
@@ -44,16 +53,65 @@ func (s *builtService) networkRuleApplies() string {
 		return "has no effect in mode strict (candidates match every scope)"
 	case s.minRank > 0:
 		return "has no effect with failover_limit (candidates share the network)"
-	case s.spill:
-		return "does not combine with spillover (its priorities rank network like any other scope; Istio's failoverPriority network rule, istio/istio b6787c12, is not implemented yet)"
 	}
 	return ""
 }
 
+// checkFailoverScopes refuses failover rules where Istio's priorities,
+// failoverPriority rank × 5 + LbPriority (applyLocalityFailover over
+// applyFailoverPriorities, istio/istio loadbalancer.go at b6787c12, line
+// 212), are not nested ranges of the trees: a scope before region other
+// than network under the network rule (Istio's failoverPriority with
+// failover rules; each of its ranks is split again by region, zone and
+// subzone, which no order of the endpoints keeps contiguous), or network
+// after it, or zone and subzone not right after region in that order
+// (LbPriority ranks by them wherever they are).
+func (s *builtService) checkFailoverScopes() error {
+	if len(s.failover) == 0 {
+		return nil
+	}
+	at := slices.Index(s.scopes, "region")
+	// network before region: the other networks ranked by the rule, or in
+	// no priority (a failover_limit of at least network)
+	networkFirst := at == 1 && s.scopes[0] == "network" && (s.netRule || s.minRank >= 1)
+	if at > 1 || (at == 1 && !networkFirst) {
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes only with region first or with network before it under network_rule ztunnel (or a failover_limit that keeps the other networks out); put region first or network, region", s.name, s.scopes)
+	}
+	next := at + 1
+	for _, name := range []string{"zone", "subzone"} {
+		i := slices.IndexFunc(s.scopes, func(sc string) bool { k, _, _ := strings.Cut(sc, "="); return k == name })
+		if i < 0 {
+			continue
+		}
+		if i != next {
+			return invalid("service %q: failover with scopes %v: Istio's LbPriority ranks region, then zone, then subzone (applyLocalityFailover), so %s must follow %s directly", s.name, s.scopes, s.scopes[i], s.scopes[next-1])
+		}
+		next++
+	}
+	return nil
+}
+
+// otherNetwork is the network of a spillover service's other-network trees
+// that stands for every network none of a set's endpoints is on (a source
+// there ranks them all): the label of a value no scope value can have
+// (control characters are refused), so no endpoint's network shares it.
+const otherNetworkValue = "\x00"
+
+var otherNetwork = Label(otherNetworkValue)
+
+// OtherNetworkLabel is the label of the other-network trees' copies for a
+// network no endpoint is on (bpf/lib/loads.h LT_OTHER_NETWORK).
+func OtherNetworkLabel() uint64 { return otherNetwork }
+
 // sortNetwork fills s.netOrder: the eligible endpoints sorted as the
-// eligible set is, but by the scopes after network.
+// eligible set is, but by the scopes after network; with spillover, the
+// other-network copies (sortOther).
 func (s *builtService) sortNetwork() {
 	if !s.netRule {
+		return
+	}
+	if s.spill {
+		s.sortOther()
 		return
 	}
 	L := len(s.scopes)
@@ -64,6 +122,95 @@ func (s *builtService) sortNetwork() {
 		}
 		return s.eps[a].compareAddr(&s.eps[b])
 	})
+}
+
+// sortOther fills s.netOrder, s.netLabel and s.netSet with the copies of a
+// spillover service under the network rule (docs/FORMAT.md, "Network
+// rule"): per set (eligible, degraded, unhealthy) and per network m of the
+// service's endpoints, in label order with otherNetwork among them, the
+// set's endpoints that are not on m, sorted by the scopes after network. A
+// source on network m ranks the other networks' endpoints of a set by that
+// copy: Istio's failoverPriority network rule (istio/istio b6787c12). Every
+// set has a copy for every network (a set none of whose endpoints is on m
+// is copied whole), so that a locality of the copies for m is the same
+// label path in every set: Envoy weighs it by its endpoints in all three.
+func (s *builtService) sortOther() {
+	L := len(s.scopes)
+	nets := []uint64{otherNetwork}
+	for i := range s.eps {
+		nets = append(nets, s.labels[i*L])
+	}
+	slices.Sort(nets)
+	nets = slices.Compact(nets)
+	bounds := [numSets + 1]int{0, s.nElig, s.nElig + s.nDeg, len(s.order)}
+	for set := range numSets {
+		part := slices.Clone(s.order[bounds[set]:bounds[set+1]])
+		if len(part) == 0 {
+			continue
+		}
+		slices.SortFunc(part, func(a, b int32) int {
+			if c := slices.Compare(s.labels[int(a)*L+1:int(a+1)*L], s.labels[int(b)*L+1:int(b+1)*L]); c != 0 {
+				return c
+			}
+			return s.eps[a].compareAddr(&s.eps[b])
+		})
+		for _, m := range nets {
+			for _, i := range part {
+				if s.labels[int(i)*L] != m {
+					s.netOrder, s.netLabel, s.netSet = append(s.netOrder, i), append(s.netLabel, m), append(s.netSet, uint8(set))
+				}
+			}
+		}
+	}
+}
+
+// layoutOther lays out the other-network trees of a spillover service as
+// one tree over the copies: a root, a child per set (labelled set + 1),
+// below it a child per network m (the copies not on m), then the scopes
+// after network. The walk finds a set's copies for the source's network in
+// two probes and goes on as in the service's own trees.
+func (s *builtService) layoutOther(labels map[uint64]string) ([]builtNode, error) {
+	if prev, ok := labels[otherNetwork]; ok && prev != otherNetworkValue {
+		return nil, fmt.Errorf("%w: service %q: value %q shares label %#x with the network rule's other networks; rename it", ErrLabelCollision, s.name, prev, otherNetwork)
+	}
+	labels[otherNetwork] = otherNetworkValue
+	base := uint32(len(s.eps))
+	L := len(s.scopes)
+	labelOf := func(k uint32, depth int) uint64 {
+		c := int(k - base)
+		switch depth {
+		case 0:
+			return uint64(s.netSet[c]) + 1
+		case 1:
+			return s.netLabel[c]
+		}
+		return s.labels[int(s.netOrder[c])*L+depth-1]
+	}
+	nodes := []builtNode{{lo: base, hi: base + uint32(len(s.netOrder))}}
+	levelStart, levelEnd := 0, 1
+	for depth := 0; depth <= L; depth++ {
+		for n := levelStart; n < levelEnd; n++ {
+			splitBy(&nodes, n, func(k uint32) uint64 { return labelOf(k, depth) })
+		}
+		levelStart, levelEnd = levelEnd, len(nodes)
+	}
+	return nodes, nil
+}
+
+// splitBy appends the children of node n, one per run of equal labels.
+func splitBy(nodes *[]builtNode, n int, label func(k uint32) uint64) {
+	lo, hi := (*nodes)[n].lo, (*nodes)[n].hi
+	first := uint32(len(*nodes))
+	for i := lo; i < hi; {
+		j, l := i+1, label(i)
+		for j < hi && label(j) == l {
+			j++
+		}
+		*nodes = append(*nodes, builtNode{label: l, lo: i, hi: j})
+		i = j
+	}
+	(*nodes)[n].firstChild = first
+	(*nodes)[n].childCount = uint32(len(*nodes)) - first
 }
 
 // compareAddr orders endpoints by address bytes, address length and port,
@@ -95,33 +242,47 @@ func (s *Service) CrossNetwork(r Range) bool {
 }
 
 // netCopies is the number of endpoint records the network rule adds after
-// the service's endpoints: a copy of each eligible one.
+// the service's endpoints: a copy of each eligible one, or with spillover
+// the other-network copies of every set.
 func (s *Service) netCopies() uint32 {
-	if s.networkRule {
+	switch {
+	case s.networkRule:
 		return s.lay.EpEligible
+	case s.netOther:
+		return s.otherCopies
 	}
 	return 0
 }
 
 // decodeNetworkRule reads the network rule from a policy record; nAux is
 // the number of aux nodes of the tree.
-func (s *Service) decodeNetworkRule(p []byte, nAux uint64) error {
+func (s *Service) decodeNetworkRule(t *Tree, p []byte, nAux uint64) error {
 	rule, count := p[wire.PNetworkRule], le.Uint32(p[wire.PNetworkCount:])
-	s.networkRule = rule == 1 // s.lay holds the network tree's place (wire.ServiceLayout)
+	s.networkRule, s.netOther = rule == 1, rule == 2 // s.lay holds the network tree's place (wire.ServiceLayout)
 	switch {
-	case rule > 1, (rule == 1) != (count > 0):
+	case rule > 2, (rule != 0) != (count > 0):
 		return corrupt("network rule %d with a network tree of %d nodes", rule, count)
 	case uint64(s.lay.NetRoot)+uint64(count) > nAux:
 		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.lay.NetRoot, count, nAux)
+	}
+	if s.netOther {
+		root := t.AuxNode(s.lay.NetRoot)
+		if root.Lo != s.lay.EpFirst+s.lay.EpTotal || root.Hi < root.Lo {
+			return corrupt("other-network copies [%d, %d) do not follow the service's endpoints (%d)", root.Lo, root.Hi, s.lay.EpFirst+s.lay.EpTotal)
+		}
+		s.otherCopies = root.Hi - root.Lo
 	}
 	return nil
 }
 
 // checkNetworkRule checks that a service with the network rule is one Build
-// gives it to (network first, more scopes, mode failover, no bound, no
-// priority load).
+// gives it to (network first, more scopes, mode failover, no bound; without
+// a priority load, or with one and no distribute rules).
 func (s *Service) checkNetworkRule() error {
-	if s.networkRule && (s.scopes[0] != "network" || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || s.overprovision != 0) {
+	if !s.networkRule && !s.netOther {
+		return nil
+	}
+	if s.scopes[0] != "network" || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
 		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.scopes, s.mode, s.minRank, s.overprovision)
 	}
 	return nil
@@ -134,15 +295,86 @@ func (t *Tree) checkNetworkCopies(s *Service) error {
 	if !s.networkRule {
 		return nil
 	}
-	var elig, copies uint64
-	for k := range s.lay.EpEligible {
-		elig += recordHash(t.eps[int(s.lay.EpFirst+k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
-		copies += recordHash(t.eps[int(s.lay.EpFirst+s.lay.EpTotal+k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
-	}
-	if elig != copies {
+	elig := t.hashSpan(Span{s.lay.EpFirst, s.lay.EpFirst + s.lay.EpEligible})
+	if elig != t.hashSpan(Span{s.lay.EpFirst + s.lay.EpTotal, s.lay.EpFirst + s.lay.EpTotal + s.lay.EpEligible}) {
 		return corrupt("the network rule's endpoint copies are not the eligible endpoints")
 	}
 	return nil
+}
+
+// hashSpan sums the record hashes of a span of endpoints.
+func (t *Tree) hashSpan(sp Span) uint64 {
+	var h uint64
+	for k := sp.Lo; k < sp.Hi; k++ {
+		h += recordHash(t.eps[int(k)*wire.EndpointRecordSize:][:wire.EndpointRecordSize])
+	}
+	return h
+}
+
+// checkOtherCopies checks the other-network copies of a spillover service
+// (their tree is checked): per set, a child for otherNetwork and for every
+// network of the service's endpoints that not all the set's endpoints are
+// on, each over the same multiset of records as the set without that
+// network's endpoints. O(networks × endpoints), as the copies are.
+func (t *Tree) checkOtherCopies(s *Service) error {
+	nets := map[uint64]bool{}
+	for set := range numSets {
+		own := s.setRoot(set)
+		for k := own.FirstChild; k < own.FirstChild+own.ChildCount; k++ {
+			nets[nodeAt(s.nodesOf(set), k).Label] = true
+		}
+	}
+	root := t.AuxNode(s.lay.NetRoot)
+	for k := root.FirstChild; k < root.FirstChild+root.ChildCount; k++ {
+		d := t.AuxNode(k)
+		if d.Label < 1 || d.Label > numSets {
+			return corrupt("other-network tree: child %d has set label %d", k, d.Label)
+		}
+		set := int(d.Label - 1)
+		own := s.setRoot(set)
+		sum, want := t.hashSpan(Span{own.Lo, own.Hi}), uint32(len(nets)+1)
+		if own.ChildCount == 1 {
+			want-- // all on one network: nothing to copy for it
+		}
+		if d.ChildCount != want {
+			return corrupt("other-network tree: %d networks for the %s endpoints, want %d", d.ChildCount, setNames[set], want)
+		}
+		for c := d.FirstChild; c < d.FirstChild+d.ChildCount; c++ {
+			m, w := t.AuxNode(c), sum
+			if m.Label != otherNetwork && !nets[m.Label] {
+				return corrupt("other-network tree: a network %#x no endpoint is on", m.Label)
+			}
+			if n, ok := s.setChild(set, own, m.Label); ok {
+				w -= t.hashSpan(Span{n.Lo, n.Hi})
+			}
+			if t.hashSpan(Span{m.Lo, m.Hi}) != w {
+				return corrupt("other-network copies of the %s endpoints for network %#x are not the endpoints of the other networks", setNames[set], m.Label)
+			}
+		}
+	}
+	return nil
+}
+
+var setNames = [numSets]string{"eligible", "degraded", "unhealthy"}
+
+// setRoot is the root node of one set's own tree.
+func (s *Service) setRoot(set int) Node {
+	if set == setEligible {
+		return s.tree.Node(s.lay.Root)
+	}
+	return s.tree.AuxNode(s.lay.AuxRoot[set-1])
+}
+
+// setChild finds the child labelled label of n in one set's own tree by
+// scanning its children (decode time: the child index is not built yet).
+func (s *Service) setChild(set int, n Node, label uint64) (Node, bool) {
+	for k := n.FirstChild; k < n.FirstChild+n.ChildCount; k++ {
+		c := nodeAt(s.nodesOf(set), k)
+		if c.Label == label {
+			return c, true
+		}
+	}
+	return Node{}, false
 }
 
 // recordHash hashes an endpoint record but its cumulative weight.
@@ -161,4 +393,44 @@ func (s *Service) originalOf(i uint32) uint32 {
 		}
 	}
 	return i
+}
+
+// walkOther walks each set's other-network tree for the source (network.go
+// sortOther): the copies of the set's endpoints that are not on the
+// source's network, ranked by the scopes after network. A source on a
+// network none of the set's endpoints is on walks otherNetwork's copies
+// (all of them); one on a network all of them are on has none. The ranges
+// nest as walk's do, depth 1 being all the other networks' endpoints.
+func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
+	var want [MaxLevels]uint64
+	copy(want[:], labels)
+	src := emptyLabel
+	if len(labels) > 0 {
+		src = labels[0]
+	}
+	root := s.lay.NetRoot
+	onService := l.reach[setEligible] >= 1 || l.reach[setDegraded] >= 1 || l.reach[setUnhealthy] >= 1 // an endpoint is on the source's network
+	for set := range numSets {
+		t := numSets + set
+		d, ok := s.child(t, root, uint64(set)+1)
+		if ok {
+			want[0] = src
+			if _, mine := s.child(t, d, src); !mine {
+				want[0] = otherNetwork
+				ok = !onService // a set all on the source's network has no copies for it
+			}
+		}
+		if !ok { // none: empty ranges at the set's copies (or the root's), as the kernel's walk leaves them
+			n, at := s.tree.AuxNode(root), root
+			if d, found := s.child(t, root, uint64(set)+1); found {
+				n, at = s.tree.AuxNode(d), d
+			}
+			for j := range levels + 2 {
+				l.path[t][j], l.node[t][j] = Span{n.Lo, n.Lo}, at
+			}
+			l.reach[t] = -1
+			continue
+		}
+		l.walk(s, t, d, want[:len(labels)], levels)
+	}
 }

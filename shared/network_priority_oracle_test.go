@@ -1,8 +1,10 @@
 package shared
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -269,21 +271,53 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 	}
 }
 
-// pendingItems names what the comparisons with loctree wait for: they fail
-// on main and on this branch, which implements neither item yet.
-const pendingItems = "issue 26 items 3 and 4 are not implemented: loctree ranks network like any other scope and splits only the rank at region"
+// refusedBeforeRegion says whether Build refuses a spec for a scope other
+// than network before region under failover rules: Istio's priorities
+// then split every rank of that scope again by region, zone and subzone
+// (rank × 5 + LbPriority), which the tree does not hold (docs/TOPOLOGY.md,
+// "failover"); the oracle above still computes them.
+func refusedBeforeRegion(spec *ServiceSpec) bool {
+	at := slices.Index(spec.Scopes, "region")
+	return len(spec.Failover) > 0 && (at > 1 || (at == 1 && spec.Scopes[0] != "network"))
+}
 
-// TestIstioNetworkVectorsShared holds shared's priorities to Istio's vectors.
-// On 2066581: "FailoverPriority including locality": 3 priorities, Istio 4;
-// "FailoverPriority with Failover": 4 priorities, Istio 6.
+// buildOrRefused builds spec, or checks that Build refuses it as
+// refusedBeforeRegion says; nil then.
+func buildOrRefused(t *testing.T, spec *ServiceSpec) *Tree {
+	t.Helper()
+	tree, err := Build(&Topology{Services: []ServiceSpec{*spec}}, BuildOptions{})
+	switch {
+	case refusedBeforeRegion(spec) && (!errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "before region")):
+		t.Fatalf("scopes %v with failover: %v, want refused", spec.Scopes, err)
+	case refusedBeforeRegion(spec):
+		return nil
+	case err != nil:
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// TestIstioNetworkVectorsShared holds shared's priorities to Istio's
+// vectors: "FailoverPriority including locality" (item 3) as Istio ranks
+// it; "FailoverPriority with Failover" has cluster before region and is
+// refused. On 2066581 (before the network rule for spillover): 3
+// priorities, Istio 4.
 func TestIstioNetworkVectorsShared(t *testing.T) {
+	compared := 0
 	for _, v := range istioNetworkVectors {
 		spec := v.spec()
-		tree := mustBuild(t, &Topology{Services: []ServiceSpec{*spec}})
+		tree := buildOrRefused(t, spec)
+		if tree == nil {
+			continue
+		}
 		l := tree.Services()[0].Loads(v.src)
 		if err := comparePriorities(tree, &l, networkPriorityOracle(spec, v.src, DefaultOverprovisioningFactor, DefaultPanicThreshold)); err != nil {
-			t.Skipf("%s: %v (%s)", v.name, err, pendingItems)
+			t.Fatalf("%s: %v", v.name, err)
 		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no vector compared")
 	}
 }
 
@@ -314,10 +348,127 @@ func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 		for _, sc := range scopes {
 			src[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(3))
 		}
-		tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+		tree := buildOrRefused(t, &spec)
+		if tree == nil {
+			continue
+		}
 		l := tree.Services()[0].Loads(src)
 		if err := comparePriorities(tree, &l, networkPriorityOracle(&spec, src, of, threshold)); err != nil {
-			t.Skipf("case %d, scopes %v, failover %v, from %v: %v (%s)", it, scopes, spec.Failover, src, err, pendingItems)
+			t.Fatalf("case %d, scopes %v, failover %v, from %v: %v", it, scopes, spec.Failover, src, err)
 		}
 	}
+}
+
+// TestNetworkSpreadMatchesEnvoy: random spillover services with network
+// first (with and without failover rules, degraded and unhealthy
+// endpoints, weights): PickLoads spreads as Envoy does over Istio's
+// priorities, a locality of an other-network priority being one
+// region/zone/subzone across those networks, as istiod groups endpoints by
+// locality alone (locality_oracle_test.go's envoyLocalities).
+func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 35))
+	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "region", "zone", "subzone", "node"},
+		{"network", "zone"}, {"network", "cluster", "node"}}
+	for it := range 120 {
+		scopes := forms[rng.IntN(len(forms))]
+		of := []uint32{140, 100, 200}[rng.IntN(3)]
+		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
+		spec := ServiceSpec{Name: "fp", Scopes: scopes, Spillover: &SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+		if slices.Contains(scopes, "region") && rng.IntN(2) == 0 {
+			spec.Failover = []FailoverSpec{{From: "region-1", To: "region-2"}}
+		}
+		for i := range 3 + rng.IntN(20) {
+			loc := Locality{}
+			for _, sc := range scopes {
+				loc[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(2))
+			}
+			h, w := rng.IntN(3) != 0, uint32(1+rng.IntN(3))
+			spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.35.%d:80", i+1),
+				Locality: loc, Weight: &w, Healthy: &h, Degraded: h && rng.IntN(5) == 0})
+		}
+		src := Locality{}
+		for _, sc := range scopes {
+			src[sc] = fmt.Sprintf("%s-%d", sc, 1+rng.IntN(3))
+		}
+		tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+		const n = 6000
+		want := spreadOverPriorities(&spec, networkPriorityOracle(&spec, src, of, threshold), of)
+		if noShare(want) { // no host: the chosen priority's set is empty (panic off)
+			l := tree.Services()[0].Loads(src)
+			if ep, ok := NewPicker(tree, PickerOptions{Seed: 7}).PickLoads(tree.Services()[0], &l, 0); ok {
+				t.Fatalf("case %d: picked %d, Envoy has no host", it, ep)
+			}
+			continue
+		}
+		got := pickSpread(t, tree, tree.Services()[0], src, n, 7)
+		chi2, df, stray := spreadChi2(got, want, n)
+		if df > 0 && chi2 > chi2AtZ(df, 4.75) || stray > 0 {
+			t.Fatalf("case %d, scopes %v, failover %v, from %v: picks %v, Envoy's shares %v: chi-square %.1f (df %d), %d picks outside", it, scopes, spec.Failover, src, got, want, chi2, df, stray)
+		}
+	}
+}
+
+// issue26NetworkTopology is a spillover service with network first and a
+// failover rule r1 → r2 (issue 26 items 3 and 4), for a source on n1 in
+// r1/z1/s1. Worked by hand from Istio's priorities (applyFailoverPriorities
+// at b6787c12 over applyLocalityFailover) and Envoy's loads and locality
+// weights (factor 140, panic 50):
+//
+//   - P0 n1 r1/z1/s1: .1 unhealthy (health 0); P1 n1, a region other than
+//     r2: .2 unhealthy (0);
+//   - P2 other networks, r1/z1/s1: .3 healthy, .4 and .8 unhealthy: health
+//     140·1/3 = 46;
+//   - P3 other networks, r1 but another zone: .5 (n2) healthy and .6 (n3)
+//     unhealthy in r1/z2/s1, .7 (n2) healthy in r1/z3/s1: health 93.
+//
+// The healthy availabilities reach 100 at P3: loads 46 and 54, no panic.
+// P3's localities are r1/z2/s1 across n2 and n3 (weight 2, effective
+// 2·min(1, 1.4·1/2) = 1.4) and r1/z3/s1 (1): .5 gets 54·1.4/2.4 = 31.5 %,
+// .7 22.5 %, .3 46 %. Ranking network like any other scope (before
+// b6787c12) put .3-.8 in one last priority; weighing n2/r1/z2/s1 and
+// n3/r1/z2/s1 apart gives .5 and .7 27 % each.
+func issue26NetworkTopology() *Topology {
+	f := false
+	ep := func(i int, network, zone string, healthy bool) EndpointSpec {
+		e := EndpointSpec{Address: fmt.Sprintf("127.0.36.%d:80", i), Locality: Locality{"network": network, "region": "r1", "zone": zone, "subzone": "s1"}}
+		if !healthy {
+			e.Healthy = &f
+		}
+		return e
+	}
+	eps := []EndpointSpec{ep(1, "n1", "z1", false), ep(2, "n1", "z1", false), ep(3, "n2", "z1", true), ep(4, "n2", "z1", false),
+		ep(5, "n2", "z2", true), ep(6, "n3", "z2", false), ep(7, "n2", "z3", true), ep(8, "n3", "z1", false)}
+	eps[1].Locality["region"] = "r3"
+	return &Topology{Services: []ServiceSpec{{Name: "net", Scopes: []string{"network", "region", "zone", "subzone"},
+		Spillover: &SpilloverSpec{}, Failover: []FailoverSpec{{From: "r1", To: "r2"}}, Endpoints: eps}}}
+}
+
+// TestNetworkPrioritiesIssueExample: the oracle gives the shares worked by
+// hand, and PickLoads spreads by them.
+func TestNetworkPrioritiesIssueExample(t *testing.T) {
+	top := issue26NetworkTopology()
+	spec := &top.Services[0]
+	src := Locality{"network": "n1", "region": "r1", "zone": "z1", "subzone": "s1"}
+	want := spreadOverPriorities(spec, networkPriorityOracle(spec, src, 140, 50), 140)
+	for addr, share := range map[string]float64{"127.0.36.3:80": 0.46, "127.0.36.5:80": 0.54 * 1.4 / 2.4, "127.0.36.7:80": 0.54 / 2.4} {
+		if math.Abs(want[addr]-share) > 1e-9 {
+			t.Fatalf("oracle: %v, want %s %.4f", want, addr, share)
+		}
+	}
+	tree := mustBuild(t, top)
+	const n = 12000
+	got := pickSpread(t, tree, tree.Services()[0], src, n, 7)
+	if chi2, df, stray := spreadChi2(got, want, n); chi2 > chi2AtZ(df, 4.75) || stray > 0 {
+		t.Fatalf("picks %v, shares %v: chi-square %.1f (df %d), %d outside", got, want, chi2, df, stray)
+	}
+}
+
+// noShare says whether no endpoint has a share of the traffic.
+func noShare(shares map[string]float64) bool {
+	for _, v := range shares {
+		if v > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package shared
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -54,7 +55,9 @@ func TestNetworkRule(t *testing.T) {
 
 // TestNetworkRuleRefused: an explicit network_rule that cannot apply, or
 // a typo, is an error naming it; spillover with network first builds with
-// the plain rule (Envoy's priorities), and refuses an explicit ztunnel.
+// the rule (Istio's failoverPriority network rule), explicit or not, and
+// refuses failover rules with network before region under the plain rule
+// (Istio ranks the other networks by region, zone and subzone then).
 func TestNetworkRuleRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -67,7 +70,18 @@ func TestNetworkRuleRefused(t *testing.T) {
 		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
 		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
 		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
-		{"spillover", "does not combine with spillover", func(s *ServiceSpec) { s.NetworkRule, s.Spillover = "ztunnel", &SpilloverSpec{} }},
+		{"plain failover", "network before it under network_rule ztunnel", func(s *ServiceSpec) {
+			s.NetworkRule, s.Spillover, s.Scopes = "plain", &SpilloverSpec{}, []string{"network", "region"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"cluster before region", "put region first", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "region"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"zone apart", "zone must follow region directly", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"region", "node", "zone"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
 	} {
 		top := networkTopology("")
 		c.mut(&top.Services[0])
@@ -81,8 +95,19 @@ func TestNetworkRuleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tree.Services()[0].networkRule {
-		t.Fatal("spillover with network first: the network rule is on, want Envoy's plain ranking")
+	if s := tree.Services()[0]; s.networkRule || !s.netOther {
+		t.Fatal("spillover with network first: want the other-network trees (Istio's network rule), not the lookup's network tree")
+	}
+	top.Services[0].NetworkRule = "ztunnel"
+	if _, err := Build(top, BuildOptions{}); err != nil {
+		t.Fatalf("explicit ztunnel with spillover: %v", err)
+	}
+	bounded := networkTopology("")
+	spec := &bounded.Services[0]
+	spec.Spillover, spec.FailoverLimit, spec.Scopes = &SpilloverSpec{}, "network", []string{"network", "region"}
+	spec.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+	if _, err := Build(bounded, BuildOptions{}); err != nil { // no other network has a priority
+		t.Fatalf("failover with network first and failover_limit network: %v", err)
 	}
 }
 
@@ -125,7 +150,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(4)
+	u16(5)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -204,7 +229,8 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 2", "network rule 2", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
+		{"rule 3", "network rule 3", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
+		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
 		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
 		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+wire.PNetworkCount:], 100) }},
 		{"tree shape", "network tree: corrupt tree: root node", func(b []byte) { le.PutUint32(b[aux+2*wire.NodeRecordSize+wire.NHi:], 3) }},
@@ -239,5 +265,147 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 || !ok || !svc.CrossNetwork(svc.LookupSource(src)) {
 		t.Fatalf("%v allocations a lookup and pick (picked %v)", allocs, ok)
+	}
+}
+
+// TestExactBytesNetworkPriorities writes a format-5 tree with the network
+// rule of a spillover service by hand from docs/FORMAT.md ("Network rule
+// with a priority load"): endpoint 1 on x in zone b, endpoint 2 on y in
+// zone a, both healthy. After the two endpoints come the eligible set's
+// copies per network in label order, otherNetwork (Label("\x00")) among
+// them: for x the endpoint on y, for y the one on x, for otherNetwork both
+// by zone. The other-network tree follows the two empty aux roots: its
+// root, the set's child (label 1), a child per network, then the zones.
+// Policy byte 26 is 2, bytes 28..31 the tree's 9 nodes.
+func TestExactBytesNetworkPriorities(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"network", "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{"network": "x", "zone": "b"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{"network": "y", "zone": "a"}},
+	}}}}
+	tree, err := Build(top, BuildOptions{Generation: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLabel := func(s ...string) []string {
+		slices.SortFunc(s, func(a, b string) int { return cmp.Compare(Label(a), Label(b)) })
+		return s
+	}
+	net, zones := byLabel("x", "y"), byLabel("a", "b")
+	others := byLabel("x", "y", "\x00") // the networks of the copies
+	zoneOf := map[string]string{"x": "b", "y": "a"}
+	addrOf := map[string]byte{"x": 1, "y": 2}
+	netOfZone := map[string]string{"a": "y", "b": "x"}
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
+	var meta []byte
+	for _, s := range []string{"n", "", "network", "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
+		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
+		meta = append(meta, s...)
+	}
+	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
+	meta = slices.Insert(meta, 3, 0)
+	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(5)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(9)
+	strOff := 64 + 64 + 5*24 + 6*32 + 32 + 11*24
+	u32(uint32(strOff + len(meta)))
+	u32(1)
+	u32(5)
+	u32(6)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(128)
+	u32(128 + 120)
+	u32(uint32(strOff))
+	u32(11)
+	// service: root 0, 5 nodes, endpoints from 0, 2 eligible of 2, 2 levels
+	u32(0)
+	u32(5)
+	u32(0)
+	u32(2)
+	u32(2)
+	b = append(b, 2, 0, 0, 0)
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, make([]byte, 32)...)
+	// nodes: root, the two networks, their zones
+	node(0, 0, 2, 1, 2)
+	node(Label(net[0]), 0, 1, 3, 1)
+	node(Label(net[1]), 1, 2, 4, 1)
+	node(Label(zoneOf[net[0]]), 0, 1, 0, 0)
+	node(Label(zoneOf[net[1]]), 1, 2, 0, 0)
+	// endpoints by network, then per network of the copies the endpoints
+	// not on it, by zone; cum_weight runs on
+	cum := uint64(0)
+	ep := func(last byte) {
+		cum++
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+		u32(1)
+		u64(cum)
+	}
+	ep(addrOf[net[0]])
+	ep(addrOf[net[1]])
+	type copyRange struct{ lo, hi uint32 }
+	ranges := map[string]copyRange{}
+	at := uint32(2)
+	for _, m := range others {
+		lo := at
+		for _, z := range zones {
+			if n := netOfZone[z]; n != m {
+				ep(addrOf[n])
+				at++
+			}
+		}
+		ranges[m] = copyRange{lo, at}
+	}
+	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
+	// factor 140, panic 50, network_rule 2, other-network tree of 9 nodes
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	u16(140)
+	b = append(b, 50, 0, 0, 0, 2, 0)
+	u32(9)
+	// aux: the two empty roots; the other-network tree (aux 2..10): its
+	// root over the copies [2, 6), the eligible set's child (label 1), the
+	// networks (aux 4..6), the zones (aux 7..10)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 6, 3, 1)
+	node(1, 2, 6, 4, 3)
+	first := uint32(7)
+	for _, m := range others {
+		n := uint32(1)
+		if m == "\x00" {
+			n = 2
+		}
+		node(Label(m), ranges[m].lo, ranges[m].hi, first, n)
+		first += n
+	}
+	for _, m := range others {
+		k := ranges[m].lo
+		for _, z := range zones {
+			if netOfZone[z] != m {
+				node(Label(z), k, k+1, 0, 0)
+				k++
+			}
+		}
+	}
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+	if OtherNetworkLabel() != Label("\x00") {
+		t.Fatalf("OtherNetworkLabel %#x, Label(\"\\x00\") %#x", OtherNetworkLabel(), Label("\x00"))
 	}
 }

@@ -4,8 +4,9 @@ import "github.com/loctree/loctree/shared/wire"
 
 // MaxPriorities is the largest number of priorities of a source: one per
 // match depth, 0..MaxLevels, and one more where a failover rule splits a
-// depth in two.
-const MaxPriorities = MaxLevels + 2
+// depth in two; under the network rule, the depths 1..MaxLevels on the
+// source's network and on the others, each with a failover split.
+const MaxPriorities = 2*MaxLevels + 2
 
 // Span is a contiguous range of endpoints [Lo, Hi) (absolute indices).
 type Span struct{ Lo, Hi uint32 }
@@ -23,6 +24,9 @@ const (
 	setDegraded
 	setUnhealthy
 	numSets
+	// numTrees counts the sets' own trees and their other-network trees
+	// (a tree index is set, or numSets + set: network.go).
+	numTrees = 2 * numSets
 )
 
 // Loads is Envoy's per-priority state for one source (docs/FORMAT.md,
@@ -60,21 +64,26 @@ type priorities struct {
 	// Failover is 0 for a priority no failover rule touches, 1 for the
 	// endpoints of the rule's to-region, 2 for the other regions.
 	Failover [MaxPriorities]uint8
+	// Other is set for a priority of endpoints on other networks than the
+	// source's (the network rule of a spillover service: Istio's
+	// failoverPriority network rule, istio/istio b6787c12); Rank then
+	// counts network as matched, and the scopes after it that match.
+	Other    [MaxPriorities]bool
 	Counts   [MaxPriorities]PriorityCounts
 	Healthy  [MaxPriorities]uint8 // percent
 	Degraded [MaxPriorities]uint8 // percent
-	panic    uint16               // bit p: priority p is in panic
+	panic    uint32               // bit p: priority p is in panic
 
 	tree  *Tree
-	path  [numSets][MaxLevels + 2]Span   // the source's range in each set's tree at each depth
-	node  [numSets][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
-	reach [numSets]int                   // the depth each walk reached
-	to    [numSets]Span                  // a failover rule's to-region in each set (empty: none)
+	path  [numTrees][MaxLevels + 2]Span   // the source's range in each tree at each depth
+	node  [numTrees][MaxLevels + 2]uint32 // each tree's node at each depth (the deepest reached below)
+	reach [numTrees]int                   // the depth each walk reached
+	to    [numTrees]Span                  // a failover rule's to-region in each tree (empty: none)
 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
 // per-priority panic).
-func (l *Loads) InPanic(p int) bool { return p >= 0 && p < 16 && l.panic&(1<<p) != 0 }
+func (l *Loads) InPanic(p int) bool { return p >= 0 && p < 32 && l.panic&(1<<p) != 0 }
 
 // Loads computes the priority loads of a source.
 func (s *Service) Loads(src Locality) Loads {
@@ -103,7 +112,7 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		l.copyDistribute(&s.distLoads[s.ruleFor(labels)])
 		return
 	}
-	l.priorities = priorities{tree: s.tree}
+	l.reset(s.tree)
 	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = 0, 0, nil, nil, [2]uint64{}
 	levels := len(s.scopes)
 	l.walk(s, setEligible, s.lay.Root, labels, levels)
@@ -121,21 +130,34 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 		}
 		l.walk(s, set, s.lay.AuxRoot[k], labels, levels)
 	}
-	split := l.failover(s, labels)
-	for r := levels; r >= s.minRank; r-- { // bounded failover: lower ranks are no priority
-		h, d, u := l.count(setEligible, r), l.count(setDegraded, r), l.count(setUnhealthy, r)
-		if r == split {
-			th, td, tu := uint32(l.to[0].Len()), uint32(l.to[1].Len()), uint32(l.to[2].Len())
-			l.add(r, 1, th, td, tu)
-			l.add(r, 2, h-th, d-td, u-tu)
-			continue
-		}
-		l.add(r, 0, h, d, u)
+	trees := numSets
+	if s.netOther {
+		l.walkOther(s, labels, levels)
+		trees = numTrees
+	}
+	split := l.failover(s, labels, trees)
+	lowest := s.minRank // bounded failover: lower ranks are no priority
+	if s.netOther {
+		lowest = 1 // rank 0, the other networks, is their trees' priorities
+	}
+	l.addRanks(0, levels, lowest, split)
+	if s.netOther {
+		l.addRanks(numSets, levels, 1, split)
 	}
 	l.distribute(s.overprovision, s.panicThreshold)
 	if s.locDepth > 0 {
 		l.drawLocalities(s)
 	}
+}
+
+// reset starts a computation of the priorities of a tree's service with
+// none. A priority's fields are written where it is added (add, single),
+// and the walks' ranges by the walks before any read (those of a tree the
+// service does not walk, the other-network trees without the network
+// rule, are never read): zeroing the whole state cost a tenth of a fresh
+// computation.
+func (l *Loads) reset(t *Tree) {
+	l.N, l.panic, l.tree = 0, 0, t
 }
 
 // Priority is the priority that holds endpoint ep (an absolute index, in
@@ -157,13 +179,32 @@ func (l *Loads) Priority(ep uint32) int {
 	return -1
 }
 
+// addRanks appends the priorities of ranks levels down to lowest of the
+// trees from base (the sets' own trees, or their other-network trees),
+// deepest first, the rank split splits in two by a failover rule.
+func (l *Loads) addRanks(base, levels, lowest, split int) {
+	other := base == numSets
+	for r := levels; r >= lowest; r-- {
+		h, d, u := l.count(base+setEligible, r), l.count(base+setDegraded, r), l.count(base+setUnhealthy, r)
+		if r == split {
+			to := l.to[base:]
+			th, td, tu := uint32(to[0].Len()), uint32(to[1].Len()), uint32(to[2].Len())
+			l.add(r, 1, other, th, td, tu)
+			l.add(r, 2, other, h-th, d-td, u-tu)
+			continue
+		}
+		l.add(r, 0, other, h, d, u)
+	}
+}
+
 // add appends a priority unless it is empty.
-func (l *Loads) add(rank int, failover uint8, h, d, u uint32) {
+func (l *Loads) add(rank int, failover uint8, other bool, h, d, u uint32) {
 	if h+d+u == 0 {
 		return
 	}
-	l.Rank[l.N], l.Failover[l.N] = uint8(rank), failover
+	l.Rank[l.N], l.Failover[l.N], l.Other[l.N] = uint8(rank), failover, other
 	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
+	l.Healthy[l.N], l.Degraded[l.N] = 0, 0 // distribute fills them
 	l.N++
 }
 
@@ -171,7 +212,7 @@ func (l *Loads) add(rank int, failover uint8, h, d, u uint32) {
 // region (Istio's applyLocalityFailover): it finds the rule's to-region among
 // the siblings of the source's region in each tree, and returns the depth
 // it splits (the region scope's index), or -1.
-func (l *Loads) failover(s *Service, labels []uint64) int {
+func (l *Loads) failover(s *Service, labels []uint64, trees int) int {
 	if s.regionAt < 0 || len(s.failTo) == 0 {
 		return -1
 	}
@@ -186,7 +227,7 @@ func (l *Loads) failover(s *Service, labels []uint64) int {
 	if k == len(s.failTo) {
 		return -1
 	}
-	for set := range numSets {
+	for set := range trees {
 		a := l.path[set][s.regionAt]
 		l.to[set] = Span{a.Lo, a.Lo}
 		if l.reach[set] < s.regionAt {
@@ -221,6 +262,7 @@ func (l *Loads) single(s *Service) {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
+	l.Failover[0], l.Other[0], l.Degraded[0] = 0, false, 0
 }
 
 // walk follows the source's labels down one tree and records its range at
@@ -260,6 +302,9 @@ func (l *Loads) count(set, r int) uint32 {
 // Rank[p] minus the nested range at depth Rank[p]+1 (two spans); with a
 // failover rule, the to-region's range (one span), or the rest (three).
 func (l *Loads) spans(set, p int) [3]Span {
+	if l.Other[p] {
+		set += numSets
+	}
 	a, b := l.path[set][l.Rank[p]], l.path[set][l.Rank[p]+1]
 	switch to := l.to[set]; {
 	case l.Failover[p] == 1:

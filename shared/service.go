@@ -82,5 +82,17 @@ func (s *Service) MinRank() int { return s.minRank }
 // (format version 4; docs/FORMAT.md, "Network rule").
 func (s *Service) NetworkRule() bool { return s.networkRule }
 
+// NetworkPriorities reports whether the service, a spillover service with
+// network first, ranks the other networks' endpoints by the scopes after
+// network (Istio's failoverPriority network rule, istio/istio b6787c12):
+// its other-network tree follows its unhealthy tree in the aux section
+// and NetworkCopies endpoint records follow its own (docs/FORMAT.md,
+// "Network rule").
+func (s *Service) NetworkPriorities() bool { return s.netOther }
+
+// NetworkCopies is the number of endpoint records the network rule adds
+// after the service's EndpointCount (0 without it).
+func (s *Service) NetworkCopies() uint32 { return s.netCopies() }
+
 // Scope is the service's scope at level i, 0 ≤ i < Levels().
 func (s *Service) Scope(i int) string { return s.scopes[i] }

@@ -55,6 +55,12 @@ type Service struct {
 	// from the network tree (aux nodes [NetRoot, +NetCount)) over copies of
 	// the eligible endpoints, [EpFirst+EpTotal, +EpEligible).
 	networkRule bool
+	// netOther is the network rule of a spillover service (format version
+	// 5): the other-network tree (aux nodes [NetRoot, +NetCount)) over
+	// otherCopies copies from EpFirst+EpTotal, per set and network m the
+	// set's endpoints not on m (network.go sortOther).
+	netOther    bool
+	otherCopies uint32
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1
@@ -62,9 +68,9 @@ type Service struct {
 	dist      []distRule       // the distribute rules, hashed
 	distLoads []Loads          // per rule, then for no rule: the loads of a source it applies to
 	locDepth  int              // localities are the nodes at this depth (locality.go); 0: no locality draw
-	locs      [2][]localityRec // the localities of the eligible and the degraded set
-	locCum    [2][]uint64      // their running effective weights (locs[set][i].cum), what a draw searches
-	locAt     []uint32         // by endpoint - EpFirst (eligible and degraded): its locality in its set's locs
+	locs      [4][]localityRec // the localities of the eligible and the degraded set, then of their other-network trees (locIndex)
+	locCum    [4][]uint64      // their running effective weights (locs[k][i].cum), what a draw searches
+	locAt     []uint32         // by endpoint - EpFirst (eligible and degraded, copies too): its locality in its locs
 	distCum   [][2][]uint64    // per distribute rule (as distLoads): its running effective weights over locs
 	distAlias [][2]aliasTable  // the same weights as alias tables, what a pick draws from
 	values    []string         // node values, node Root+1 first
@@ -195,11 +201,12 @@ func (s *Service) String() string {
 }
 
 // EndpointValues returns the scope values of eligible endpoint i (an absolute
-// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one) by
+// index in [EpFirst, EpFirst+EpEligible), or a network rule's copy of one,
+// with the original's network) by
 // walking down the tree: nil for an ineligible endpoint. It is for tools; it
 // allocates.
 func (s *Service) EndpointValues(i uint32) []string {
-	if c := s.lay.EpFirst + s.lay.EpTotal; s.networkRule && i >= c && i < c+s.lay.EpEligible {
+	if c := s.lay.EpFirst + s.lay.EpTotal; (s.networkRule || s.netOther) && i >= c && i < c+s.netCopies() {
 		i = s.originalOf(i)
 	}
 	if i < s.lay.EpFirst || i >= s.lay.EpFirst+s.lay.EpEligible {

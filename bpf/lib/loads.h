@@ -26,8 +26,13 @@
 #define LT_AFF_PRIO_SALT 0x6a09e667f3bcc909ULL
 
 #define LT_SETS 3                       /* eligible, degraded, unhealthy */
+#define LT_TREES (2 * LT_SETS)          /* the sets' trees, then their other-network trees (net_rule 2) */
 #define LT_DEPTHS (LT_MAX_LEVELS + 2)   /* a range per depth 0..levels, and an empty one below */
-#define LT_MAX_PRIO (LT_MAX_LEVELS + 2) /* one per rank, and one more where a failover rule splits */
+#define LT_RANKS (LT_MAX_LEVELS + 2)    /* one per rank, and one more where a failover rule splits */
+#define LT_MAX_PRIO (2 * LT_RANKS - 2)  /* with net_rule 2: ranks 1..levels on the source's network and on others */
+/* The label of otherNetwork (shared/network.go): Label("\x00"), the
+ * other-network tree's copies for a network no endpoint is on. */
+#define LT_OTHER_NETWORK 0xaf63bd4c8601b7dfULL
 #define LT_SPANS 3                      /* spans of one set in one priority */
 #define LT_DIST_TARGETS 8 /* targets of a distribute rule (shared.MaxDistributeTargets) */
 #define LT_PICK_SPANS (LT_SETS * LT_DIST_TARGETS) /* >= LT_SETS * LT_SPANS */
@@ -48,20 +53,21 @@ struct lt_span {
 struct lt_loads {
 	__u32 busy; /* 1 while a program computes in this slot */
 	__u32 n;    /* priorities */
-	struct lt_span path[LT_SETS][LT_DEPTHS];
-	__u32 node[LT_SETS][LT_DEPTHS]; /* the node at each depth (the deepest reached below) */
-	__u32 reach[LT_SETS];           /* depth each walk reached */
-	struct lt_span to[LT_SETS];     /* the failover rule's to-region in each set */
+	struct lt_span path[LT_TREES][LT_DEPTHS];
+	__u32 node[LT_TREES][LT_DEPTHS]; /* the node at each depth (the deepest reached below) */
+	__u32 reach[LT_TREES];           /* depth each walk reached */
+	struct lt_span to[LT_TREES];     /* the failover rule's to-region in each tree */
 	__u32 healthy[LT_MAX_PRIO];
 	__u32 degraded[LT_MAX_PRIO];
 	__u32 total[LT_MAX_PRIO];
 	__u8 rank[LT_MAX_PRIO];
 	__u8 kind[LT_MAX_PRIO];  /* enum lt_failover_kind */
+	__u8 other[LT_MAX_PRIO]; /* 1: of the other-network trees */
 	__u8 lh[LT_MAX_PRIO];    /* healthy load, percent */
 	__u8 ld[LT_MAX_PRIO];    /* degraded load, percent */
 	__u32 panic;             /* bit p: priority p is in panic */
 	struct lt_span pick[LT_PICK_SPANS]; /* the chosen priority's spans */
-	__u32 stop[LT_SETS];     /* the walk of a tree has ended */
+	__u32 stop[LT_TREES];    /* the walk of a tree has ended */
 	__u64 to_label;          /* the failover rule's to-region */
 	__s32 split;             /* the rank a failover rule splits, or -1 */
 	__u32 sum, nta, rem;     /* availabilities: sum, normalized total; load left */

@@ -88,6 +88,11 @@ struct lt_service {
 	 * rebased by the loader to node_delta, over copies of the eligible
 	 * endpoints that follow the service's endpoints in its region. */
 	__u8 net_rule;
+	/* 2: the network rule of a spillover service (docs/FORMAT.md "Network
+	 * rule", Istio's failoverPriority network rule): the other-network
+	 * tree (lt_service.other_root) follows the unhealthy tree, its records
+	 * mapped by aux_delta, over copies that follow the service's
+	 * endpoints (priority.h walks it as three more trees). */
 	/* The child table (struct lt_kid): kid_slots home slots from map index
 	 * kids, in this service's node region after every other record, then
 	 * the slots of keys placed past the last home slot and a free slot.
@@ -96,16 +101,18 @@ struct lt_service {
 	__u32 kid_slots;
 	/* The locality-weighted choice inside a priority (locality.h): with a
 	 * priority load, loc_n[0] records of the eligible set's localities
-	 * then loc_n[1] of the degraded set's, from map index loc (after the
+	 * then loc_n[1] of the degraded set's (then loc_n[2] and loc_n[3] of
+	 * the other-network trees'), from map index loc (after the
 	 * failover rules), each a node record whose lo and hi are the
 	 * locality's endpoints and whose label is the running sum of the
 	 * set's effective locality weights up to it; with distribute rules,
 	 * instead, one block per rule block (distribute.h), after them, located
 	 * by the rule's block (loc_n 0). loc_depth 0: no draw. */
 	__u32 loc;
-	__u32 loc_n[2];
+	__u32 loc_n[4];           /* eligible, degraded, then (net_rule 2) the other-network trees' */
 	__u8 loc_depth;
 	__u8 loc_pad[3];
+	__u32 other_root;         /* net_rule 2: map index of the other-network tree's root */
 };
 
 /*

@@ -2,8 +2,9 @@
 /*
  * Envoy's priority load in the kernel (docs/FORMAT.md, "Priority load",
  * steps 1-6), for services whose lt_service.of is non-zero: three tree
- * walks (eligible, degraded, unhealthy) record the source's range at every
- * depth; the priorities are the ranks, deepest first, each at most two
+ * walks (eligible, degraded, unhealthy; six with the network rule, whose
+ * other-network trees rank the other networks' endpoints: "Network rule
+ * with a priority load") record the source's range at every depth; the priorities are the ranks, deepest first, each at most two
  * spans per set (three where a failover rule splits the region's rank);
  * their loads follow Envoy's recalculatePerPriorityState and panic rules in
  * integers; choosePriority draws one and the service's policy picks inside
@@ -19,11 +20,26 @@
 #include "spans.h"
 #include "locality.h"
 
-/* lt_tree_root is the map index of set's root, and the delta of its records. */
+/* lt_tree_root is the map index of set's root, and the delta of its
+ * records (an other-network tree's root is found by lt_walk_other). */
 static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 set, __u32 *delta)
 {
 	*delta = set == 0 ? svc->node_delta : svc->aux_delta;
 	return set == 0 ? svc->root : svc->aux_root[(set - 1) & 1];
+}
+
+/* lt_trees is the number of trees the walk goes down: the three sets', and
+ * with the network rule of a spillover service their other-network trees. */
+static __always_inline __u32 lt_trees(const struct lt_service *svc)
+{
+	return svc->net_rule == 2 ? LT_TREES : LT_SETS;
+}
+
+/* lt_on_network says whether an endpoint of the service is on the
+ * source's network: a walk of a set's own tree matched it. */
+static __always_inline int lt_on_network(const struct lt_loads *l)
+{
+	return l->reach[0] >= 1 || l->reach[1] >= 1 || l->reach[2] >= 1;
 }
 
 /* lt_step walks tree set one level down from depth d: one child search.
@@ -36,13 +52,18 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 	struct lt_node *n, *ch;
 	int bad = 0;
 
-	if (set >= LT_SETS || d >= LT_MAX_LEVELS || l->stop[set])
+	if (set >= LT_TREES || d >= LT_MAX_LEVELS || l->stop[set])
 		return 0;
+	lt_bounded(set);
 	lt_tree_root(svc, set, &delta);
 	n = lt_node_of(svc, l->node[set][d]);
 	if (!n)
 		return 1;
 	ch = n->child_count ? lt_child_in(svc, n, delta, c->labels[d], &at, &bad) : NULL;
+	/* An other-network tree has copies for every network of the service;
+	 * a source on none of them takes otherNetwork's (shared/network.go). */
+	if (!ch && !bad && set >= LT_SETS && d == 0 && n->child_count && !lt_on_network(l))
+		ch = lt_child_in(svc, n, delta, LT_OTHER_NETWORK, &at, &bad);
 	if (bad)
 		return 1;
 	if (!ch) {
@@ -69,7 +90,7 @@ static long lt_level_cb(__u64 i, void *data)
 	d = d % levels;
 	lt_bounded(set); /* opaque: the checks below stay on these registers */
 	lt_bounded(d);
-	if (d >= LT_MAX_LEVELS || set >= LT_SETS)
+	if (d >= LT_MAX_LEVELS || set >= LT_TREES)
 		return 1;
 	if (lt_step(c, set, d)) {
 		c->bad = 1;
@@ -78,9 +99,35 @@ static long lt_level_cb(__u64 i, void *data)
 	return 0;
 }
 
-/* lt_walk walks the three trees with the source's labels. */
+/* lt_walk_other starts the walk of each set's other-network tree at the
+ * set's child of its root (labelled set + 1); a set without copies has an
+ * empty one (shared/network.go walkOther). */
+static __always_inline int lt_walk_other(const struct lt_service *svc, struct lt_loads *l)
+{
+	struct lt_node *x = lt_node_of(svc, svc->other_root);
+	int bad = 0;
+
+	if (!x)
+		return LT_STAT_BAD_INDEX;
+	for (__u32 set = 0; set < LT_SETS; set++) {
+		__u32 t = LT_SETS + set, at = 0;
+		struct lt_node *d = x->child_count ? lt_child_in(svc, x, svc->aux_delta, set + 1, &at, &bad) : NULL;
+
+		l->reach[t] = 0;
+		l->stop[t] = d ? 0 : 1;
+		l->node[t][0] = d ? at : svc->other_root;
+		l->path[t][0] = lt_span_of(svc, d ? d : x, &bad);
+		if (!d)
+			l->path[t][0].hi = l->path[t][0].lo;
+	}
+	return bad ? LT_STAT_BAD_INDEX : LT_OK;
+}
+
+/* lt_walk walks the three trees (and their other-network trees) with the
+ * source's labels. */
 static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads *l, struct lt_walk_ctx *c)
 {
+	__u32 trees = lt_trees(svc);
 	int bad = 0;
 
 	for (__u32 set = 0; set < LT_SETS; set++) {
@@ -96,12 +143,16 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 	}
 	if (bad)
 		return LT_STAT_BAD_INDEX;
-	bpf_loop(LT_SETS * svc->levels, lt_level_cb, c, 0);
+	if (trees == LT_TREES && lt_walk_other(svc, l) != LT_OK)
+		return LT_STAT_BAD_INDEX;
+	bpf_loop(trees * svc->levels, lt_level_cb, c, 0);
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
-	for (int set = 0; set < LT_SETS; set++) { /* below the deepest match: the empty range at its lo */
+	for (int set = 0; set < LT_TREES; set++) { /* below the deepest match: the empty range at its lo */
 		__u32 r = l->reach[set];
 
+		if (set >= trees)
+			break;
 		if (r >= LT_DEPTHS)
 			return LT_STAT_BAD_INDEX;
 		lt_bounded(r);
@@ -151,7 +202,7 @@ static long lt_to_cb(__u64 i, void *data)
 	struct lt_node *n, *ch;
 	int bad = 0;
 
-	if (set >= LT_SETS || g >= LT_MAX_LEVELS)
+	if (set >= LT_TREES || g >= LT_MAX_LEVELS)
 		return 1;
 	lt_bounded(set);
 	lt_bounded(g);
@@ -192,7 +243,7 @@ static __always_inline int lt_failover(const struct lt_service *svc, const __u64
 	lt_bounded(g);
 	if (!lt_rule_to(svc, labels[g], &l->to_label))
 		return LT_OK;
-	bpf_loop(LT_SETS, lt_to_cb, c, 0);
+	bpf_loop(lt_trees(svc), lt_to_cb, c, 0);
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
 	l->split = g;
@@ -205,12 +256,21 @@ static __always_inline __u32 lt_count_rank(const struct lt_loads *l, __u32 set, 
 {
 	const struct lt_span *a;
 
-	if (set >= LT_SETS || r >= LT_DEPTHS - 1)
+	if (set >= LT_TREES || r >= LT_DEPTHS - 1)
 		return 0;
 	lt_bounded(set);
 	lt_bounded(r);
 	a = &l->path[set][r];
 	return lt_len(a[0]) - lt_len(a[1]);
+}
+
+/* lt_to_len is the size of the failover rule's to-region in tree t. */
+static __always_inline __u32 lt_to_len(const struct lt_loads *l, __u32 t)
+{
+	if (t >= LT_TREES)
+		return 0;
+	lt_bounded(t);
+	return lt_len(l->to[t]);
 }
 
 /* lt_avail is Envoy's per-priority health (or degraded) value,
@@ -244,7 +304,7 @@ static __always_inline struct lt_hosts lt_hosts_minus(struct lt_hosts a, struct 
  * availabilities so far sum to less than 100 it adds this one's: where
  * they reach 100, every load is known without the rest of step 4
  * (lt_priority_loads's common case). */
-static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, __u32 rank, __u8 kind,
+static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, __u32 rank, __u8 kind, __u8 other,
 					    struct lt_hosts n)
 {
 	__u32 p = l->n, total = n.healthy + n.degraded + n.unhealthy, a;
@@ -254,6 +314,7 @@ static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, 
 	lt_bounded(p);
 	l->rank[p] = rank;
 	l->kind[p] = kind;
+	l->other[p] = other;
 	l->healthy[p] = n.healthy;
 	l->degraded[p] = n.degraded;
 	l->total[p] = total;
@@ -274,28 +335,33 @@ static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, 
  * body once, instead of every combination of branches over ten priorities.
  */
 
-/* lt_rank_cb adds the priorities of rank levels-i, the failover rule's rank
- * split in two; ranks below min_rank are none (steps 2-3). */
+/* lt_rank_cb adds the priorities of rank levels-i%(LT_MAX_LEVELS+1) of
+ * the sets' trees (i below LT_MAX_LEVELS+1) or of their other-network
+ * trees, the failover rule's rank split in two; ranks below min_rank are
+ * none, and with the network rule rank 0 of the sets' trees is the
+ * other-network trees' priorities (steps 2-3). */
 static long lt_rank_cb(__u64 i, void *data)
 {
 	struct lt_walk_ctx *c = data;
 	struct lt_loads *l = c->l;
-	int r = (int)c->svc->levels - (int)i;
+	__u32 other = i > LT_MAX_LEVELS, b = other ? LT_SETS : 0;
+	int r = (int)c->svc->levels - (int)(other ? i - LT_MAX_LEVELS - 1 : i);
+	int lowest = c->svc->net_rule == 2 ? 1 : (int)c->svc->min_rank;
 	struct lt_hosts n;
 
-	if (i > LT_MAX_LEVELS || r < 0 || r < (int)c->svc->min_rank)
-		return 1;
-	n.healthy = lt_count_rank(l, 0, r);
-	n.degraded = lt_count_rank(l, 1, r);
-	n.unhealthy = lt_count_rank(l, 2, r);
+	if (i > 2 * LT_MAX_LEVELS + 1 || r < 0 || r < lowest)
+		return 0;
+	n.healthy = lt_count_rank(l, b, r);
+	n.degraded = lt_count_rank(l, b + 1, r);
+	n.unhealthy = lt_count_rank(l, b + 2, r);
 	if (r == l->split) {
-		struct lt_hosts to = {lt_len(l->to[0]), lt_len(l->to[1]), lt_len(l->to[2])};
+		struct lt_hosts to = {lt_to_len(l, b), lt_to_len(l, b + 1), lt_to_len(l, b + 2)};
 
-		lt_add_priority(l, c->svc->of, r, LT_FO_TO, to);
-		lt_add_priority(l, c->svc->of, r, LT_FO_REST, lt_hosts_minus(n, to));
+		lt_add_priority(l, c->svc->of, r, LT_FO_TO, other, to);
+		lt_add_priority(l, c->svc->of, r, LT_FO_REST, other, lt_hosts_minus(n, to));
 		return 0;
 	}
-	lt_add_priority(l, c->svc->of, r, LT_FO_NONE, n);
+	lt_add_priority(l, c->svc->of, r, LT_FO_NONE, other, n);
 	return 0;
 }
 
@@ -448,7 +514,7 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 		ret = lt_failover(svc, labels, l, &c);
 	if (ret != LT_OK)
 		return ret;
-	bpf_loop(LT_MAX_LEVELS + 1, lt_rank_cb, &c, 0);
+	bpf_loop((LT_MAX_LEVELS + 1) * (svc->net_rule == 2 ? 2 : 1), lt_rank_cb, &c, 0);
 	if (l->n == 0)
 		return LT_STAT_NO_CANDIDATE;
 	lt_priority_loads(svc, l, &c);
@@ -484,8 +550,12 @@ static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u
 
 	if (set >= LT_SETS || p >= LT_MAX_PRIO)
 		return;
-	lt_bounded(set);
 	lt_bounded(p);
+	if (l->other[p])
+		set += LT_SETS;
+	lt_bounded(set);
+	if (set >= LT_TREES)
+		return;
 	r = l->rank[p];
 	if (r >= LT_DEPTHS - 1)
 		return;
@@ -547,8 +617,12 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 
 		lt_spans_of(l, set, p, &l->pick[0]);
 		if (svc->loc_depth > l->rank[p]) { /* a locality first (locality.h) */
-			ret = lt_loc_pick(l, set, lt_loc_draw(l), svc->loc + (set ? svc->loc_n[0] : 0),
-					  set ? svc->loc_n[1] : svc->loc_n[0]);
+			__u32 k = set + (l->other[p] ? 2 : 0), base = svc->loc;
+
+			for (__u32 j = 0; j < 4; j++)
+				if (j < k)
+					base += svc->loc_n[j];
+			ret = lt_loc_pick(l, set, lt_loc_draw(l), base, svc->loc_n[k & 3]);
 			if (ret != LT_OK)
 				return ret;
 		}

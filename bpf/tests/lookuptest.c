@@ -276,6 +276,7 @@ struct lt_test_loads_out {
 	__u8 kind[LT_MAX_PRIO];
 	__u8 lh[LT_MAX_PRIO];
 	__u8 ld[LT_MAX_PRIO];
+	__u8 other[LT_MAX_PRIO];
 	struct lt_span spans[LT_MAX_PRIO][LT_SETS][LT_SPANS];
 	__u32 rule;   /* distribute: the rule that applied (lt_loads.rule) */
 	__s32 target; /* distribute: the drawn target, -1: every target */
@@ -310,8 +311,13 @@ static long lt_test_copy_prio(__u64 i, void *data)
 	c->out->kind[p] = c->l->kind[p];
 	c->out->lh[p] = c->l->lh[p];
 	c->out->ld[p] = c->l->ld[p];
-	if (p >= c->l->n)
+	c->out->other[p] = c->l->other[p];
+	if (p >= c->l->n) {
+		for (int set = 0; set < LT_SETS; set++)
+			for (int k = 0; k < LT_SPANS; k++)
+				c->out->spans[p][set][k] = (struct lt_span){0, 0};
 		return 0;
+	}
 	lt_spans_of(c->l, 0, p, c->out->spans[p][0]);
 	lt_spans_of(c->l, 1, p, c->out->spans[p][1]);
 	lt_spans_of(c->l, 2, p, c->out->spans[p][2]);
@@ -334,7 +340,7 @@ int lt_test_loads(struct lt_test_args *args)
 	c.out = bpf_map_lookup_elem(&lt_test_loads_res, &zero);
 	if (!c.out)
 		return 1;
-	__builtin_memset(c.out, 0, __builtin_offsetof(struct lt_test_loads_out, rule)); /* one memset is too long */
+	__builtin_memset(c.out, 0, __builtin_offsetof(struct lt_test_loads_out, spans)); /* one memset is too long; lt_test_copy_prio zeroes the spans */
 	asm volatile("" ::: "memory"); /* clang would merge the stores below into it */
 	c.out->rule = 0;
 	c.out->target = 0;

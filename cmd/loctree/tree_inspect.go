@@ -118,7 +118,7 @@ func inspectJSON(in *treeInput) jsonTree {
 			Tree: nodeJSON(s, s.Root()), Distribute: s.Distribute(), jsonPolicy: policyJSON(s, states),
 		}
 		js.AffinityTimeout, _ = affinityTimeout(s)
-		if s.NetworkRule() {
+		if s.NetworkRule() || s.NetworkPriorities() {
 			js.NetworkRule = shared.NetworkRuleZtunnel
 		}
 		if s.VIP().IsValid() {
@@ -165,6 +165,9 @@ func drawTree(w io.Writer, in *treeInput) {
 		drawPolicy(w, s)
 		if s.NetworkRule() {
 			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes()[1:], "/"))
+		}
+		if s.NetworkPriorities() {
+			fmt.Fprintf(w, "  network rule: ztunnel (after the source's network, the other networks' endpoints in priorities by %s: Istio's failoverPriority network rule)\n", joinSafe(s.Scopes()[1:], "/"))
 		}
 		drawChildren(w, s, states, t.Node(s.Root()), "  ")
 		if s.EndpointCount() > s.EligibleCount() {

@@ -105,6 +105,11 @@ type priorityLoad struct {
 	HealthyLoad  int    `json:"healthy_load"`
 	DegradedLoad int    `json:"degraded_load"`
 	Panic        bool   `json:"panic"`
+	// OtherNetworks: the priority's endpoints are on other networks than
+	// the source's (the network rule of a spillover service, Istio's
+	// failoverPriority network rule); Matched counts the scopes after
+	// network they share with the source.
+	OtherNetworks bool `json:"other_networks,omitempty"`
 	// Localities: where istiod turns Envoy's locality weighted LB on, the
 	// localities the priority's load is drawn among (shared's
 	// Service.LocalityShares); empty when it draws none.
@@ -115,7 +120,7 @@ type priorityLoad struct {
 // priority's healthy and degraded load, and of the source's traffic, in
 // percent (Envoy's effectiveLocalityWeight over the priority's sum).
 type localityLoad struct {
-	Locality      string   `json:"locality"` // its values of the scopes up to the locality depth, "/"-joined
+	Locality      string   `json:"locality"` // its values of the scopes up to the locality depth, "/"-joined ("*" for the network of an other-networks priority's)
 	Healthy       int      `json:"healthy"`
 	Degraded      int      `json:"degraded"`
 	HealthyShare  float64  `json:"healthy_share"`
@@ -157,7 +162,7 @@ func localityLoads(in *treeInput, svc *shared.Service, l *shared.Loads, p int) [
 	var out []localityLoad
 	for _, ls := range svc.LocalityShares(l, p) {
 		ll := localityLoad{
-			Locality: localityName(in, svc, ls), Healthy: ls.Eligible.Len(), Degraded: ls.Degraded.Len(),
+			Locality: localityName(in, svc, ls, l.Other[p]), Healthy: ls.Eligible.Len(), Degraded: ls.Degraded.Len(),
 			HealthyShare: percent2(ls.HealthyShare), DegradedShare: percent2(ls.DegradedShare),
 			Share: percent2((float64(l.Healthy[p])*ls.HealthyShare + float64(l.Degraded[p])*ls.DegradedShare) / 100),
 		}
@@ -175,16 +180,29 @@ func percent2(share float64) float64 { return math.Round(1e4*share) / 100 }
 // localityName is a locality's scope values up to the service's locality
 // depth: from the tree for one with a healthy endpoint, else from the
 // topology by its first degraded endpoint's address (an encoded tree keeps
-// no names of degraded-only localities: "?").
-func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare) string {
+// no names of degraded-only localities: "?"). A locality of an
+// other-networks priority spans those networks: "*" for its network.
+func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare, other bool) string {
+	name := localityScopeValues(in, svc, ls)
+	if other && name != nil {
+		name[0] = "*"
+	}
+	if name == nil {
+		return "?"
+	}
+	return joinSafe(name, "/")
+}
+
+// localityScopeValues are localityName's values, or nil.
+func localityScopeValues(in *treeInput, svc *shared.Service, ls shared.LocalityShare) []string {
 	d := svc.LocalityDepth()
 	if ls.Eligible.Len() > 0 {
 		if v := svc.EndpointValues(ls.Eligible.Lo); len(v) >= d {
-			return joinSafe(v[:d], "/")
+			return v[:d]
 		}
 	}
 	if in.top == nil || ls.Degraded.Len() == 0 {
-		return "?"
+		return nil
 	}
 	addr := in.tree.Endpoint(ls.Degraded.Lo).Addr
 	for _, spec := range in.top.Services {
@@ -197,11 +215,11 @@ func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare) s
 				for i, sc := range svc.Scopes()[:d] {
 					v[i] = e.Locality[sc]
 				}
-				return joinSafe(v, "/")
+				return v
 			}
 		}
 	}
-	return "?"
+	return nil
 }
 
 // pickLoads picks --count times by the priority loads of a spillover service.
@@ -210,8 +228,12 @@ func pickLoads(in *treeInput, svc *shared.Service, src shared.Locality, o *treeP
 	l := svc.Loads(src)
 	for p := range l.N {
 		c := l.Counts[p]
+		matched := int(l.Rank[p])
+		if l.Other[p] {
+			matched-- // network is not matched: the scopes after it
+		}
 		res.Loads = append(res.Loads, priorityLoad{
-			Priority: p, Matched: int(l.Rank[p]), Failover: [3]string{"", "to", "other"}[l.Failover[p]],
+			Priority: p, Matched: matched, Failover: [3]string{"", "to", "other"}[l.Failover[p]], OtherNetworks: l.Other[p],
 			Healthy: int(c.Healthy), Degraded: int(c.Degraded), Total: int(c.Total),
 			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
 			Localities: localityLoads(in, svc, &l, p),
@@ -407,6 +429,9 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 			fo = " (failover " + l.Failover + ")"
 		}
 		what := fmt.Sprintf("matched %d of %d%s", l.Matched, svc.Levels(), fo)
+		if l.OtherNetworks {
+			what = fmt.Sprintf("other networks, matched %d of the %d after network%s", l.Matched, svc.Levels()-1, fo)
+		}
 		if res.Distribute != nil {
 			what = "the distribute targets"
 		}

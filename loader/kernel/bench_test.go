@@ -183,12 +183,13 @@ func BenchmarkConnect(b *testing.B) {
 	dist := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 3}, Port: 80}
 	netVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 4}, Port: 80}
 	locVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 5}, Port: 80}
+	netSpillVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 6}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
 			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
 				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port),
-				localityService("loc", "127.77.3.5:80", n, port))
+				localityService("loc", "127.77.3.5:80", n, port), networkSpillService("netspill", "127.77.3.6:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -199,6 +200,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Run(fmt.Sprintf("distribute/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, dist, direct) })
 			b.Run(fmt.Sprintf("network_rule/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netVIP, direct) })
 			b.Run(fmt.Sprintf("spillover-locality/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, locVIP, direct) })
+			b.Run(fmt.Sprintf("spillover-network/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netSpillVIP, direct) })
 		}
 	}
 }
@@ -275,6 +277,20 @@ func localityService(name, vip string, n, port int) shared.ServiceSpec {
 		case loc["region"] == "r0" && loc["zone"] == "z0":
 			loc["zone"] = "z-other"
 		}
+	}
+	return s
+}
+
+// networkSpillService is localityService with network first, the
+// endpoints on three networks, and a source on none of them: a connect
+// walks the three sets' trees and their other-network trees (Istio's
+// failoverPriority network rule), and draws priority 0 (the other
+// networks' r0/z0) and one of its two localities.
+func networkSpillService(name, vip string, n, port int) shared.ServiceSpec {
+	s := localityService(name, vip, n, port)
+	s.Scopes = append([]string{"network"}, s.Scopes...)
+	for i := range s.Endpoints {
+		s.Endpoints[i].Locality["network"] = fmt.Sprintf("net-%d", i%3+1)
 	}
 	return s
 }

@@ -91,7 +91,7 @@ func digestLoads(h hash.Hash, t *shared.Tree, s *shared.Service) {
 		return
 	}
 	l := layoutOf(s)
-	digestNodes(h, t.AuxNode, l.AuxRoot[0], l.AuxLen(), l.EpFirst, binary.LittleEndian.AppendUint32(nil, l.AuxCount[0]))
+	digestNodes(h, t.AuxNode, l.AuxRoot[0], auxLen(s), l.EpFirst, binary.LittleEndian.AppendUint32(nil, l.AuxCount[0]))
 }
 
 // digestNodes writes into h the count node records from root (node reads

@@ -54,7 +54,7 @@ func kidTrees(s *shared.Service) []kidTree {
 	trees := []kidTree{{0, l.NodeCount, l.Root}}
 	switch {
 	case hasLoads(s):
-		trees = append(trees, kidTree{l.NodeCount, l.NodeCount + l.AuxLen(), l.AuxRoot[0] - l.NodeCount})
+		trees = append(trees, kidTree{l.NodeCount, l.NodeCount + auxLen(s), l.AuxRoot[0] - l.NodeCount})
 	case s.NetworkRule():
 		trees = append(trees, kidTree{l.NodeCount, l.NodeCount + l.NetCount, l.Root})
 	}

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -35,18 +36,24 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 	if rng.IntN(10) == 0 {
 		levels = shared.MaxLevels
 	}
-	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: treetest.Scopes[:levels], VIP: treetest.VIP(i, false),
+	scopes, netFirst := treetest.Scopes, rng.IntN(4) == 0
+	if netFirst { // the network rule: Istio's priorities across networks (issue 26 items 3, 4)
+		scopes = networkFirstScopes
+	}
+	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: scopes[:levels], VIP: treetest.VIP(i, false),
 		Policy: loadsPolicies[rng.IntN(len(loadsPolicies))]}
 	if rng.IntN(6) > 0 {
 		of := []uint32{140, 140, 100, 200, 50, 1, 1000, 65535, uint32(1 + rng.IntN(300))}[rng.IntN(9)]
 		threshold := []uint32{50, 50, 0, 100, 30, 75, uint32(rng.IntN(101))}[rng.IntN(7)]
 		spec.Spillover = &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}
-		spec.Failover = loadsFailover(rng)
+		if slices.Contains(spec.Scopes, "region") {
+			spec.Failover = loadsFailover(rng)
+		}
 	}
 	if rng.IntN(10) == 0 {
 		spec.Health = "allow_all"
 	}
-	if rng.IntN(3) == 0 {
+	if rng.IntN(3) == 0 && !netFirst { // a limit turns the rule off, and failover then needs region first
 		spec.FailoverLimit = spec.Scopes[rng.IntN(levels)]
 	}
 	unhealthy, degraded := rng.IntN(4), rng.IntN(4) // of 8
@@ -66,6 +73,9 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 	}
 	return spec
 }
+
+// networkFirstScopes are scopes with network first, region after it.
+var networkFirstScopes = []string{"network", "region", "zone", "subzone", "node", "cluster", "rack", "topology.istio.io/cluster"}
 
 // loadsFailover are random failover rules between the regions the
 // endpoints and sources draw from (region-1, region-2), and one that
@@ -129,7 +139,7 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit"} {
+	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit", "other networks"} {
 		if seen[c] == 0 {
 			t.Errorf("no pair had %s: the generator misses a case (%v)", c, seen)
 		}
@@ -176,6 +186,9 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 		if w.Failover != 0 {
 			seen["failover split"]++
 		}
+		if w.Other {
+			seen["other networks"]++
+		}
 	}
 	if allPanic {
 		seen["total panic"]++
@@ -192,6 +205,7 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 // record indices.
 type priority struct {
 	Rank, Failover    uint8
+	Other             bool
 	Counts            shared.PriorityCounts
 	Healthy, Degraded uint8
 	Panic             bool
@@ -199,12 +213,12 @@ type priority struct {
 }
 
 func goPriority(l *shared.Loads, p int) priority {
-	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
+	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Other: l.Other[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
 		Panic: l.InPanic(p), Spans: l.Spans(p)}
 }
 
 func kernelPriority(o *bpftest.LoadsOut, p int) priority {
-	k := priority{Rank: o.Rank[p], Failover: o.Kind[p], Healthy: o.Lh[p], Degraded: o.Ld[p], Panic: o.Panic&(1<<p) != 0,
+	k := priority{Rank: o.Rank[p], Failover: o.Kind[p], Other: o.Other[p] != 0, Healthy: o.Lh[p], Degraded: o.Ld[p], Panic: o.Panic&(1<<p) != 0,
 		Counts: shared.PriorityCounts{Healthy: o.Healthy[p], Degraded: o.Degraded[p], Total: o.Total[p]}}
 	for set := range 3 {
 		for i := range 3 {

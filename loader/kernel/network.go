@@ -54,13 +54,17 @@ func setNetworkRule(v *bpf.Service, s *shared.Service, nb uint32) {
 
 // affinityLen is the number of endpoints of s's region the kernel finds a
 // consistent_hash client's backend among by address (affinity.h): a
-// network rule's copies are left out, so an address maps to its endpoint
-// in the service's own order. A client on a network without endpoints
+// network rule's copies (and a spillover service's other-network copies)
+// are left out, so an address maps to its endpoint in the service's own
+// order. A client on a network without endpoints
 // keeps its backend through its last index while an update leaves it in
 // place.
 func affinityLen(s *shared.Service) uint32 {
-	if s.NetworkRule() {
+	switch {
+	case s.NetworkRule():
 		return s.EligibleCount()
+	case s.NetworkPriorities():
+		return s.EndpointCount()
 	}
 	return epLen(s)
 }

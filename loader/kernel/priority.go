@@ -25,7 +25,18 @@ func nodeLen(s *shared.Service) uint32 {
 		return layoutOf(s).NodeCount + netCount(s)
 	}
 	l := layoutOf(s)
-	return l.NodeCount + l.AuxLen() + uint32(len(s.Failover())) + distLen(s) + locLen(s)
+	return l.NodeCount + auxLen(s) + uint32(len(s.Failover())) + distLen(s) + locLen(s)
+}
+
+// auxLen is the aux node records s installs after its own tree: its
+// degraded and unhealthy trees, and with NetworkPriorities its
+// other-network tree, which follows them in the aux section.
+func auxLen(s *shared.Service) uint32 {
+	l := layoutOf(s)
+	if s.NetworkPriorities() {
+		return l.AuxLen() + l.NetCount
+	}
+	return l.AuxLen()
 }
 
 // locLen is the node map entries of s's localities (bpf/lib/locality.h):
@@ -36,7 +47,8 @@ func locLen(s *shared.Service) uint32 {
 		return 0
 	}
 	if len(s.Distribute()) == 0 {
-		return uint32(len(s.LocalityWeights(false)) + len(s.LocalityWeights(true)))
+		n := locN(s)
+		return n[0] + n[1] + n[2] + n[3]
 	}
 	n := 0
 	for k := range len(s.Distribute()) + 1 {
@@ -75,13 +87,21 @@ func locRecords(s *shared.Service) []byte {
 	}
 	out := make([]byte, 0, int(locLen(s))*wire.NodeRecordSize)
 	if len(s.Distribute()) == 0 {
-		return appendLocalities(appendLocalities(out, s.LocalityWeights(false)), s.LocalityWeights(true))
+		out = appendLocalities(appendLocalities(out, s.LocalityWeights(false)), s.LocalityWeights(true))
+		return appendLocalities(appendLocalities(out, s.OtherLocalityWeights(false)), s.OtherLocalityWeights(true))
 	}
 	for k := range len(s.Distribute()) + 1 {
 		locs := distLocalities(s, k)
 		out = appendLocalities(appendLocalities(out, locs[0]), locs[1])
 	}
 	return out
+}
+
+// locN is the number of locality records of s's eligible and degraded
+// sets, then of their other-network trees (bpf lt_service.loc_n).
+func locN(s *shared.Service) [4]uint32 {
+	return [4]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true))),
+		uint32(len(s.OtherLocalityWeights(false))), uint32(len(s.OtherLocalityWeights(true)))}
 }
 
 // appendLocalities appends one node record per locality.
@@ -111,7 +131,7 @@ func distLen(s *shared.Service) uint32 {
 func epLen(s *shared.Service) uint32 {
 	switch {
 	case hasLoads(s):
-		return s.EndpointCount()
+		return s.EndpointCount() + s.NetworkCopies()
 	case s.NetworkRule():
 		return s.EndpointCount() + s.EligibleCount()
 	}
@@ -125,7 +145,7 @@ func auxRecords(t *shared.Tree, s *shared.Service) []byte {
 		return nil
 	}
 	l := layoutOf(s)
-	return wire.Nodes(wire.Split(t.Bytes()).Aux, l.AuxRoot[0], l.AuxLen())
+	return wire.Nodes(wire.Split(t.Bytes()).Aux, l.AuxRoot[0], auxLen(s))
 }
 
 // ruleRecords are s's failover rules as the kernel searches them: node
@@ -174,13 +194,16 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.RegionAt = regionAt(s)
 	v.AuxDelta = aux - l.AuxRoot[0]
 	v.AuxRoot = [2]uint32{aux, aux + l.AuxCount[0]}
-	v.Rules = aux + l.AuxLen()
+	v.Rules = aux + auxLen(s)
+	if s.NetworkPriorities() {
+		v.NetRule, v.OtherRoot = 2, aux+l.AuxLen()
+	}
 	v.RuleCount = uint8(len(s.Failover()))
 	v.DistCount = uint8(len(s.Distribute()))
 	if locLen(s) > 0 {
 		v.Loc = v.Rules + uint32(len(s.Failover())) + distLen(s)
 		if len(s.Distribute()) == 0 { // distribute: each rule block locates its own
-			v.LocN = [2]uint32{uint32(len(s.LocalityWeights(false))), uint32(len(s.LocalityWeights(true)))}
+			v.LocN = locN(s)
 		}
 		v.LocDepth = uint8(s.LocalityDepth())
 	}

@@ -1,0 +1,48 @@
+package e2e
+
+import (
+	"maps"
+	"testing"
+)
+
+const netHost = "net"
+
+const netVIP = "127.77.65.7:9080"
+
+// netShares are the net service's shares per endpoint (percent) from the
+// node source, worked by hand in testdata/spill.yaml from Istio's
+// priorities across networks (issue 26 items 3 and 4) and Envoy's loads
+// and localities.
+var netShares = map[string]float64{"127.0.71.3:9080": 46, "127.0.71.5:9080": 54 * 1.4 / 2.4, "127.0.71.7:9080": 54 / 2.4}
+
+// checkNetwork tests the net service's picks per endpoint against
+// netShares (chi-square at p = 0.001, 2 df); no pick outside them.
+func checkNetwork(t *testing.T, plane string, picks map[string]int) {
+	t.Helper()
+	chi2 := 0.0
+	for addr, n := range picks {
+		if netShares[addr] == 0 {
+			t.Errorf("%s: %d picks of %s, which Istio's priorities across networks give no share", plane, n, addr)
+		}
+	}
+	for addr, share := range netShares {
+		e := float64(spreadAsks) * share / 100
+		chi2 += (float64(picks[addr]) - e) * (float64(picks[addr]) - e) / e
+	}
+	if chi2 > 13.82 {
+		t.Errorf("%s: net picks %v give chi-square %.1f (limit 13.82, 2 df) against %v", plane, picks, chi2, netShares)
+	}
+	t.Logf("%s: net picks %v (chi-square %.2f)", plane, picks, chi2)
+}
+
+// onNetwork is the node source on network n1 (the net service's source;
+// the other services have no scope network and ignore it), any other
+// source as it is.
+func onNetwork(s spreadSource) spreadSource {
+	if s.name != "node" {
+		return s
+	}
+	s.loc = maps.Clone(s.loc)
+	s.loc["network"] = "n1"
+	return s
+}

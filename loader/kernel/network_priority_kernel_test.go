@@ -1,0 +1,97 @@
+package kernel
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/loctree/loctree/internal/testing/kerneltest"
+	"github.com/loctree/loctree/shared"
+)
+
+// networkPriorityCase is a spillover service with network first and a
+// failover rule r1 → r2 (issue 26 items 3 and 4), for a node on n1 in
+// r1/z1/s1; the shares are worked by hand from Istio's priorities
+// (istio/istio loadbalancer.go applyFailoverPriorities at b6787c12, over
+// applyLocalityFailover: rank × 5 + LbPriority) and Envoy's loads and
+// locality weights (load_balancer_impl.cc, locality_wrr.cc
+// effectiveLocalityWeight; factor 140, panic 50), not by loctree:
+//
+//   - P0 n1 r1/z1/s1: .1 unhealthy; P1 n1, a region other than r2: .2
+//     unhealthy; both health 0;
+//   - P2 the other networks in r1/z1/s1: .3 healthy, .4 and .8 unhealthy:
+//     health 140·1/3 = 46;
+//   - P3 the other networks in r1, another zone: .5 (n2) healthy and .6
+//     (n3) unhealthy in r1/z2/s1, .7 (n2) healthy in r1/z3/s1: health 93.
+//
+// Loads 46 and 54 (the healthy availabilities reach 100 at P3), no panic.
+// P3's localities are Istio's across the other networks: r1/z2/s1 (weight
+// 2, effective 2·min(1, 1.4·1/2) = 1.4) and r1/z3/s1 (1): .5 31.5 %, .7
+// 22.5 %, .3 46 %. Before, the other networks were one last priority
+// (.3 gets 140·3/6 = 70 % of the weight there), and weighing n2/r1/z2/s1
+// apart from n3/r1/z2/s1 gives .5 and .7 27 % each (chi-square 62 at
+// 4,000 connects).
+func networkPriorityCase() loadsCase {
+	of, threshold := uint32(140), uint32(50)
+	spec := shared.ServiceSpec{Name: "net", VIP: "127.77.36.1:80", Scopes: []string{"network", "region", "zone", "subzone"},
+		Failover:  []shared.FailoverSpec{{From: "r1", To: "r2"}},
+		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+	eps := []struct {
+		network, region, zone string
+		healthy               bool
+		share                 float64
+	}{
+		{"n1", "r1", "z1", false, 0}, {"n1", "r3", "z1", false, 0}, {"n2", "r1", "z1", true, 46}, {"n2", "r1", "z1", false, 0},
+		{"n2", "r1", "z2", true, 54 * 1.4 / 2.4}, {"n3", "r1", "z2", false, 0}, {"n2", "r1", "z3", true, 54 / 2.4}, {"n3", "r1", "z1", false, 0},
+	}
+	c := loadsCase{}
+	for i, e := range eps {
+		addr := fmt.Sprintf("127.0.36.%d:9136", i+1)
+		es := shared.EndpointSpec{Address: addr, Locality: shared.Locality{"network": e.network, "region": e.region, "zone": e.zone, "subzone": "s1"}}
+		if !e.healthy {
+			es.Healthy = boolp(false)
+		}
+		spec.Endpoints = append(spec.Endpoints, es)
+		c.eps = append(c.eps, loadsEndpoint{addr: addr, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
+	}
+	c.spec = spec
+	return c
+}
+
+// TestConnectNetworkPriorities: real connects through the programs from a
+// node on n1 land on each endpoint as Istio's priorities across networks
+// and Envoy's locality weights say (chi-square at p = 1e-5, chi2Crit; never
+// on an endpoint without a share).
+func TestConnectNetworkPriorities(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	c := networkPriorityCase()
+	install(t, specsOf([]loadsCase{c}, loadsCase.specOf), shared.Locality{"network": "n1", "region": "r1", "zone": "z1", "subzone": "s1"})
+	const connects = 4000
+	seen := map[string]int{}
+	for range connects {
+		got, err := kerneltest.Ask(c.spec.VIP)
+		if err != nil {
+			t.Fatalf("%s: %v", c.spec.VIP, err)
+		}
+		seen[got]++
+	}
+	checkShares(t, c, seen)
+}
+
+// TestOtherNetworkLabelMatchesHeader: the kernel's label of the copies
+// for a network no endpoint is on is shared's.
+func TestOtherNetworkLabelMatchesHeader(t *testing.T) {
+	h, err := os.ReadFile("../../bpf/lib/loads.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define LT_OTHER_NETWORK\s+(0x[0-9a-f]+)ULL\b`).FindSubmatch(h)
+	if m == nil {
+		t.Fatal("no #define LT_OTHER_NETWORK in loads.h")
+	}
+	if got, err := strconv.ParseUint(string(m[1]), 0, 64); err != nil || got != shared.OtherNetworkLabel() {
+		t.Fatalf("LT_OTHER_NETWORK %s, shared %#x", m[1], shared.OtherNetworkLabel())
+	}
+}
