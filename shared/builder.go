@@ -35,6 +35,7 @@ type chunk struct {
 	labels   map[uint64]string // distinct labels of its nodes
 	regions  []string          // distinct regions of its endpoints, sorted (for warnings)
 	failover []FailoverSpec    // its failover rules (for warnings)
+	warnings []Warning         // its warnings that need no other service
 }
 
 func (c *chunk) svc() *Service { return &c.tree.services[0] }
@@ -211,7 +212,7 @@ func buildChunk(spec *ServiceSpec) (*chunk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service %q: %w", spec.Name, err)
 	}
-	return &chunk{tree: t, labels: labels, regions: endpointRegions(spec.Endpoints), failover: slices.Clone(s.failover)}, nil
+	return &chunk{tree: t, labels: labels, regions: endpointRegions(spec.Endpoints), failover: slices.Clone(s.failover), warnings: s.localityWarnings()}, nil
 }
 
 // swap detaches the current chunks of the names in next and attaches next's

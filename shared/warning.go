@@ -103,6 +103,39 @@ func buildWarnings(top *Topology, svcs []*builtService) []Warning {
 	var out []Warning
 	for _, s := range svcs {
 		out = append(out, failoverWarnings(s.name, s.failover, own[s.name], sources)...)
+		out = append(out, s.localityWarnings()...)
+	}
+	return out
+}
+
+// localityWarnings warn of a spillover service whose priorities may span
+// endpoints of several values of a scope before region (other than a
+// leading network under the network rule, whose other networks' localities
+// the tree merges): inside such a priority the tree draws a locality per
+// value, where Envoy draws one region/zone/subzone across them, as istiod
+// groups endpoints by locality alone (docs/FORMAT.md, "Priority load"). The
+// shares differ when a locality's parts differ in health or weight.
+func (s *builtService) localityWarnings() []Warning {
+	g := slices.Index(s.scopes, "region")
+	if !s.spill || g <= 0 {
+		return nil
+	}
+	var out []Warning
+	for d := max(s.minRank, 0); d < g; d++ {
+		if d == 0 && s.netRule {
+			continue
+		}
+		values := map[uint64]bool{}
+		for i := range s.eps {
+			values[s.labels[i*len(s.scopes)+d]] = true
+		}
+		if len(values) < 2 {
+			continue
+		}
+		out = append(out, Warning{Service: s.name, Field: "scopes", Value: s.scopes[d],
+			Problem: fmt.Sprintf("a priority that spans several %s values draws a locality per %s, where Envoy draws one region/zone/subzone across them: "+
+				"the shares inside it differ from Envoy's when a locality's parts differ in health or weight", s.scopes[d], s.scopes[d])})
+		break
 	}
 	return out
 }
@@ -120,9 +153,11 @@ func (b *Builder) Warnings(nodes []NodeSpec) []Warning {
 	}
 	var out []Warning
 	for _, name := range b.order {
-		if c := b.chunks[name]; len(c.failover) > 0 {
+		c := b.chunks[name]
+		if len(c.failover) > 0 {
 			out = append(out, failoverWarnings(name, c.failover, c.regions, sources)...)
 		}
+		out = append(out, c.warnings...)
 	}
 	return out
 }

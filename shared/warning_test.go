@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +110,62 @@ func TestWarningKnownIsACopy(t *testing.T) {
 	w[0].Known[0] = "changed"
 	if got := b.Warnings(nil); got[0].Known[0] != "ap-south" {
 		t.Fatalf("known %v after a caller changed an earlier warning's", got[0].Known)
+	}
+}
+
+// Issue 26: inside a priority that spans several clusters (scopes
+// [cluster, region, zone], the source's cluster drained) the tree draws a
+// locality per cluster, where Envoy draws one region/zone across them
+// (docs/FORMAT.md, "Priority load"); Build says so instead of splitting
+// differently without a word. Not for one cluster, nor for a leading
+// network under the network rule (its other networks' localities are
+// merged), nor for a service that never leaves its cluster (failover_limit).
+func TestLocalitiesAcrossClustersWarn(t *testing.T) {
+	svc := func(scopes []string, clusters ...string) ServiceSpec {
+		s := ServiceSpec{Name: "api", Scopes: scopes, Spillover: &SpilloverSpec{}}
+		for i, c := range clusters {
+			s.Endpoints = append(s.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.0.%d:80", i+1),
+				Locality: Locality{"network": "n" + c, "cluster": c, "region": "r1", "zone": "z1"}})
+		}
+		return s
+	}
+	limited := svc([]string{"cluster", "region", "zone"}, "c1", "c2")
+	limited.FailoverLimit = "cluster"
+	plain := svc([]string{"network", "region", "zone"}, "c1", "c2")
+	plain.NetworkRule = NetworkRulePlain
+	cases := []struct {
+		name string
+		spec ServiceSpec
+		want string // the scope warned of, "" none
+	}{
+		{"two clusters", svc([]string{"cluster", "region", "zone"}, "c1", "c2", "c2"), "cluster"},
+		{"network, then two clusters", svc([]string{"network", "cluster", "region", "zone"}, "c1", "c1", "c2"), "cluster"},
+		{"one cluster", svc([]string{"cluster", "region", "zone"}, "c1", "c1"), ""},
+		{"two networks under the network rule", svc([]string{"network", "region", "zone"}, "c1", "c2"), ""},
+		{"two networks, plain rule", plain, "network"},
+		{"never leaves its cluster", limited, ""},
+		{"no region", svc([]string{"cluster", "zone"}, "c1", "c2"), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range []string{"Build", "Builder"} {
+				var got []Warning
+				if path == "Build" {
+					got = buildWarned(t, &Topology{Services: []ServiceSpec{c.spec}})
+				} else {
+					var b Builder
+					if _, err := b.Update([]ServiceSpec{c.spec}, nil, 1); err != nil {
+						t.Fatal(err)
+					}
+					got = b.Warnings(nil)
+				}
+				switch {
+				case c.want == "" && len(got) != 0:
+					t.Errorf("%s: warnings %v, want none", path, got)
+				case c.want != "" && (len(got) != 1 || got[0].Field != "scopes" || got[0].Value != c.want || !strings.Contains(got[0].Problem, "Envoy")):
+					t.Errorf("%s: warnings %v, want one of scopes %q", path, got, c.want)
+				}
+			}
+		})
 	}
 }
