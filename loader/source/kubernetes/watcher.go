@@ -16,15 +16,26 @@ import (
 )
 
 // retryBackoff is how the agent's informers retry a list or watch that
-// failed: 100 ms doubling to a 1 s cap, jittered by up to half. client-go's
-// shared informers start at 800 ms and double to 30 s, resetting only
-// after 2 min without a retry (k8s.io/client-go/tools/cache/reflector.go,
-// defaultBackoffInit/Max/Reset): a change written just after an API server
+// failed: 100 ms doubling to a 1 s cap, each wait stretched by a random
+// 0–100 % (client-go's own jitter factor). client-go's shared informers
+// start at 800 ms and double to 30 s, resetting only after 2 min
+// (k8s.io/client-go v0.37.2 tools/cache/reflector.go, defaultBackoffInit,
+// Max, Reset, Jitter = 1.0): a change written just after an API server
 // restart took 6.7–14.4 s to arrive, and a second outage within 2 min
-// longer. An agent watches the one API server it needs, and its tree is
-// stale until the watch is back.
+// up to a minute. kube-proxy keeps those defaults (its informers are
+// client-go's shared ones). A node agent's tree is stale until its watch
+// is back, so the cap is what the convergence budget allows: a retry at
+// most 2 s after the server is ready, leaving a second for the list.
+//
+// The herd: while the server is down every informer retries every 1–2 s
+// (5 informers × 5,000 agents ≈ 17,000 connection attempts a second,
+// refused by the kernel or a load balancer, not by the server); when it
+// is back their relists arrive spread evenly over 2 s rather than at
+// once — the budget makes every agent relist within it whatever the
+// backoff, and the server's API Priority and Fairness answers excess with
+// 429, on which the Reflector backs off the same way.
 func retryBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 8, Cap: time.Second}
+	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 8, Cap: time.Second}
 }
 
 // watcher is one kind's informer: a cache kept by client-go's Reflector
