@@ -18,6 +18,12 @@ func NewClient(path string) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Protobuf, as kube-proxy asks (k8s.io/kubernetes v1.37.2
+	// pkg/proxy/apis/config/v1alpha1/defaults.go, ClientConnection.ContentType):
+	// the API server encodes each watch event once per format for all its
+	// watchers, and a node agent should share kube-proxy's.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	core, err := typedcorev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
