@@ -158,13 +158,13 @@ type result struct {
 	n                    int
 	syncP50, syncMax     time.Duration // process start → first full state
 	syncCPU              time.Duration // API server CPU until every process synced, less the floor
-	idleCPU              time.Duration // API server CPU per second idle, less the floor
+	idleCPU              time.Duration // API server CPU per second idle, less the floor: the processes' watches
 	apiRSS               int64         // API server RSS after the sync
 	procRSS              int64         // mean RSS of a process after the changes
 	changeP50, changeP99 time.Duration // write → one process has it (N × changes samples)
 	allP50, allP99       time.Duration // write → every process has it (changes samples)
-	changeCPU            time.Duration // API server CPU per change, less the floor
-	bytesPerChange       float64       // bytes a process read per change (its socket's TLS records)
+	changeCPU            time.Duration // API server CPU per change, less its idle cost
+	bytesPerChange       float64       // bytes a process read per change (its socket's TLS records), less its idle reads
 }
 
 func (m *meter) run(k kind, n int) result {
@@ -177,11 +177,18 @@ func (m *meter) run(k kind, n int) result {
 	m.awaitSync(k, procs, &r)
 	synced := mustUsage(t, pid)
 	r.syncCPU, r.apiRSS = m.less(synced.cpu-before.cpu, time.Since(began)), synced.rss
+	read0 := m.read(procs)
 	time.Sleep(idle)
-	idled, changing := mustUsage(t, pid), time.Now()
-	r.idleCPU = m.less(idled.cpu-synced.cpu, idle) / time.Duration(idle/time.Second)
+	idled, read1, changing := mustUsage(t, pid), m.read(procs), time.Now()
+	perSecond := (idled.cpu - synced.cpu) / time.Duration(idle/time.Second) // floor and the processes' watches
+	r.idleCPU = perSecond - m.floor
 	m.changes(k, procs, &r)
-	r.changeCPU = m.less(mustUsage(t, pid).cpu-idled.cpu, time.Since(changing)) / changes
+	took := time.Since(changing)
+	// less what the processes cost the server and read while idle, for as long
+	// as the changes took: pings, bookmarks
+	r.changeCPU = (mustUsage(t, pid).cpu - idled.cpu - perSecond*took/time.Second) / changes
+	idleRead := float64(read1-read0) / idle.Seconds()
+	r.bytesPerChange = (float64(m.read(procs)-read1) - idleRead*took.Seconds()) / float64(n*changes)
 	for _, p := range procs {
 		r.procRSS += mustUsage(t, p.cmd.Process.Pid).rss / int64(n)
 	}
@@ -217,7 +224,6 @@ func (m *meter) awaitSync(k kind, procs []*proc, r *result) {
 // changes flips one slice at a time and times its arrival at every process.
 func (m *meter) changes(k kind, procs []*proc, r *result) {
 	t := m.t
-	read0 := m.read(procs)
 	var each, all []time.Duration
 	for range changes {
 		s := m.next % services
@@ -239,7 +245,6 @@ func (m *meter) changes(k kind, procs []*proc, r *result) {
 		all = append(all, last)
 		time.Sleep(changeGap)
 	}
-	r.bytesPerChange = float64(m.read(procs)-read0) / float64(len(procs)*changes)
 	r.changeP50, r.changeP99 = pct(each, 50), pct(each, 99)
 	r.allP50, r.allP99 = pct(all, 50), pct(all, 99)
 }
