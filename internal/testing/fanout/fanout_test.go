@@ -165,6 +165,7 @@ type result struct {
 	allP50, allP99       time.Duration // write → every process has it (changes samples)
 	changeCPU            time.Duration // API server CPU per change, less its idle cost
 	bytesPerChange       float64       // bytes a process read per change (its socket's TLS records), less its idle reads
+	reconnects           int           // watches that ended with an error, all processes together
 }
 
 func (m *meter) run(k kind, n int) result {
@@ -192,6 +193,7 @@ func (m *meter) run(k kind, n int) result {
 	for _, p := range procs {
 		r.procRSS += mustUsage(t, p.cmd.Process.Pid).rss / int64(n)
 	}
+	r.reconnects = reconnects(procs)
 	for _, p := range procs {
 		p.stop()
 	}
@@ -265,13 +267,13 @@ func pct(l []time.Duration, p int) time.Duration {
 
 func printTable(t *testing.T, rows []result) {
 	var b strings.Builder
-	b.WriteString("\n| set | N | first sync p50 / max | API server CPU: sync | idle /s | per change | API server RSS | process RSS | write → one p50 / p99 | write → all N p50 / p99 | bytes read / process / change |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| set | N | first sync p50 / max | API server CPU: sync | idle /s | per change | API server RSS | process RSS | write → one p50 / p99 | write → all N p50 / p99 | bytes read / process / change | watches ended by an error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d | %v / %v | %.2f s | %.0f ms | %.1f ms | %d MiB | %d MiB | %v / %v | %v / %v | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %v / %v | %.2f s | %.0f ms | %.1f ms | %d MiB | %d MiB | %v / %v | %v / %v | %.0f | %d |\n",
 			r.kind, r.n, r.syncP50.Round(10*time.Millisecond), r.syncMax.Round(10*time.Millisecond), r.syncCPU.Seconds(),
 			float64(r.idleCPU.Milliseconds()), float64(r.changeCPU.Microseconds())/1000, r.apiRSS>>20, r.procRSS>>20,
 			r.changeP50.Round(time.Millisecond), r.changeP99.Round(time.Millisecond), r.allP50.Round(time.Millisecond), r.allP99.Round(time.Millisecond),
-			r.bytesPerChange)
+			r.bytesPerChange, r.reconnects)
 	}
 	t.Log(b.String())
 }

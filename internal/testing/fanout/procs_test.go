@@ -156,5 +156,24 @@ func baselineKind(bin, kubeconfig string) kind {
 // keepLine: the lines either kind's synced or changed may look for.
 func keepLine(line string) bool {
 	return line == "synced" || strings.HasPrefix(line, "slice ") || strings.Contains(line, `msg="tree installed"`) ||
-		strings.Contains(line, "level=ERROR")
+		strings.Contains(line, "level=ERROR") || reconnect(line)
+}
+
+// reconnect: client-go's Reflector logs a watch that ended with an error
+// (a lost connection among them); both kinds log it.
+func reconnect(line string) bool { return strings.Contains(line, "watch ended with error") }
+
+// reconnects counts the reconnect lines of every process.
+func reconnects(procs []*proc) int {
+	n := 0
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if reconnect(l.line) {
+				n++
+			}
+		}
+		p.mu.Unlock()
+	}
+	return n
 }
