@@ -166,6 +166,7 @@ type result struct {
 	changeCPU            time.Duration // API server CPU per change, less its idle cost
 	bytesPerChange       float64       // bytes a process read per change (its socket's TLS records), less its idle reads
 	reconnects           int           // watches that ended with an error, all processes together
+	firstReconnect       string        // the log line of the first
 }
 
 func (m *meter) run(k kind, n int) result {
@@ -193,7 +194,7 @@ func (m *meter) run(k kind, n int) result {
 	for _, p := range procs {
 		r.procRSS += mustUsage(t, p.cmd.Process.Pid).rss / int64(n)
 	}
-	r.reconnects = reconnects(procs)
+	r.reconnects, r.firstReconnect = reconnects(procs)
 	for _, p := range procs {
 		p.stop()
 	}

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"cmp"
 	"bufio"
 	"fmt"
 	"io"
@@ -163,17 +164,19 @@ func keepLine(line string) bool {
 // (a lost connection among them); both kinds log it.
 func reconnect(line string) bool { return strings.Contains(line, "watch ended with error") }
 
-// reconnects counts the reconnect lines of every process.
-func reconnects(procs []*proc) int {
-	n := 0
+// reconnects counts the reconnect lines of every process, and returns
+// the first.
+func reconnects(procs []*proc) (int, string) {
+	n, first := 0, ""
 	for _, p := range procs {
 		p.mu.Lock()
 		for _, l := range p.lines {
 			if reconnect(l.line) {
 				n++
+				first = cmp.Or(first, l.line)
 			}
 		}
 		p.mu.Unlock()
 	}
-	return n
+	return n, first
 }
