@@ -165,6 +165,7 @@ type result struct {
 	allP50, allP99       time.Duration // write → every process has it (changes samples)
 	changeCPU            time.Duration // API server CPU per change, less its idle cost
 	bytesPerChange       float64       // bytes a process read per change (its socket's TLS records), less its idle reads
+	procCPU              time.Duration // a process's own CPU per change
 	reconnects           int           // watches that ended with an error, all processes together
 	firstReconnect       string        // the log line of the first
 }
@@ -182,10 +183,12 @@ func (m *meter) run(k kind, n int) result {
 	read0 := m.read(procs)
 	time.Sleep(idle)
 	idled, read1, changing := mustUsage(t, pid), m.read(procs), time.Now()
+	own0 := m.cpu(procs)
 	perSecond := (idled.cpu - synced.cpu) / time.Duration(idle/time.Second) // floor and the processes' watches
 	r.idleCPU = perSecond - m.floor
 	m.changes(k, procs, &r)
 	took := time.Since(changing)
+	r.procCPU = (m.cpu(procs) - own0) / time.Duration(n*changes)
 	// less what the processes cost the server and read while idle, for as long
 	// as the changes took: pings, bookmarks
 	r.changeCPU = (mustUsage(t, pid).cpu - idled.cpu - perSecond*took/time.Second) / changes
@@ -252,6 +255,15 @@ func (m *meter) changes(k kind, procs []*proc, r *result) {
 	r.allP50, r.allP99 = pct(all, 50), pct(all, 99)
 }
 
+// cpu is the CPU time the processes have used, together.
+func (m *meter) cpu(procs []*proc) time.Duration {
+	var d time.Duration
+	for _, p := range procs {
+		d += mustUsage(m.t, p.cmd.Process.Pid).cpu
+	}
+	return d
+}
+
 // read is the bytes the processes have read, together.
 func (m *meter) read(procs []*proc) int64 {
 	var n int64
@@ -268,13 +280,13 @@ func pct(l []time.Duration, p int) time.Duration {
 
 func printTable(t *testing.T, rows []result) {
 	var b strings.Builder
-	b.WriteString("\n| set | N | first sync p50 / max | API server CPU: sync | idle /s | per change | API server RSS | process RSS | write → one p50 / p99 | write → all N p50 / p99 | bytes read / process / change | watches ended by an error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| set | N | first sync p50 / max | API server CPU: sync | idle /s | per change | API server RSS | process RSS | write → one p50 / p99 | write → all N p50 / p99 | bytes read / process / change | process CPU / change | watches ended by an error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d | %v / %v | %.2f s | %.0f ms | %.1f ms | %d MiB | %d MiB | %v / %v | %v / %v | %.0f | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %v / %v | %.2f s | %.0f ms | %.1f ms | %d MiB | %d MiB | %v / %v | %v / %v | %.0f | %.1f ms | %d |\n",
 			r.kind, r.n, r.syncP50.Round(10*time.Millisecond), r.syncMax.Round(10*time.Millisecond), r.syncCPU.Seconds(),
 			float64(r.idleCPU.Milliseconds()), float64(r.changeCPU.Microseconds())/1000, r.apiRSS>>20, r.procRSS>>20,
 			r.changeP50.Round(time.Millisecond), r.changeP99.Round(time.Millisecond), r.allP50.Round(time.Millisecond), r.allP99.Round(time.Millisecond),
-			r.bytesPerChange, r.reconnects)
+			r.bytesPerChange, float64(r.procCPU.Microseconds())/1000, r.reconnects)
 	}
 	t.Log(b.String())
 }
