@@ -1,8 +1,8 @@
 package fanout
 
 import (
-	"cmp"
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +19,7 @@ import (
 type kind struct {
 	name string
 	// args are the command line of process i.
-	args func(i int) []string
+	args func(i int) ([]string, error)
 	// synced and changed recognise a line saying the first state arrived,
 	// and that the change to resource version rv arrived.
 	synced  func(line string) bool
@@ -47,7 +47,11 @@ func start(t *testing.T, k kind, n int, keep func(string) bool) []*proc {
 	t.Helper()
 	procs := make([]*proc, n)
 	for i := range n {
-		p, err := startProc(k.args(i), keep)
+		args, err := k.args(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := startProc(args, keep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,15 +135,15 @@ func (p *proc) stop() {
 func agentKind(loctree, kubeconfig, cgroupRoot, bpffs string) kind {
 	return kind{
 		name: "agent",
-		args: func(i int) []string {
+		args: func(i int) ([]string, error) {
 			cg := filepath.Join(cgroupRoot, fmt.Sprintf("agent-%d", i))
 			if err := os.MkdirAll(cg, 0o755); err != nil {
-				panic(err)
+				return nil, err
 			}
 			return []string{loctree, "agent", "--source", "kubernetes", "--kubeconfig", kubeconfig, "--node", nodeName(i),
-				"--cgroup", cg, "--bpffs", filepath.Join(bpffs, fmt.Sprintf("agent-%d", i)), "--listen", ""}
+				"--cgroup", cg, "--bpffs", filepath.Join(bpffs, fmt.Sprintf("agent-%d", i)), "--listen", ""}, nil
 		},
-		synced:  func(line string) bool { return strings.Contains(line, fmt.Sprintf(`msg="tree installed"`)) },
+		synced:  func(line string) bool { return strings.Contains(line, `msg="tree installed"`) },
 		changed: func(line, _ string) bool { return strings.Contains(line, `msg="tree installed"`) },
 	}
 }
@@ -147,10 +151,14 @@ func agentKind(loctree, kubeconfig, cgroupRoot, bpffs string) kind {
 // baselineKind runs kubeproxylike as node-i.
 func baselineKind(bin, kubeconfig string) kind {
 	return kind{
-		name:    "kube-proxy-like",
-		args:    func(i int) []string { return []string{bin, "--kubeconfig", kubeconfig, "--node", nodeName(i)} },
-		synced:  func(line string) bool { return line == "synced" },
-		changed: func(line, rv string) bool { return strings.HasPrefix(line, "slice ") && strings.HasSuffix(line, " "+rv) },
+		name: "kube-proxy-like",
+		args: func(i int) ([]string, error) {
+			return []string{bin, "--kubeconfig", kubeconfig, "--node", nodeName(i)}, nil
+		},
+		synced: func(line string) bool { return line == "synced" },
+		changed: func(line, rv string) bool {
+			return strings.HasPrefix(line, "slice ") && strings.HasSuffix(line, " "+rv)
+		},
 	}
 }
 

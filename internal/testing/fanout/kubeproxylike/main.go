@@ -109,7 +109,9 @@ func newFactories(client kubernetes.Interface, node string) ([]informers.SharedI
 		}
 		return obj, nil
 	})
-	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption { return informers.WithTweakListOptions(f) }
+	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(f)
+	}
 	return []informers.SharedInformerFactory{
 		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, tweak(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.NewSelector().Add(*noProxyName).String()
