@@ -109,18 +109,15 @@ func newFactories(client kubernetes.Interface, node string) ([]informers.SharedI
 		}
 		return obj, nil
 	})
-	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
-		return informers.WithTweakListOptions(f)
-	}
 	return []informers.SharedInformerFactory{
-		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, tweak(func(o *metav1.ListOptions) {
+		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.NewSelector().Add(*noProxyName).String()
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
 		})),
-		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, tweak(func(o *metav1.ListOptions) {
+		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.NewSelector().Add(*noHeadless).String()
 		})),
-		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, tweak(func(o *metav1.ListOptions) {
+		informers.NewSharedInformerFactoryWithOptions(client, resync, trim, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
 		})),
 	}, nil
