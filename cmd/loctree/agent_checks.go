@@ -11,8 +11,7 @@ import (
 
 // checkLocalityKeys refuses a key that is a scope of no service of the
 // topology (a typo such as regoin= would route as if it were not given).
-func checkLocalityKeys(flag string, loc shared.Locality, top *shared.Topology, name string) error {
-	scopes := topologyScopes(top)
+func checkLocalityKeys(flag string, loc shared.Locality, scopes map[string]bool, name string) error {
 	for k := range loc {
 		if !scopes[k] {
 			return fmt.Errorf("%s: %q is not a scope of any service in %s (its scopes: %s; nearest: %s)",
@@ -22,18 +21,16 @@ func checkLocalityKeys(flag string, loc shared.Locality, top *shared.Topology, n
 	return nil
 }
 
-func topologyScopes(top *shared.Topology) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range top.Services {
-		scopes := s.Scopes
-		if len(scopes) == 0 {
-			scopes = shared.DefaultScopes()
-		}
-		for _, sc := range scopes {
-			out[sc] = true
-		}
+// addScopes adds a service's scopes (the default ones when it names none)
+// to out.
+func addScopes(out map[string]bool, s *shared.ServiceSpec) {
+	scopes := s.Scopes
+	if len(scopes) == 0 {
+		scopes = shared.DefaultScopes()
 	}
-	return out
+	for _, sc := range scopes {
+		out[sc] = true
+	}
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -45,9 +42,27 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// loadAgentTopology reads the agent's topology for the checks above; a
-// topology that does not load is left to the agent, which reports it.
-func loadAgentTopology(path string) (*shared.Topology, string, bool) {
-	top, name, err := topology.LoadOrDefault(path)
-	return top, name, err == nil
+// agentScopes reads the scopes of the agent's topology for the checks
+// above, decoding one service at a time as the agent's file source does
+// (the whole model of a 100,000-endpoint topology would double the agent's
+// peak memory for a set of a few names); a topology that does not load is
+// left to the agent, which reports it.
+func agentScopes(path string) (map[string]bool, string, bool) {
+	scopes := map[string]bool{}
+	if path == "" {
+		top := topology.Default()
+		for i := range top.Services {
+			addScopes(scopes, &top.Services[i])
+		}
+		return scopes, topology.DefaultName, true
+	}
+	ch, err := topology.NewFiles(path).Poll()
+	if err != nil || ch == nil {
+		return nil, path, false
+	}
+	err = ch.Each(func(s *shared.ServiceSpec) error {
+		addScopes(scopes, s)
+		return nil
+	})
+	return scopes, path, err == nil
 }

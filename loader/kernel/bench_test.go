@@ -395,13 +395,18 @@ func BenchmarkGracePeriod(b *testing.B) {
 }
 
 // BenchmarkInstall100k installs 100,000 endpoints across 1,000 services
-// into empty maps.
+// into empty maps. bigService gives every endpoint of a 100-endpoint
+// service a zone of its own (211 tree nodes and 630 child-table slots per
+// service), more than DefaultCapacity's nodes hold (it fits about 2.5
+// entries per endpoint, twice): the maps are sized for the tree.
 func BenchmarkInstall100k(b *testing.B) {
 	kerneltest.RequireRoot(b)
 	tree := mustBuild(b, manyServices(1000, 100, 1), 1)
+	capacity := DefaultCapacity()
+	capacity.Nodes = 1 << 21
 	for b.Loop() {
 		b.StopTimer()
-		in, err := Open(Config{Locality: benchLocality})
+		in, err := Open(Config{Locality: benchLocality, Capacity: capacity})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,8 +29,8 @@ func DefaultCapacity() Capacity {
 // kernel is the loaded programs and the (possibly re-adopted) maps.
 type kernel struct {
 	objs   bpf.Objects
-	nodes  *ebpf.Memory
-	eps    *ebpf.Memory
+	nodes  *mapWindow
+	eps    *mapWindow
 	gen    *ebpf.Map // generation of the last applied tree (generation.go)
 	rcu    *rcuSync  // waits for RCU grace periods (grace.go)
 	lock   *dirLock  // one agent per bpffs directory
@@ -104,11 +104,11 @@ func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 
 func (k *kernel) mmap() error {
 	var err error
-	if k.nodes, err = k.objs.LtNodes.Memory(); err != nil {
-		return fmt.Errorf("mmap nodes map: %w", err)
+	if k.nodes, err = newMapWindow(k.objs.LtNodes); err != nil {
+		return fmt.Errorf("nodes map: %w", err)
 	}
-	if k.eps, err = k.objs.LtEndpoints.Memory(); err != nil {
-		return fmt.Errorf("mmap endpoints map: %w", err)
+	if k.eps, err = newMapWindow(k.objs.LtEndpoints); err != nil {
+		return fmt.Errorf("endpoints map: %w", err)
 	}
 	return nil
 }
