@@ -18,7 +18,12 @@ func NewClient(path string) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "loctree-agent"
+	// Protobuf, as kube-proxy asks (k8s.io/kubernetes v1.37.2
+	// pkg/proxy/apis/config/v1alpha1/defaults.go, ClientConnection.ContentType):
+	// the API server encodes each watch event once per format for all its
+	// watchers, and a node agent should share kube-proxy's.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	core, err := typedcorev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -38,7 +43,6 @@ func NewIstioClient(path string) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "loctree-agent"
 	c, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -55,7 +59,18 @@ type groups struct {
 func (g groups) CoreV1() typedcorev1.CoreV1Interface                { return g.core }
 func (g groups) DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface { return g.discovery }
 
+// restConfig is the configuration at path (in-cluster when empty), as
+// the agent's user agent and with its health-checked transport.
 func restConfig(path string) (*rest.Config, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "loctree-agent"
+	return withHealthCheck(cfg)
+}
+
+func loadConfig(path string) (*rest.Config, error) {
 	if path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {

@@ -47,7 +47,7 @@ func TestRealServerRestart(t *testing.T) {
 	c.waitFor(t, 0, "reviews with one endpoint", r.endpointCount(1))
 	for round := 1; round <= 2; round++ {
 		n := c.count()
-		took := r.outage(t, c, round)
+		took := r.outage(t, c, &log, round)
 		t.Logf("outage %d: change at /readyz reached the tree %v later", round, took.Round(time.Millisecond))
 		if took > convergeBudget {
 			t.Errorf("outage %d: converged %v after /readyz, want ≤ %v", round, took.Round(time.Millisecond), convergeBudget)
@@ -58,19 +58,23 @@ func TestRealServerRestart(t *testing.T) {
 
 // outage kills the API server for outageLength, restarts it, writes one
 // more EndpointSlice as soon as it is ready, and returns how long after
-// /readyz the tree had it.
-func (r *realServer) outage(t *testing.T, c *collector, round int) time.Duration {
+// /readyz the tree had it. Meanwhile no informer may retry more often than
+// retryBackoff allows (checkRetries).
+func (r *realServer) outage(t *testing.T, c *collector, log *syncbuf.Buffer, round int) time.Duration {
 	t.Helper()
+	mark, killed := len(log.String()), time.Now()
 	r.cp.KillAPIServer()
 	eventually(t, 5*time.Second, "the source reporting the outage", func() bool {
 		err := c.src.Health()
 		return err != nil && strings.Contains(err.Error(), "connection refused")
 	})
 	time.Sleep(outageLength)
+	down := time.Since(killed) // refused calls end when the restarted server listens
 	ready, err := r.cp.StartAPIServer(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkRetries(t, log.String()[mark:], down, round)
 	n := c.count()
 	eventually(t, 10*time.Second, "the slice written", func() bool {
 		_, err := r.admin.DiscoveryV1().EndpointSlices(r.ns).Create(context.Background(), restartSlice(round), metav1.CreateOptions{})
@@ -80,6 +84,31 @@ func (r *realServer) outage(t *testing.T, c *collector, round int) time.Duration
 	took := time.Since(ready)
 	eventually(t, 5*time.Second, "the source healthy again", func() bool { return c.src.Health() == nil })
 	return took
+}
+
+// checkRetries: in an outage of length d, each informer's failed calls
+// (logged "failed; retrying") are at most the 4 that climb to
+// retryBackoff's 1 s cap (0.1, 0.2, 0.4, 0.8 s, each up to doubled by
+// jitter) plus one a second after it — an agent does not hammer the
+// server that 5,000 others also wait for — and at least one every 2 s
+// (the cap doubled), less one, so that it is back within the convergence
+// budget.
+func checkRetries(t *testing.T, log string, d time.Duration, round int) {
+	t.Helper()
+	counts := map[string]int{}
+	for line := range strings.Lines(log) {
+		if _, rest, ok := strings.Cut(line, "failed; retrying\" resource="); ok {
+			counts[strings.Fields(rest)[0]]++
+		}
+	}
+	most := 4 + int(d/time.Second) + 1
+	least := int(d/(2*time.Second)) - 1
+	for _, res := range []string{"services", "endpointslices", "nodes", "namespaces"} {
+		t.Logf("outage %d (%v): %s retried %d times", round, d.Round(100*time.Millisecond), res, counts[res])
+		if counts[res] > most || counts[res] < least {
+			t.Errorf("outage %d of %v: %s failed %d calls, want %d..%d (retries 1–2 s apart once at the cap)", round, d.Round(100*time.Millisecond), res, counts[res], least, most)
+		}
+	}
 }
 
 // restartSlice is the i-th one-endpoint slice of reviews.

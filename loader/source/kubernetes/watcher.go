@@ -16,15 +16,26 @@ import (
 )
 
 // retryBackoff is how the agent's informers retry a list or watch that
-// failed: 100 ms doubling to a 1 s cap, jittered by up to half. client-go's
-// shared informers start at 800 ms and double to 30 s, resetting only
-// after 2 min without a retry (k8s.io/client-go/tools/cache/reflector.go,
-// defaultBackoffInit/Max/Reset): a change written just after an API server
+// failed: 100 ms doubling to a 1 s cap, each wait stretched by a random
+// 0–100 % (client-go's own jitter factor). client-go's shared informers
+// start at 800 ms and double to 30 s, resetting only after 2 min
+// (k8s.io/client-go v0.37.2 tools/cache/reflector.go, defaultBackoffInit,
+// Max, Reset, Jitter = 1.0): a change written just after an API server
 // restart took 6.7–14.4 s to arrive, and a second outage within 2 min
-// longer. An agent watches the one API server it needs, and its tree is
-// stale until the watch is back.
+// up to a minute. kube-proxy keeps those defaults (its informers are
+// client-go's shared ones). A node agent's tree is stale until its watch
+// is back, so the cap is what the convergence budget allows: a retry at
+// most 2 s after the server is ready, leaving a second for the list.
+//
+// The herd: while the server is down every informer retries every 1–2 s
+// (5 informers × 5,000 agents ≈ 17,000 connection attempts a second,
+// refused by the kernel or a load balancer, not by the server); when it
+// is back their relists arrive spread evenly over 2 s rather than at
+// once — the budget makes every agent relist within it whatever the
+// backoff, and the server's API Priority and Fairness answers excess with
+// 429, on which the Reflector backs off the same way.
 func retryBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 8, Cap: time.Second}
+	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 8, Cap: time.Second}
 }
 
 // watcher is one kind's informer: a cache kept by client-go's Reflector
@@ -143,17 +154,64 @@ func loggedLW(name string, lw *cache.ListWatch, log *slog.Logger, health *callHe
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		w, err := watchFn(ctx, o)
 		health.record(ctx, log, name, "watch", err)
-		return w, err
+		if err != nil {
+			return w, err
+		}
+		health.opened()
+		return &trackedWatch{Interface: w, health: health}, nil
 	}
 	return lw
 }
 
+// trackedWatch tells its informer's callHealth when the Reflector stops
+// it, which it does whenever the watch ends.
+type trackedWatch struct {
+	watch.Interface
+	health *callHealth
+	once   sync.Once
+}
+
+func (w *trackedWatch) Stop() {
+	w.once.Do(w.health.closed)
+	w.Interface.Stop()
+}
+
+// watchGap is how long an informer may go without an open watch before
+// its health says so. The server ends each watch every 5–10 min and the
+// Reflector opens the next within milliseconds; a watch that ended
+// because its connection was lost (the HTTP/2 health check) is retried by
+// client-go's rest client without an error while new connections fail
+// with EOF — up to 10 times, 1 s apart, then it hands the Reflector an
+// empty watch (k8s.io/client-go v0.37.2 rest/request.go, Request.Watch:
+// IsProbableEOF errors are retryable; rest/with_retry.go) — so no call
+// fails in the meantime.
+const watchGap = time.Second
+
+// errNoWatch: an informer's watch ended and no new one is open yet.
+var errNoWatch = errors.New("its watch ended and none is open yet; reconnecting")
+
 // callHealth is the outcome of an informer's last list or watch call: the
-// error of the one that failed, and since when calls have failed.
+// error of the one that failed, and since when calls have failed; and
+// whether a watch is open, or since when none has been.
 type callHealth struct {
 	mu    sync.Mutex
 	err   error
 	since time.Time
+	open  int       // watches open
+	ended time.Time // when the last open watch ended
+}
+
+func (h *callHealth) opened() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open++
+}
+
+func (h *callHealth) closed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open--
+	h.ended = time.Now()
 }
 
 // record keeps a call's outcome and logs a failure; a call ended by the
@@ -174,9 +232,13 @@ func (h *callHealth) record(ctx context.Context, log *slog.Logger, name, call st
 }
 
 // failing returns the last call's error (nil when it succeeded) and since
-// when calls have failed.
+// when calls have failed; or errNoWatch and since when, once the informer
+// has been without a watch for longer than watchGap.
 func (h *callHealth) failing() (time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err == nil && h.open == 0 && !h.ended.IsZero() && time.Since(h.ended) > watchGap {
+		return h.ended, errNoWatch
+	}
 	return h.since, h.err
 }
