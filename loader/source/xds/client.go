@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -25,6 +26,14 @@ import (
 const (
 	DefaultInitialBackoff = 10 * time.Millisecond
 	DefaultMaxBackoff     = 15 * time.Second
+)
+
+// The keepalive ztunnel's control-plane channel uses (src/tls/control.rs
+// grpc_connector at 4878635e: HTTP/2 keepalive interval 30 s, timeout 10 s),
+// which are also istiod's own (pkg/keepalive DefaultOption).
+const (
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
 )
 
 // maxMessage is the largest response accepted: ztunnel's
@@ -191,7 +200,8 @@ func (cfg *Config) node() *corev3.Node {
 // read from TokenFile on every stream (a projected token rotates) and the
 // clusterid header, as ztunnel's AuthSource::Token (src/identity/auth.rs).
 func (cfg *Config) dial() (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage))}
+	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout})}
 	if cfg.TLS == nil {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	} else {

@@ -14,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/loctree/loctree/internal/testing/realcp"
 	"github.com/loctree/loctree/loader/source"
 
 	"github.com/loctree/loctree/loader/source/xds/internal/workloadapi"
@@ -159,5 +160,43 @@ func TestBackoff(t *testing.T) {
 			t.Errorf("attempt %d came %v after the last, want at least %v (half of %v)", i, gap, b/2, b)
 		}
 		b = min(2*b, max)
+	}
+}
+
+// TestSilencedConnectionReconnects: a connection to istiod that a network
+// silences (no FIN, no RST: realcp.Proxy's blackhole) is noticed by the
+// keepalive ping going unanswered, and the client connects again and
+// resumes, instead of keeping its last state until TCP gives up. Without
+// the keepalive no new stream comes in 25 s.
+func TestSilencedConnectionReconnects(t *testing.T) {
+	f := startFakeADS(t)
+	p, err := realcp.StartProxy(f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// gRPC pings no more often than every 10 s.
+	s, updates := runSourceWith(t, Config{Address: p.Addr(), KeepaliveTime: 10 * time.Second, KeepaliveTimeout: time.Second})
+	st := f.stream(t)
+	f.request(t)
+	st.send <- &discoveryv3.DeltaDiscoveryResponse{TypeUrl: AddressType, Nonce: "n1", Resources: []*discoveryv3.Resource{
+		resource(t, "ns/a.ns.svc.cluster.local", "va", wdsService("a", "127.0.10.1", workloadapi.LoadBalancing_ZONE)),
+	}}
+	f.request(t) // ACK
+	nextUpdate(t, updates)
+	p.Blackhole()
+	p.Heal() // new connections pass again; the established one stays silent
+	silenced := time.Now()
+	select {
+	case <-f.streams:
+	case <-time.After(25 * time.Second):
+		t.Fatal("no new stream within 25 s of the connection going silent")
+	}
+	t.Logf("reconnected %s after the connection went silent", time.Since(silenced).Round(time.Millisecond))
+	if init := f.request(t); init.GetInitialResourceVersions()["ns/a.ns.svc.cluster.local"] != "va" {
+		t.Fatalf("the new stream does not resume: %v", init.GetInitialResourceVersions())
+	}
+	if err := s.Health(); err != nil {
+		t.Logf("health while resuming: %v", err)
 	}
 }

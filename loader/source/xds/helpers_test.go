@@ -11,6 +11,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -41,7 +42,9 @@ func startFakeADS(t testing.TB) *fakeADS {
 		t.Fatal(err)
 	}
 	f := &fakeADS{reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100), streams: make(chan *fakeStream, 10), addr: ln.Addr().String()}
-	srv := grpc.NewServer()
+	// istiod accepts a client's keepalive pings every Time/2 = 15 s
+	// (pilot/pkg/grpc/grpc.go); the tests' clients ping every 10 s.
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, f)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -131,8 +134,15 @@ func wdsService(name, vip string, scopes ...workloadapi.LoadBalancing_Scope) *wo
 // runSource runs a Source against addr; its updates arrive on the channel.
 func runSource(t testing.TB, addr string) (*Source, <-chan source.Update) {
 	t.Helper()
-	s, err := New(Config{Address: addr, NodeName: "node-a", InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return runSourceWith(t, Config{Address: addr})
+}
+
+// runSourceWith is runSource with cfg's other fields.
+func runSourceWith(t testing.TB, cfg Config) (*Source, <-chan source.Update) {
+	t.Helper()
+	cfg.NodeName, cfg.InitialBackoff, cfg.MaxBackoff = "node-a", time.Millisecond, 50*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

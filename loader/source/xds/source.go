@@ -50,6 +50,16 @@ type Config struct {
 	// InitialBackoff and MaxBackoff bound the wait between connection
 	// attempts (default DefaultInitialBackoff, DefaultMaxBackoff).
 	InitialBackoff, MaxBackoff time.Duration
+	// KeepaliveTime and KeepaliveTimeout: after KeepaliveTime without a
+	// frame from istiod the client pings, and a ping unanswered for
+	// KeepaliveTimeout ends the connection, which the client then makes
+	// again (default DefaultKeepaliveTime, DefaultKeepaliveTimeout). Without
+	// them a connection a network silences (no FIN, no RST) would leave the
+	// agent on its last state until TCP gave up, minutes to hours later.
+	// istiod sends GOAWAY to a client that pings more often than every 15 s
+	// (half its own 30 s keepalive, pilot/pkg/grpc/grpc.go); gRPC pings no
+	// more often than every 10 s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -80,6 +90,8 @@ func New(cfg Config) (*Source, error) {
 	cfg.ClusterID = orDefault(cfg.ClusterID, "Kubernetes")
 	cfg.InitialBackoff = orDefault(cfg.InitialBackoff, DefaultInitialBackoff)
 	cfg.MaxBackoff = orDefault(cfg.MaxBackoff, DefaultMaxBackoff)
+	cfg.KeepaliveTime = orDefault(cfg.KeepaliveTime, DefaultKeepaliveTime)
+	cfg.KeepaliveTimeout = orDefault(cfg.KeepaliveTimeout, DefaultKeepaliveTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
