@@ -124,14 +124,24 @@ func followEndpoints(t *testing.T, policy string) {
 		}
 		return nil
 	})
-	openConns(t, 60, open)
+	openConns(t, spreadConns, open)
 	spread(t, in, open)
 }
 
-// spread checks the balance of 60 connections over the six backends,
-// opened from zero counts: with two distinct random choices, the most and
-// the least loaded backend are within 4 connections (the d-choice bound:
-// max - average grows as ln ln n / ln d).
+// spreadConns connections are opened from zero counts for spread.
+const spreadConns = 600
+
+// spread checks the balance of spreadConns connections over the six
+// backends, opened from zero counts: with two random choices the most and
+// the least loaded backend stay within 11 connections, however many are
+// open (the d-choice bound: max − average grows as ln ln n / ln d), where
+// picking one backend at random spreads them over sqrt(n)·6. Simulated,
+// 600 connections, 60,000 runs each: two independent draws (least_request,
+// as Envoy's) exceed 10 with probability 1.7e-5 and never exceeded 11; two
+// distinct draws (least_connections) never exceeded 7; one random draw
+// stays within 11 in 3.5 % of the runs. (With 60 connections and a bound
+// of 4, as this test had, two independent draws failed 3 % of the runs:
+// CI saw 7 to 12.)
 func spread(t *testing.T, in *Installer, open map[string][]net.Conn) {
 	t.Helper()
 	lo, hi := uint64(1<<63), uint64(0)
@@ -139,8 +149,8 @@ func spread(t *testing.T, in *Installer, open map[string][]net.Conn) {
 		n := backendConns(t, in, backendKey(b))
 		lo, hi = min(lo, n), max(hi, n)
 	}
-	if hi-lo > 4 {
-		t.Fatalf("60 connections: open connections per backend range from %d to %d", lo, hi)
+	if hi-lo > 11 {
+		t.Fatalf("%d connections: open connections per backend range from %d to %d", spreadConns, lo, hi)
 	}
 }
 
