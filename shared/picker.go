@@ -34,8 +34,9 @@ type Picker struct {
 	// least_request, which run Envoy's schedule over unequal weights).
 	hashed  sync.Once
 	runs    sync.Once
-	counted sync.Once // pool.counts is made (at the first Inc)
-	n       int       // endpoints
+	counted sync.Once  // pool.counts is made (at the first Inc)
+	n       int        // endpoints
+	loads   *nodeLoads // per-node in-flight counts of load-aware services (load_aware.go); nil without one
 }
 
 // inFlight is the in-flight counts, made at the first call: a tree whose
@@ -55,11 +56,12 @@ func (p *Picker) inFlight() []atomic.Int32 {
 // NewPicker returns a picker over the endpoints of t.
 func NewPicker(t *Tree, opts PickerOptions) *Picker {
 	p := &Picker{
-		tree: t,
-		src:  newSource(opts.Seed),
-		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
-		n:    t.NumEndpoints(),
-		pool: pool{recs: t.eps, edf: newEdfTable()},
+		tree:  t,
+		src:   newSource(opts.Seed),
+		rr:    make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
+		n:     t.NumEndpoints(),
+		pool:  pool{recs: t.eps, edf: newEdfTable()},
+		loads: newNodeLoads(t),
 	}
 	for i := range t.services {
 		p.needs(t.services[i].policy)
@@ -134,18 +136,22 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 }
 
 // Inc counts one more request or connection in flight to endpoint ep (an
-// absolute index); least_request and least_connections read the counts.
-// Out-of-range indices are ignored.
+// absolute index); least_request and least_connections read the counts,
+// and so does Widen, through the counts of the nodes on ep's path (one add
+// a level). Out-of-range indices are ignored.
 func (p *Picker) Inc(ep uint32) {
 	if int(ep) < p.n {
 		p.inFlight()[ep].Add(1)
+		if p.loads != nil {
+			p.loads.add(ep, 1)
+		}
 	}
 }
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
-		decrement32(&(*c)[ep])
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) && decrement32(&(*c)[ep]) && p.loads != nil {
+		p.loads.add(ep, -1)
 	}
 }
 
@@ -157,11 +163,15 @@ func (p *Picker) InFlight(ep uint32) int64 {
 	return 0
 }
 
-func decrement32(c *atomic.Int32) {
+// decrement32 takes one from c unless it is 0, and says whether it did.
+func decrement32(c *atomic.Int32) bool {
 	for {
 		v := c.Load()
-		if v <= 0 || c.CompareAndSwap(v, v-1) {
-			return
+		if v <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(v, v-1) {
+			return true
 		}
 	}
 }
