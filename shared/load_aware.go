@@ -1,10 +1,6 @@
 package shared
 
-import (
-	"sync/atomic"
-
-	"github.com/loctree/loctree/shared/wire"
-)
+import "github.com/loctree/loctree/shared/wire"
 
 // Load-aware widening (docs/TOPOLOGY.md, "Load-aware widening"): a
 // source's candidate node widens to its parent while the requests in flight
@@ -89,10 +85,10 @@ const noNode = ^uint32(0)
 // nodeLoads are a Picker's per-node in-flight counts and widening state,
 // made when the tree has a load-aware service.
 type nodeLoads struct {
-	leaf   []uint32       // by absolute endpoint index: its deepest node, or noNode
-	parent []uint32       // by absolute node index: its parent, or noNode
-	count  []atomic.Int32 // by absolute node index: in flight to its range
-	wide   []atomic.Bool  // by absolute node index: widened, until below the low edge
+	leaf   []uint32   // by absolute endpoint index: its deepest node, or noNode
+	parent []uint32   // by absolute node index: its parent, or noNode
+	count  []counter  // by absolute node index: in flight to its range
+	wide   []wideFlag // by absolute node index: widened, until below the low edge
 }
 
 // newNodeLoads indexes the nodes of t's load-aware services; nil when
@@ -106,7 +102,7 @@ func newNodeLoads(t *Tree) *nodeLoads {
 		}
 		if l == nil {
 			l = &nodeLoads{leaf: make([]uint32, t.NumEndpoints()), parent: make([]uint32, t.NumNodes()),
-				count: make([]atomic.Int32, t.NumNodes()), wide: make([]atomic.Bool, t.NumNodes())}
+				count: make([]counter, t.NumNodes()), wide: make([]wideFlag, t.NumNodes())}
 			for k := range l.leaf {
 				l.leaf[k] = noNode
 			}
@@ -144,27 +140,6 @@ func (l *nodeLoads) add(ep uint32, d int32) {
 	}
 }
 
-// widen applies the band to the lookup's range r of s: from r's node, while
-// the node is wide (in flight above high × its eligible endpoints, or wide
-// already and not yet below low × them), move to its parent, never above
-// the service's failover_limit.
-func (l *nodeLoads) widen(t *Tree, s *Service, r Range) Range {
-	n, depth := r.Node, r.Depth
-	for depth > s.minRank && n < uint32(len(l.parent)) && l.parent[n] != noNode {
-		rec := t.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
-		eligible := int64(le.Uint32(rec[wire.NHi:]) - le.Uint32(rec[wire.NLo:]))
-		if !l.isWide(n, int64(l.count[n].Load()), eligible, s) {
-			break
-		}
-		n, depth = l.parent[n], depth-1
-	}
-	if n == r.Node {
-		return r
-	}
-	rec := t.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
-	return Range{Lo: le.Uint32(rec[wire.NLo:]), Hi: le.Uint32(rec[wire.NHi:]), Depth: depth, Node: n}
-}
-
 // isWide updates and returns node n's state for its load: it turns wide
 // above high per endpoint and narrow below low per endpoint; in between it
 // keeps its state (hysteresis).
@@ -185,9 +160,27 @@ func (l *nodeLoads) isWide(n uint32, load, eligible int64, s *Service) bool {
 // Done keep (docs/TOPOLOGY.md, "Load-aware widening"); r itself for any
 // other service, an empty r, or a range outside the service's tree. It
 // does not allocate.
+//
+// From r's node, while the node is wide (in flight above high × its
+// eligible endpoints, or wide already and not yet below low × them), the
+// candidates are its parent's, never above the service's failover_limit.
 func (p *Picker) Widen(s *Service, r Range) Range {
-	if p.loads == nil || s.loadHigh == 0 || s.tree != p.tree || r.Lo >= r.Hi {
+	l := p.loads
+	if l == nil || s.loadHigh == 0 || s.tree != p.tree || r.Lo >= r.Hi {
 		return r
 	}
-	return p.loads.widen(p.tree, s, r)
+	n, depth := r.Node, r.Depth
+	for depth > s.minRank && n < uint32(len(l.parent)) && l.parent[n] != noNode {
+		rec := p.tree.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+		eligible := int64(le.Uint32(rec[wire.NHi:]) - le.Uint32(rec[wire.NLo:]))
+		if !l.isWide(n, int64(l.count[n].Load()), eligible, s) {
+			break
+		}
+		n, depth = l.parent[n], depth-1
+	}
+	if n == r.Node {
+		return r
+	}
+	rec := p.tree.nodes[int(n)*wire.NodeRecordSize:][:wire.NodeRecordSize]
+	return Range{Lo: le.Uint32(rec[wire.NLo:]), Hi: le.Uint32(rec[wire.NHi:]), Depth: depth, Node: n}
 }

@@ -42,12 +42,18 @@ type Picker struct {
 // inFlight is the in-flight counts, made at the first call: a tree whose
 // users never count (no least_request or least_connections) goes without
 // them.
-func (p *Picker) inFlight() []atomic.Int32 {
+func (p *Picker) inFlight() []counter {
 	if c := p.pool.counts.Load(); c != nil {
 		return *c
 	}
+	return p.makeCounts()
+}
+
+// makeCounts makes the in-flight counts once (apart from inFlight, so
+// that inFlight inlines on the request path).
+func (p *Picker) makeCounts() []counter {
 	p.counted.Do(func() {
-		c := make([]atomic.Int32, p.n)
+		c := make([]counter, p.n)
 		p.pool.counts.Store(&c)
 	})
 	return *p.pool.counts.Load()
@@ -139,11 +145,14 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 // absolute index); least_request and least_connections read the counts,
 // and so does Widen, through the counts of the nodes on ep's path (one add
 // a level). Out-of-range indices are ignored.
-func (p *Picker) Inc(ep uint32) {
+func (p *Picker) Inc(ep uint32) { p.add(ep, 1) }
+
+// add counts n more in flight to endpoint ep, and to the nodes on its path.
+func (p *Picker) add(ep uint32, n int32) {
 	if int(ep) < p.n {
-		p.inFlight()[ep].Add(1)
+		p.inFlight()[ep].Add(n)
 		if p.loads != nil {
-			p.loads.add(ep, 1)
+			p.loads.add(ep, n)
 		}
 	}
 }
@@ -164,7 +173,7 @@ func (p *Picker) InFlight(ep uint32) int64 {
 }
 
 // decrement32 takes one from c unless it is 0, and says whether it did.
-func decrement32(c *atomic.Int32) bool {
+func decrement32(c *counter) bool {
 	for {
 		v := c.Load()
 		if v <= 0 {
@@ -257,12 +266,12 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // (for weight and cum_weight), address hashes and in-flight counts. The
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
-	recs   []byte                         // wire.EndpointRecordSize bytes an endpoint
-	hashes []uint64                       // address hashes, for consistent_hash (a Picker's: nil without such a service)
-	sameTo []uint32                       // consistent_hash, round_robin, least_request: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
-	counts atomic.Pointer[[]atomic.Int32] // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
-	shared []*atomic.Int64                // in-flight counts shared between versions of a Balancer's set
-	edf    *edfTable                      // schedules of round_robin and least_request over unequal weights
+	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
+	hashes []uint64        // address hashes, for consistent_hash (a Picker's: nil without such a service)
+	sameTo []uint32        // consistent_hash, round_robin, least_request: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts counters        // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
+	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
+	edf    *edfTable       // schedules of round_robin and least_request over unequal weights
 }
 
 func (p *pool) weight(i uint32) uint32 {
