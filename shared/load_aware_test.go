@@ -2,6 +2,7 @@ package shared
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -198,5 +199,48 @@ func TestWidenAllocatesNothing(t *testing.T) {
 		p.Done(ep)
 	}); n != 0 {
 		t.Fatalf("%v allocations per request, want 0", n)
+	}
+}
+
+// TestLocalityBalancerWidens: a LocalityBalancer widens a load_aware
+// service by its Inc and Done, and a new tree (Update) keeps the requests
+// in flight on the nodes too, so their Done narrows it again.
+func TestLocalityBalancerWidens(t *testing.T) {
+	s, _ := laService(t, band(2, 1), "")
+	lb, err := NewLocalityBalancer(s.Tree(), "a", Locality{"region": "r1", "zone": "z1"}, PickerOptions{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := func(n int) int {
+		k := 0
+		for range n {
+			a, err := lb.Balance("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if z := a.String(); z == "127.0.1.1:80" || z == "127.0.1.2:80" {
+				k++
+			}
+		}
+		return k
+	}
+	z1 := netip.MustParseAddrPort("127.0.1.1:80")
+	for range 5 {
+		lb.Inc(z1)
+	}
+	if k := local(60); k == 60 {
+		t.Fatalf("5 in flight on z1's 2 endpoints: all 60 picks local; want r1's")
+	}
+	if err := lb.Update(s.Tree()); err != nil {
+		t.Fatal(err)
+	}
+	if k := local(60); k == 60 {
+		t.Fatalf("after Update: all 60 picks local; the in-flight requests were not carried to the nodes")
+	}
+	for range 5 {
+		lb.Done(z1)
+	}
+	if k := local(60); k != 60 {
+		t.Fatalf("nothing in flight: %d of 60 picks local, want all", k)
 	}
 }
