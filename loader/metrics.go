@@ -59,6 +59,7 @@ func (m *Metrics) installed(r kernel.Result) {
 	m.installs++
 	m.rewritten += uint64(r.Rewritten)
 	m.services, m.endpoints, m.gen = r.Services, r.Endpoints, r.Generation
+	m.kernelRefused = len(r.Refused)
 	m.install.observe(r.Duration)
 }
 

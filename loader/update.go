@@ -166,7 +166,7 @@ func (a *agent) install(tree *shared.Tree, changed []string) error {
 	a.metrics.installed(res)
 	a.noteNotInKernel(res.Refused)
 	a.log.Info("tree installed", "source", a.name, "generation", res.Generation, "services", res.Services,
-		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
+		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "not_in_kernel", len(res.Refused), "duration", res.Duration)
 	return nil
 }
 
