@@ -74,8 +74,11 @@ func (h *httpContext) OnHttpRequestHeaders(int, bool) (action types.Action) {
 	return types.ActionContinue
 }
 
+// choose picks in r, widened under load for a load_aware service (the
+// in-flight counts are this VM's: docs/WASM.md, "Load-aware widening").
 func (h *httpContext) choose(st *treeState, svc *shared.Service, r shared.Range) {
 	key, hasKey := h.hashKey(svc)
+	r = st.picker.Widen(svc, r)
 	h.write(st, svc, r, st.pick(svc, r, key, hasKey), r.Depth)
 }
 
@@ -127,16 +130,18 @@ func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, 
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[depth]++
 	h.p.counts(svc).picks[depth]++
-	if countsInFlight(svc.Policy()) {
+	if countsInFlight(svc) {
 		st.picker.Inc(ep)
 		h.st, h.inflight, h.counted = st, ep, true
 	}
 }
 
-// countsInFlight says policy pol reads the in-flight counts that Inc and
-// Done keep; the others skip both.
-func countsInFlight(pol shared.Policy) bool {
-	return pol == shared.PolicyLeastRequest || pol == shared.PolicyLeastConnections
+// countsInFlight says svc reads the in-flight counts that Inc and Done
+// keep (its policy, or load-aware widening); the others skip both.
+func countsInFlight(svc *shared.Service) bool {
+	_, _, loadAware := svc.LoadAware()
+	pol := svc.Policy()
+	return loadAware || pol == shared.PolicyLeastRequest || pol == shared.PolicyLeastConnections
 }
 
 // hashKey is the request's consistent_hash key, hashed with shared.HashKey

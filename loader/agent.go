@@ -42,19 +42,20 @@ type AgentConfig struct {
 
 // agent is one running agent: the installer and what it serves.
 type agent struct {
-	cfg        AgentConfig
-	name       string // what the logs call the source
-	log        *slog.Logger
-	in         *kernel.Installer
-	trees      TreeServer
-	metrics    *Metrics
-	ready      atomic.Bool      // the programs are attached: the kernel path is live
-	pinsOK     atomic.Bool      // every pin is in the bpffs directory (agent_pins.go)
-	background sync.WaitGroup   // goroutines that use the installer
-	tree       *shared.Tree     // the tree installed last
-	builder    shared.Builder   // makes the next tree from the last per service
-	refused    map[string]error // a source's services the tree refused, each keeping its last installed version
-	warned     map[string]bool  // the installed tree's warnings (shared.Warning.String), each logged once
+	cfg         AgentConfig
+	name        string // what the logs call the source
+	log         *slog.Logger
+	in          *kernel.Installer
+	trees       TreeServer
+	metrics     *Metrics
+	ready       atomic.Bool       // the programs are attached: the kernel path is live
+	pinsOK      atomic.Bool       // every pin is in the bpffs directory (agent_pins.go)
+	background  sync.WaitGroup    // goroutines that use the installer
+	tree        *shared.Tree      // the tree installed last
+	builder     shared.Builder    // makes the next tree from the last per service
+	refused     map[string]error  // a source's services the tree refused, each keeping its last installed version
+	warned      map[string]bool   // the installed tree's warnings (shared.Warning.String), each logged once
+	notInKernel map[string]string // services of the installed tree the kernel does not install, with why (kernel.Refusal), each logged once
 }
 
 // Run is `loctree agent`: it starts the source, re-adopts or creates the

@@ -23,24 +23,25 @@ var updateBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
 
 // Metrics are the agent's counters, served in the Prometheus text format.
 type Metrics struct {
-	mu        sync.Mutex
-	installs  uint64
-	errors    uint64
-	rewritten uint64
-	install   histogram
-	latency   histogram    // change seen by the source → live in the kernel
-	stages    [2]histogram // source → built, built → kernel
-	services  int
-	endpoints int
-	gen       uint64
-	pinsLost  bool
-	refused   int // a source's services the tree refuses (agent.refused)
-	warnings  int // warnings of the installed tree (agent.warned)
-	kernel    func() ([bpf.StatCount]uint64, error)
-	picks     func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
-	fetches   treeFetches              // the filters' /v1/tree polls (treefetches.go)
-	source    func() error             // the source's Health; nil: it has none
-	extra     func(io.Writer) error    // the source's own metrics (source.Metrics); nil: none
+	mu            sync.Mutex
+	installs      uint64
+	errors        uint64
+	rewritten     uint64
+	install       histogram
+	latency       histogram    // change seen by the source → live in the kernel
+	stages        [2]histogram // source → built, built → kernel
+	services      int
+	endpoints     int
+	gen           uint64
+	pinsLost      bool
+	refused       int // a source's services the tree refuses (agent.refused)
+	kernelRefused int // services of the installed tree the kernel does not install (kernel.Result.Refused)
+	warnings      int // warnings of the installed tree (agent.warned)
+	kernel        func() ([bpf.StatCount]uint64, error)
+	picks         func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
+	fetches       treeFetches              // the filters' /v1/tree polls (treefetches.go)
+	source        func() error             // the source's Health; nil: it has none
+	extra         func(io.Writer) error    // the source's own metrics (source.Metrics); nil: none
 }
 
 func newMetrics() *Metrics {
@@ -58,6 +59,7 @@ func (m *Metrics) installed(r kernel.Result) {
 	m.installs++
 	m.rewritten += uint64(r.Rewritten)
 	m.services, m.endpoints, m.gen = r.Services, r.Endpoints, r.Generation
+	m.kernelRefused = len(r.Refused)
 	m.install.observe(r.Duration)
 }
 
@@ -117,6 +119,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.metric("loctree_services_refused", "gauge", "Services of the source the tree refuses (the agent's log says why); each keeps its last installed version while the others are applied.", float64(m.refused))
+	pw.metric("loctree_kernel_services_refused", "gauge", "Services of the installed tree with a VIP that the kernel does not install because they use a setting its programs do not implement yet (load_aware); the filters are served them, connections to their VIPs are not redirected (the agent's log says why, once).", float64(m.kernelRefused))
 	pw.metric("loctree_topology_warnings", "gauge", "Warnings of the installed tree: input accepted that most likely does not do what was meant (a failover region no endpoint or node has; the agent's log names each once, with the nearest known region).", float64(m.warnings))
 	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	unlabelled := []string{""}

@@ -164,8 +164,9 @@ func (a *agent) install(tree *shared.Tree, changed []string) error {
 		a.trees.Set(tree)
 	}
 	a.metrics.installed(res)
+	a.noteNotInKernel(res.Refused)
 	a.log.Info("tree installed", "source", a.name, "generation", res.Generation, "services", res.Services,
-		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "duration", res.Duration)
+		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "not_in_kernel", len(res.Refused), "duration", res.Duration)
 	return nil
 }
 
@@ -190,6 +191,26 @@ func (a *agent) noteRefused(b built) {
 		a.refused[name] = err
 	}
 	a.metrics.setRefused(len(a.refused))
+}
+
+// noteNotInKernel logs each service the kernel newly refuses (or refuses
+// for a new reason) once, and each it installs again.
+func (a *agent) noteNotInKernel(refused map[string]error) {
+	for name := range a.notInKernel {
+		if _, still := refused[name]; !still {
+			delete(a.notInKernel, name)
+			a.log.Info("service installed in the kernel again", "service", name)
+		}
+	}
+	for name, err := range refused {
+		if a.notInKernel[name] != err.Error() {
+			a.log.Warn("service not installed in the kernel; the filters are served it", "service", name, "err", err)
+			if a.notInKernel == nil {
+				a.notInKernel = map[string]string{}
+			}
+			a.notInKernel[name] = err.Error()
+		}
+	}
 }
 
 func wrapName(name string, err error) error {

@@ -67,6 +67,8 @@ type builtService struct {
 	distribute []builtRule
 	affinity   uint32 // session affinity timeout, seconds; 0: none set
 	minRank    int    // bounded failover: candidates share at least this many scopes
+	loadHigh   uint32 // load-aware widening's band (load_aware.go); 0: off
+	loadLow    uint32
 }
 
 type builtEndpoint struct {
@@ -196,7 +198,10 @@ func prepareHeader(spec *ServiceSpec) (*builtService, error) {
 	if err := s.parseFailoverLimit(spec); err != nil {
 		return nil, err
 	}
-	return s, s.parseNetworkRule(spec)
+	if err := s.parseNetworkRule(spec); err != nil {
+		return nil, err
+	}
+	return s, s.parseLoadAware(spec)
 }
 
 // parseFailoverLimit validates failover_limit: one of the scopes, in mode

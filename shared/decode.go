@@ -133,6 +133,9 @@ func (t *Tree) decodeService(i int, s *Service, strs []byte, nodeFirst, epFirst,
 	if err := s.checkNetworkRule(); err != nil {
 		return err
 	}
+	if err := s.checkLoadAware(); err != nil {
+		return err
+	}
 	if err := t.checkEndpoints(s); err != nil {
 		return err
 	}
@@ -226,6 +229,9 @@ func checkServiceRecord(r []byte, s *Service, nodeFirst, epFirst uint32, t *Tree
 		return corrupt("reserved service bytes are not zero")
 	}
 	if err := checkAffinity(r, s); err != nil {
+		return err
+	}
+	if err := checkLoadBand(r, s); err != nil {
 		return err
 	}
 	if r[wire.SVIPFamily] != 0 {

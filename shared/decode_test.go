@@ -192,6 +192,12 @@ func TestDecodeErrorsNameTheProblem(t *testing.T) {
 		{"checksum", "checksum", func() []byte { b := append([]byte(nil), orig...); b[len(b)-1]++; return b }()},
 		{"levels", "levels", mut(func(b []byte) { b[wire.HeaderSize+wire.SLevels] = 9 })},
 		{"policy", "policy 9", mut(func(b []byte) { b[wire.HeaderSize+wire.SPolicy] = 9 })},
+		{"load band", "load band low 2, high 2", mut(func(b []byte) { b[wire.HeaderSize+wire.SLoadHigh], b[wire.HeaderSize+wire.SLoadLow] = 2, 2 })},
+		{"load band low 0", "load band low 0, high 2", mut(func(b []byte) { b[wire.HeaderSize+wire.SLoadHigh] = 2 })},
+		{"load band strict", "load band on a strict", mut(func(b []byte) {
+			b[wire.HeaderSize+wire.SMode], b[wire.HeaderSize+wire.SLoadHigh], b[wire.HeaderSize+wire.SLoadLow] = byte(ModeStrict), 2, 1
+		})},
+		{"reserved after the band", "reserved service bytes", mut(func(b []byte) { b[wire.HeaderSize+wire.SReserved] = 1 })},
 		{"child order", "label order", mut(func(b []byte) {
 			// swap the labels of the first two children of reviews' root
 			c := b[rootOff+wire.NodeRecordSize:]

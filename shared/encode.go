@@ -119,6 +119,8 @@ func putService(b []byte, s *builtService, nodeBase, epBase, metaOff int) {
 	le.PutUint32(b[wire.SMetaOff:], uint32(metaOff))
 	le.PutUint32(b[wire.SMetaLen:], uint32(s.metaSize()))
 	le.PutUint32(b[wire.SAffinity:], s.affinity)
+	le.PutUint16(b[wire.SLoadHigh:], uint16(s.loadHigh))
+	le.PutUint16(b[wire.SLoadLow:], uint16(s.loadLow))
 	if s.vip.IsValid() {
 		putAddr(b[wire.SVIPAddr:], b[wire.SVIPPort:], &b[wire.SVIPFamily], s.vip)
 	}

@@ -165,8 +165,8 @@ func TestFailoverLimitEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob := slices.Clone(tree.Bytes())
-	if v := le.Uint16(blob[wire.HVersion:]); v != 5 {
-		t.Fatalf("format version %d, want 5", v)
+	if v := le.Uint16(blob[wire.HVersion:]); v != FormatVersion {
+		t.Fatalf("format version %d, want %d", v, FormatVersion)
 	}
 	pol := blob[int(le.Uint32(blob[wire.HEndpointsOff:]))+wire.EndpointRecordSize*int(le.Uint32(blob[wire.HEndpointCnt:])):]
 	if pol[24] != 2 {

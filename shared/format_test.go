@@ -57,10 +57,22 @@ func TestGolden(t *testing.T) {
 
 // TestExactBytes writes the expected blob of a tiny topology by hand, field by
 // field from docs/FORMAT.md, independently of the encoder.
-func TestExactBytes(t *testing.T) {
+func TestExactBytes(t *testing.T) { exactBytes(t, nil, 0, 0) }
+
+// TestExactBytesLoadAware is TestExactBytes with a load band (format
+// version 6): service bytes 56..57 load_high and 58..59 load_low, the
+// defaults when the spec leaves them out.
+func TestExactBytesLoadAware(t *testing.T) {
+	h, l := uint32(300), uint32(7)
+	exactBytes(t, &LoadAwareSpec{High: &h, Low: &l}, 300, 7)
+	exactBytes(t, &LoadAwareSpec{}, 2, 1)
+}
+
+func exactBytes(t *testing.T, la *LoadAwareSpec, high, low uint16) {
+	t.Helper()
 	w3 := uint32(3)
 	top := &Topology{Services: []ServiceSpec{{
-		Name: "s", Scopes: []string{"zone"}, VIP: "127.77.0.1:80", Policy: "weighted",
+		Name: "s", Scopes: []string{"zone"}, VIP: "127.77.0.1:80", Policy: "weighted", LoadAware: la,
 		Endpoints: []EndpointSpec{
 			{Address: "127.0.0.2:8080", Locality: Locality{"zone": "b"}},
 			{Address: "127.0.0.1:8080", Locality: Locality{"zone": "a"}, Weight: &w3},
@@ -86,7 +98,7 @@ func TestExactBytes(t *testing.T) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(5)
+	u16(6)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -113,7 +125,10 @@ func TestExactBytes(t *testing.T) {
 	u32(0)
 	u32(uint32(len(meta)))
 	b = append(b, 127, 77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 80, 4)
-	b = append(b, make([]byte, 13)...)
+	b = append(b, make([]byte, 5)...) // reserved byte 51, affinity_timeout
+	u16(high)                         // load_high
+	u16(low)                          // load_low
+	b = append(b, make([]byte, 4)...) // reserved
 	// nodes: root, then the two zones
 	u64(0)
 	u32(0)
@@ -197,18 +212,18 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsOlderBytes holds formats 3, 4 and 5 to their promise: a
+// TestGoldenKeepsOlderBytes holds formats 3, 4, 5 and 6 to their promise: a
 // tree without distribute rules (format 3), without the network rule
-// (format 4) and without it under spillover (format 5) is byte for byte its
-// older encoding (testdata/mesh.v2.golden.bin, mesh.v3.golden.bin and
-// mesh.v4.golden.bin, written by the format-2, -3 and -4 encoders) but for
-// the version field (the checksum starts at byte 12, after it).
+// (format 4), without it under spillover (format 5) and without load_aware
+// (format 6) is byte for byte its older encoding (testdata/mesh.v2.golden.bin
+// to mesh.v5.golden.bin, written by the format-2 to -5 encoders) but for the
+// version field (the checksum starts at byte 12, after it).
 func TestGoldenKeepsOlderBytes(t *testing.T) {
 	now := goldenTree(t).Bytes()
-	if now[wire.HVersion] != 5 {
-		t.Fatalf("version %d, want 5", now[wire.HVersion])
+	if now[wire.HVersion] != 6 {
+		t.Fatalf("version %d, want 6", now[wire.HVersion])
 	}
-	for _, v := range []byte{2, 3, 4} {
+	for _, v := range []byte{2, 3, 4, 5} {
 		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
 		if err != nil {
 			t.Fatal(err)
@@ -219,7 +234,7 @@ func TestGoldenKeepsOlderBytes(t *testing.T) {
 		b := slices.Clone(now)
 		b[wire.HVersion] = v
 		if !bytes.Equal(old, b) {
-			t.Fatalf("the format-5 golden tree differs from the format-%d one beyond the version", v)
+			t.Fatalf("the format-6 golden tree differs from the format-%d one beyond the version", v)
 		}
 	}
 }
@@ -251,7 +266,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(5)
+	u16(6)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

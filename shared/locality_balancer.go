@@ -62,7 +62,9 @@ func (lb *LocalityBalancer) newState(t *Tree) (*localityState, error) {
 
 // Balance picks an endpoint. key is hashed (HashKey) and used by the
 // consistent_hash policy only. A service with spillover is balanced by its
-// priority loads (Picker.PickLoads), others by the candidate range. It returns an error wrapping ErrNoCandidate when
+// priority loads (Picker.PickLoads), others by the candidate range, widened
+// under load for a load_aware service (Picker.Widen, by the counts of Inc
+// and Done). It returns an error wrapping ErrNoCandidate when
 // the tree has no candidate for the source (strict mode without a full match,
 // or no eligible endpoint).
 func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
@@ -76,7 +78,7 @@ func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
 	if st.svc.overprovision != 0 {
 		i, ok = st.picker.PickLoads(st.svc, &st.loads, k)
 	} else {
-		i, ok = st.picker.Pick(st.svc, st.r, k)
+		i, ok = st.picker.Pick(st.svc, st.picker.Widen(st.svc, st.r), k)
 	}
 	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("%w: service %q (%s) from %v", ErrNoCandidate, st.svc.name, st.svc.mode, lb.src)
@@ -84,7 +86,9 @@ func (lb *LocalityBalancer) Balance(key string) (netip.AddrPort, error) {
 	return st.svc.tree.Endpoint(i).Addr, nil
 }
 
-// Candidates returns the current candidate range and the service it is in.
+// Candidates returns the current candidate range and the service it is in
+// (the lookup's, before load-aware widening: Balance widens it by the
+// counts of Inc and Done while they are above the service's load band).
 func (lb *LocalityBalancer) Candidates() (*Service, Range) {
 	st := lb.state.Load()
 	return st.svc, st.r
@@ -134,7 +138,7 @@ func (lb *LocalityBalancer) Update(t *Tree) error {
 	for addr, i := range st.byAddr {
 		if j, ok := old.byAddr[addr]; ok {
 			if n := old.picker.InFlight(j); n != 0 {
-				st.picker.inFlight()[i].Store(int32(n))
+				st.picker.add(i, int32(n)) // the new picker counts nothing yet
 			}
 		}
 	}

@@ -63,7 +63,12 @@ type ServiceSpec struct {
 	// while, as Kubernetes' sessionAffinity: ClientIP does. It needs policy
 	// consistent_hash; the kernel keys it by the client's network namespace.
 	SessionAffinity *SessionAffinitySpec `json:"session_affinity,omitempty" yaml:"session_affinity,omitempty"`
-	Endpoints       []EndpointSpec       `json:"endpoints" yaml:"endpoints"`
+	// LoadAware widens a source's candidate node to its parent while the
+	// requests in flight per eligible endpoint of the node are above High,
+	// and narrows it back only below Low (docs/TOPOLOGY.md, "Load-aware
+	// widening"). It needs mode failover without spillover.
+	LoadAware *LoadAwareSpec `json:"load_aware,omitempty" yaml:"load_aware,omitempty"`
+	Endpoints []EndpointSpec `json:"endpoints" yaml:"endpoints"`
 }
 
 // SessionAffinitySpec is Kubernetes' sessionAffinityConfig.clientIP.
@@ -78,6 +83,24 @@ type SessionAffinitySpec struct {
 const (
 	DefaultAffinityTimeout = 10800
 	MaxAffinityTimeout     = 86400
+)
+
+// LoadAwareSpec is the load band of load-aware widening, in requests (or
+// connections) in flight per eligible endpoint: an absolute concurrency
+// target, not a share of the parent's load. Empty fields take the defaults
+// DefaultLoadHigh and DefaultLoadLow; 1 <= Low < High <= MaxLoadBand.
+type LoadAwareSpec struct {
+	High *uint32 `json:"high,omitempty" yaml:"high,omitempty"`
+	Low  *uint32 `json:"low,omitempty" yaml:"low,omitempty"`
+}
+
+// The load band's defaults and bound: High 2 is HAZL's default high edge
+// (BUOYANT_BALANCER_LOAD_HIGH 2.0); Low 1 is the whole number nearest its
+// low edge, 0.8.
+const (
+	DefaultLoadHigh = 2
+	DefaultLoadLow  = 1
+	MaxLoadBand     = 65535
 )
 
 // FailoverSpec is one failover rule, from-region → to-region.

@@ -150,7 +150,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(5)
+	u16(6)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -309,7 +309,7 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(5)
+	u16(6)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

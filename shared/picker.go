@@ -34,19 +34,26 @@ type Picker struct {
 	// least_request, which run Envoy's schedule over unequal weights).
 	hashed  sync.Once
 	runs    sync.Once
-	counted sync.Once // pool.counts is made (at the first Inc)
-	n       int       // endpoints
+	counted sync.Once  // pool.counts is made (at the first Inc)
+	n       int        // endpoints
+	loads   *nodeLoads // per-node in-flight counts of load-aware services (load_aware.go); nil without one
 }
 
 // inFlight is the in-flight counts, made at the first call: a tree whose
 // users never count (no least_request or least_connections) goes without
 // them.
-func (p *Picker) inFlight() []atomic.Int32 {
+func (p *Picker) inFlight() []counter {
 	if c := p.pool.counts.Load(); c != nil {
 		return *c
 	}
+	return p.makeCounts()
+}
+
+// makeCounts makes the in-flight counts once (apart from inFlight, so
+// that inFlight inlines on the request path).
+func (p *Picker) makeCounts() []counter {
 	p.counted.Do(func() {
-		c := make([]atomic.Int32, p.n)
+		c := make([]counter, p.n)
 		p.pool.counts.Store(&c)
 	})
 	return *p.pool.counts.Load()
@@ -55,11 +62,12 @@ func (p *Picker) inFlight() []atomic.Int32 {
 // NewPicker returns a picker over the endpoints of t.
 func NewPicker(t *Tree, opts PickerOptions) *Picker {
 	p := &Picker{
-		tree: t,
-		src:  newSource(opts.Seed),
-		rr:   make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
-		n:    t.NumEndpoints(),
-		pool: pool{recs: t.eps, edf: newEdfTable()},
+		tree:  t,
+		src:   newSource(opts.Seed),
+		rr:    make([]atomic.Uint64, t.NumNodes()+len(t.aux)/wire.NodeRecordSize),
+		n:     t.NumEndpoints(),
+		pool:  pool{recs: t.eps, edf: newEdfTable()},
+		loads: newNodeLoads(t),
 	}
 	for i := range t.services {
 		p.needs(t.services[i].policy)
@@ -134,18 +142,25 @@ func (p *Picker) Pick(s *Service, r Range, key uint64) (uint32, bool) {
 }
 
 // Inc counts one more request or connection in flight to endpoint ep (an
-// absolute index); least_request and least_connections read the counts.
-// Out-of-range indices are ignored.
-func (p *Picker) Inc(ep uint32) {
+// absolute index); least_request and least_connections read the counts,
+// and so does Widen, through the counts of the nodes on ep's path (one add
+// a level). Out-of-range indices are ignored.
+func (p *Picker) Inc(ep uint32) { p.add(ep, 1) }
+
+// add counts n more in flight to endpoint ep, and to the nodes on its path.
+func (p *Picker) add(ep uint32, n int32) {
 	if int(ep) < p.n {
-		p.inFlight()[ep].Add(1)
+		p.inFlight()[ep].Add(n)
+		if p.loads != nil {
+			p.loads.add(ep, n)
+		}
 	}
 }
 
 // Done ends one request or connection counted by Inc. Counts never go below 0.
 func (p *Picker) Done(ep uint32) {
-	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) {
-		decrement32(&(*c)[ep])
+	if c := p.pool.counts.Load(); c != nil && int(ep) < len(*c) && decrement32(&(*c)[ep]) && p.loads != nil {
+		p.loads.add(ep, -1)
 	}
 }
 
@@ -157,11 +172,15 @@ func (p *Picker) InFlight(ep uint32) int64 {
 	return 0
 }
 
-func decrement32(c *atomic.Int32) {
+// decrement32 takes one from c unless it is 0, and says whether it did.
+func decrement32(c *counter) bool {
 	for {
 		v := c.Load()
-		if v <= 0 || c.CompareAndSwap(v, v-1) {
-			return
+		if v <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(v, v-1) {
+			return true
 		}
 	}
 }
@@ -247,12 +266,12 @@ func HashKey(s string) uint64 { return mix64(Label(s)) }
 // (for weight and cum_weight), address hashes and in-flight counts. The
 // Picker's pool reads the tree's records; a Balancer builds its own.
 type pool struct {
-	recs   []byte                         // wire.EndpointRecordSize bytes an endpoint
-	hashes []uint64                       // address hashes, for consistent_hash (a Picker's: nil without such a service)
-	sameTo []uint32                       // consistent_hash, round_robin, least_request: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
-	counts atomic.Pointer[[]atomic.Int32] // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
-	shared []*atomic.Int64                // in-flight counts shared between versions of a Balancer's set
-	edf    *edfTable                      // schedules of round_robin and least_request over unequal weights
+	recs   []byte          // wire.EndpointRecordSize bytes an endpoint
+	hashes []uint64        // address hashes, for consistent_hash (a Picker's: nil without such a service)
+	sameTo []uint32        // consistent_hash, round_robin, least_request: sameTo[i]: the first j > i whose weight differs from i's (or the set's end)
+	counts counters        // a Picker's in-flight counts (4 bytes an endpoint), made at the first Inc
+	shared []*atomic.Int64 // in-flight counts shared between versions of a Balancer's set
+	edf    *edfTable       // schedules of round_robin and least_request over unequal weights
 }
 
 func (p *pool) weight(i uint32) uint32 {

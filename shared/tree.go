@@ -45,6 +45,9 @@ type Service struct {
 	// affinityTimeout is the session affinity timeout in seconds of a
 	// consistent_hash service; 0 when the service sets none.
 	affinityTimeout uint32
+	// loadHigh and loadLow are the band of load-aware widening (format
+	// version 6), in requests in flight per eligible endpoint; 0: off.
+	loadHigh, loadLow uint32
 	// minRank bounds failover (format version 3): candidates and priorities
 	// share at least the first minRank scopes with the source; 0 is
 	// unbounded.

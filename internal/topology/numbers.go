@@ -27,6 +27,8 @@ var numberHints = map[string]string{
 	"panic_threshold":         "panic_threshold is a whole percent, 0 to 100 (0 disables panic)",
 	"timeout_seconds":         fmt.Sprintf("timeout_seconds are whole seconds, 1 to %d", shared.MaxAffinityTimeout),
 	"to":                      "distribute weights are whole percents, 1 to 100, that sum to 100",
+	"high":                    fmt.Sprintf("load_aware high is whole requests in flight per endpoint, 2 to %d", shared.MaxLoadBand),
+	"low":                     fmt.Sprintf("load_aware low is whole requests in flight per endpoint, 1 to %d, below high", shared.MaxLoadBand-1),
 }
 
 // numberError is the error for value, given at line for the integer

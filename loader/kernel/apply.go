@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,6 +22,9 @@ type Result struct {
 	Rewritten  int // services written (new or changed)
 	Removed    int
 	Duration   time.Duration
+	// Refused are the services of the tree with a VIP that the kernel
+	// does not install, by name, with why (Refusal); nil when none is.
+	Refused map[string]error
 }
 
 // plan is one service of a tree as the kernel should hold it.
@@ -36,8 +40,9 @@ type plan struct {
 func (in *Installer) plans(t *shared.Tree) (map[bpf.Frontend]plan, int) {
 	out := map[bpf.Frontend]plan{}
 	endpoints := 0
+	in.pending = map[string]error{}
 	for _, s := range t.Services() {
-		if !s.VIP().IsValid() {
+		if !s.VIP().IsValid() || in.refuse(s) {
 			continue
 		}
 		p := plan{fe: FrontendOf(s.VIP()), svc: s, src: sourceLabels(s, in.locality)}
@@ -100,7 +105,8 @@ func (in *Installer) ApplyServices(t *shared.Tree, changed []string) (Result, er
 	if err := in.writeAll(t, write, &res); err != nil {
 		return res, err
 	}
-	res.Services, res.Endpoints = len(in.installed), in.endpoints
+	in.refused = in.pending
+	res.Services, res.Endpoints, res.Refused = len(in.installed), in.endpoints, in.refusals()
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -123,9 +129,14 @@ func (in *Installer) servicesAfter(plans []plan, gone []bpf.Frontend) int {
 func (in *Installer) changedPlans(t *shared.Tree, changed []string) ([]plan, []bpf.Frontend) {
 	var plans []plan
 	claimed := map[bpf.Frontend]bool{}
+	in.pending = maps.Clone(in.refused) // the services not named keep their refusal
+	if in.pending == nil {
+		in.pending = map[string]error{}
+	}
 	for _, name := range changed {
+		delete(in.pending, name)
 		s, ok := t.Service(name)
-		if !ok || s.Name() != name || !s.VIP().IsValid() {
+		if !ok || s.Name() != name || !s.VIP().IsValid() || in.refuse(s) {
 			continue
 		}
 		p := plan{fe: FrontendOf(s.VIP()), svc: s, src: sourceLabels(s, in.locality)}
@@ -185,6 +196,8 @@ func (in *Installer) Apply(t *shared.Tree) (Result, error) {
 		in.eligible[fe] = p.svc.EligibleCount()
 	}
 	in.endpoints = endpoints
+	in.refused = in.pending
+	res.Refused = in.refusals()
 	res.Duration = time.Since(start)
 	return res, nil
 }

@@ -16,4 +16,8 @@ var (
 	ErrOtherAgent = errors.New("another loctree agent serves this cgroup")
 	// ErrNoTree means no tree has been installed yet.
 	ErrNoTree = errors.New("no tree installed yet")
+	// ErrNotInKernel marks a service the kernel does not install: it uses
+	// a setting of the tree the BPF programs do not implement yet
+	// (Refusal says which).
+	ErrNotInKernel = errors.New("not implemented in the kernel yet")
 )

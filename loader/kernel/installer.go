@@ -37,6 +37,8 @@ type Installer struct {
 	endpoints  int                     // eligible endpoints of the installed services
 	eligible   map[bpf.Frontend]uint32 // eligible endpoints per installed service (a priority-load service installs all)
 	kidScratch kidSlots                // where a service's child table is placed before it is written (kids.go)
+	refused    map[string]error        // services of the installed tree the kernel does not install (refuse.go)
+	pending    map[string]error        // refused of the tree being applied, until it is
 }
 
 // Config configures an Installer.

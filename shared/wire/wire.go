@@ -60,7 +60,9 @@ const (
 	SVIPFamily  = 50
 	SPad        = 51
 	SAffinity   = 52
-	SReserved   = 56
+	SLoadHigh   = 56 // format version 6
+	SLoadLow    = 58 // format version 6
+	SReserved   = 60
 )
 
 // Policy record field offsets (format version 2; min_rank and
