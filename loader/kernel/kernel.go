@@ -87,7 +87,7 @@ func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 		}
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
-	if err := k.mmap(); err != nil {
+	if err := k.openWindows(); err != nil {
 		k.close()
 		return nil, err
 	}
@@ -102,7 +102,8 @@ func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 	return k, nil
 }
 
-func (k *kernel) mmap() error {
+// openWindows prepares the per-write mappings of the node and endpoint maps.
+func (k *kernel) openWindows() error {
 	var err error
 	if k.nodes, err = newMapWindow(k.objs.LtNodes); err != nil {
 		return fmt.Errorf("nodes map: %w", err)
