@@ -3,10 +3,8 @@ package xds
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/loctree/loctree/internal/testing/realcp"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
 )
 
 // TestRealRefusal: what a real istiod serves that the tree cannot hold is
@@ -33,7 +32,7 @@ func TestRealRefusal(t *testing.T) {
 	c.pod(t, realPod{name: "w1", node: "a", ip: "100.64.1.1", app: "web", ready: true})
 	dnsHost, rangeHost := "dns."+c.ns+".example", "range."+c.ns+".example"
 	c.serviceEntry(t, "dns", dnsHost, "240.0.0.1", "STATIC", "100.64.8.1")
-	logs := &logCounter{}
+	logs := &syncbuf.Buffer{}
 	src, err := New(Config{Address: c.istiod.XDSAddress(), NodeName: c.nodeName("a"), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +42,7 @@ func TestRealRefusal(t *testing.T) {
 
 	c.serviceEntry(t, "range", rangeHost, "240.0.1.0/24", "STATIC", "100.64.8.2")
 	c.serviceEntry(t, "dns", dnsHost, "240.0.0.1", "DNS", "backend."+c.ns+".example")
-	within(t, 20*time.Second, "both ServiceEntries refused", func() bool { return logs.count("service refused") == 2 })
+	within(t, 20*time.Second, "both ServiceEntries refused", func() bool { return strings.Count(logs.String(), "service refused") == 2 })
 	c.pod(t, realPod{name: "w2", node: "a", ip: "100.64.1.2", app: "web", ready: true})
 	v.waitFor(t, 20*time.Second, "web's new pod, applied beside the refusals", converged(map[string]int{c.fqdn("web"): 2}))
 	sp, ok := v.spec(dnsHost)
@@ -61,12 +60,12 @@ func TestRealRefusal(t *testing.T) {
 		return s != nil && len(s.vips) == 1 && s.vips[0].String() == "240.0.0.2"
 	})
 	time.Sleep(100 * time.Millisecond) // Run maps it after the client stored it
-	if n := logs.count("service refused"); n != 2 {
-		t.Errorf("%d refusal logs, want each service's logged once:\n%s", n, logs)
+	if n := strings.Count(logs.String(), "service refused"); n != 2 {
+		t.Errorf("%d refusal logs, want each service's logged once:\n%s", n, logs.String())
 	}
 	for _, want := range []string{"has a DNS name (backend." + c.ns + ".example) and no address", "its VIP 240.0.1.0/24 is a range"} {
 		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the log does not say %q:\n%s", want, logs)
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
 		}
 	}
 	var m bytes.Buffer
@@ -103,29 +102,3 @@ func (c *realCluster) serviceEntry(t testing.TB, name, host, addr, resolution, e
 		t.Fatal(err)
 	}
 }
-
-// logCounter keeps a source's log.
-type logCounter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logCounter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logCounter) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
-
-func (l *logCounter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-var _ io.Writer = (*logCounter)(nil)
