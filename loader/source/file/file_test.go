@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -152,9 +153,10 @@ func TestSourceRejectedChangeComesAgain(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.json"), svcJSON("a", 1))
 	writeFile(t, filepath.Join(dir, "b.json"), svcJSON("b", 1))
-	rejectB := true
+	var rejectB atomic.Bool // read by the source's goroutine as it publishes
+	rejectB.Store(true)
 	a := &agent{updates: make(chan source.Update, 8), reject: func(u source.Update) error {
-		if rejectB && slices.Contains(u.Changed, "b") && len(u.Changed) == 1 {
+		if rejectB.Load() && slices.Contains(u.Changed, "b") && len(u.Changed) == 1 {
 			return errors.New("rejected")
 		}
 		return nil
@@ -164,7 +166,7 @@ func TestSourceRejectedChangeComesAgain(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "b.json"), svcJSON("b", 2))
 	wantChange(t, next(t, a, "b changed"), map[string]int{"b": 2})
 	quiet(t, a, "the rejected change, unchanged")
-	rejectB = false
+	rejectB.Store(false)
 	writeFile(t, filepath.Join(dir, "a.json"), svcJSON("a", 2))
 	wantChange(t, next(t, a, "a changed after b's rejection"), map[string]int{"a": 2, "b": 2})
 }
