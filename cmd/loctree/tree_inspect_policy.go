@@ -31,6 +31,13 @@ type jsonSpillover struct {
 	PanicThreshold         uint32 `json:"panic_threshold"`
 }
 
+// jsonLoadAware is a load-aware service's band: requests in flight per
+// eligible endpoint of a candidate node.
+type jsonLoadAware struct {
+	High uint32 `json:"high"`
+	Low  uint32 `json:"low"`
+}
+
 // jsonPolicy is the part of jsonService inspect adds for the policy.
 type jsonPolicy struct {
 	Spillover *jsonSpillover        `json:"spillover,omitempty"`
@@ -39,6 +46,8 @@ type jsonPolicy struct {
 	// are not the default: Istio's failoverPriority labels, its priorities.
 	FailoverPriority []string `json:"failover_priority,omitempty"`
 	FailoverLimit    string   `json:"failover_limit,omitempty"`
+	// LoadAware is the band of a load-aware service.
+	LoadAware *jsonLoadAware `json:"load_aware,omitempty"`
 	// EndpointStates is every endpoint's state, by address.
 	EndpointStates map[string]string `json:"endpoint_states"`
 }
@@ -48,6 +57,9 @@ func policyJSON(s *shared.Service, states []string) jsonPolicy {
 		EndpointStates: map[string]string{}}
 	if s.OverprovisioningFactor() != 0 {
 		p.Spillover = &jsonSpillover{OverprovisioningFactor: s.OverprovisioningFactor(), PanicThreshold: s.PanicThreshold()}
+	}
+	if high, low, ok := s.LoadAware(); ok {
+		p.LoadAware = &jsonLoadAware{High: high, Low: low}
 	}
 	for i, st := range states {
 		p.EndpointStates[s.Tree().Endpoint(s.FirstEndpoint()+uint32(i)).Addr.String()] = st
@@ -99,6 +111,9 @@ func drawPolicy(w io.Writer, s *shared.Service) {
 	}
 	if l := failoverLimit(s); l != "" {
 		fmt.Fprintf(w, "  failover limit: %s (candidates share the source's %s)\n", safe(l), safe(l))
+	}
+	if high, low, ok := s.LoadAware(); ok {
+		fmt.Fprintf(w, "  load aware: widen above %d, narrow below %d requests in flight per eligible endpoint (each proxy worker's own count; not in the kernel yet)\n", high, low)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // policyTopology has every policy inspect shows: spillover with its
 // settings, failover rules and a failover limit, failoverPriority scopes,
-// distribute, a consistent_hash service's default session affinity, and
+// distribute, a consistent_hash service's default session affinity, a
+// load-aware band, and
 // endpoints healthy, degraded and unhealthy (under only_healthy and
 // allow_all).
 const policyTopology = `services:
@@ -43,6 +44,10 @@ const policyTopology = `services:
     policy: consistent_hash
     endpoints:
       - {address: "127.0.0.9:80"}
+  - name: wide
+    load_aware: {high: 3, low: 1}
+    endpoints:
+      - {address: "127.0.0.10:80", locality: {region: us-east, zone: a}}
 `
 
 func writePolicyTopology(t *testing.T) string {
@@ -70,6 +75,7 @@ func TestInspectShowsPolicy(t *testing.T) {
 		"failover priority: network, region (Istio failoverPriority)",
 		"distribute from us-east/*: ap-south/* 30%, us-east/* 70%",
 		"session affinity 10800 s (default)",
+		"load aware: widen above 3, narrow below 1 requests in flight per eligible endpoint",
 		"not eligible: 127.0.0.2:80 (degraded) 127.0.0.3:80 (unhealthy)",
 		"127.0.0.4:80 127.0.0.5:80 (degraded)",
 		"127.0.0.6:80 (unhealthy)",
@@ -95,10 +101,10 @@ func TestInspectPolicyData(t *testing.T) {
 		if format == "yaml" {
 			err = yaml.Unmarshal([]byte(out), &got)
 		}
-		if err != nil || len(got.Services) != 4 {
+		if err != nil || len(got.Services) != 5 {
 			t.Fatalf("%s: %v:\n%s", format, err, out)
 		}
-		api, prio, spread, sticky := got.Services[0], got.Services[1], got.Services[2], got.Services[3]
+		api, prio, spread, sticky, wide := got.Services[0], got.Services[1], got.Services[2], got.Services[3], got.Services[4]
 		checks := []struct {
 			what      string
 			got, want any
@@ -114,6 +120,8 @@ func TestInspectPolicyData(t *testing.T) {
 			{"api failover_priority", api["failover_priority"], nil},
 			{"spread failover_priority", spread["failover_priority"], nil},
 			{"sticky session_affinity_timeout_seconds", sticky["session_affinity_timeout_seconds"], 10800.0},
+			{"wide load_aware", wide["load_aware"], map[string]any{"high": 3.0, "low": 1.0}},
+			{"api load_aware", api["load_aware"], nil},
 		}
 		for _, c := range checks {
 			if !reflect.DeepEqual(c.got, c.want) {
