@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loctree/loctree/shared"
+)
+
+// The load test's harness: one service in three zones of one region,
+// backends with a fixed service time and bounded concurrency, and clients
+// in each zone that send open-loop (Poisson) arrivals through a data plane
+// (a loadPlane) at a rate per zone. What it measures per run: latency of
+// the answered requests, the error rate, and the share of requests a
+// backend of the client's own zone answered (docs/PERFORMANCE.md,
+// "Load-aware widening under overload").
+
+// loadService is the service's name, and the Host its clients ask for.
+const loadService = "la"
+
+// loadZone is one zone: its locality and its endpoints' addresses.
+type loadZone struct {
+	loc       shared.Locality
+	endpoints []string
+}
+
+func (z loadZone) name() string { return z.loc["zone"] }
+
+// loadScenario is the service and its backends.
+type loadScenario struct {
+	zones []loadZone
+	// service is a request's time at a backend once a worker takes it.
+	service time.Duration
+	// workers is the requests a backend serves at once; queue the ones it
+	// holds waiting beyond them. A request past both is answered 503 at
+	// once (an overloaded server shedding load).
+	workers, queue int
+}
+
+// capacity is the requests per second zone z's endpoints serve.
+func (sc *loadScenario) capacity(z int) float64 {
+	return float64(len(sc.zones[z].endpoints)*sc.workers) / sc.service.Seconds()
+}
+
+// zoneOf is the zone index of an endpoint address (-1: none).
+func (sc *loadScenario) zoneOf(addr string) int {
+	for i, z := range sc.zones {
+		if slices.Contains(z.endpoints, addr) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lbConfig is how the service balances across localities.
+type lbConfig int
+
+const (
+	staticLocality lbConfig = iota // failover: the client's zone while it has an eligible endpoint
+	loadAware                      // failover with load_aware: widen above the band
+	noLocality                     // locality_lb: false, every endpoint
+)
+
+func (c lbConfig) String() string {
+	return [...]string{"static locality", "load_aware", "no locality"}[c]
+}
+
+// topology is the scenario's topology file for c (JSON, which is also
+// YAML: the filter reads it inline, the agent as a file).
+func (sc *loadScenario) topology(c lbConfig) map[string]any {
+	var eps []map[string]any
+	for _, z := range sc.zones {
+		for _, a := range z.endpoints {
+			eps = append(eps, map[string]any{"address": a, "locality": z.loc})
+		}
+	}
+	svc := map[string]any{"name": loadService, "scopes": []string{"region", "zone"}, "endpoints": eps}
+	switch c {
+	case loadAware:
+		svc["load_aware"] = map[string]any{} // the default band, {high: 2, low: 1}
+	case noLocality:
+		svc["locality_lb"] = false
+	}
+	return map[string]any{"services": []any{svc}}
+}
+
+// loadBackends run the scenario's backends on their addresses (127.0.0.0/8
+// only) until the test ends. Each answers with its own address in
+// X-Backend, 200 after the service time, or 503 when it holds workers +
+// queue requests already.
+type loadBackends struct {
+	held atomic.Int64 // requests held by all backends
+}
+
+const backendHeader = "X-Backend"
+
+func startLoadBackends(t *testing.T, sc *loadScenario) *loadBackends {
+	t.Helper()
+	lb := &loadBackends{}
+	for _, z := range sc.zones {
+		for _, a := range z.endpoints {
+			if ip := net.ParseIP(strings.Split(a, ":")[0]); ip == nil || !ip.IsLoopback() {
+				t.Fatalf("backend %q is not on 127.0.0.0/8", a)
+			}
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				t.Fatalf("backend %s: %v", a, err)
+			}
+			srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: lb.handler(sc, a)}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+		}
+	}
+	return lb
+}
+
+// handler is one backend: a worker pool of sc.workers, a queue of
+// sc.queue, and a fixed service time.
+func (lb *loadBackends) handler(sc *loadScenario, addr string) http.Handler {
+	workers := make(chan struct{}, sc.workers)
+	var held atomic.Int64
+	limit := int64(sc.workers + sc.queue)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(backendHeader, addr)
+		if held.Add(1) > limit {
+			held.Add(-1)
+			http.Error(w, addr+" is overloaded", http.StatusServiceUnavailable)
+			return
+		}
+		lb.held.Add(1)
+		defer func() { held.Add(-1); lb.held.Add(-1) }()
+		select {
+		case workers <- struct{}{}:
+		case <-r.Context().Done():
+			return
+		}
+		time.Sleep(sc.service)
+		<-workers
+		io.WriteString(w, addr)
+	})
+}
+
+// drained waits until no backend holds a request (the previous run's
+// stragglers are done), at most 10 s.
+func (lb *loadBackends) drained(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); lb.held.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("backends still hold %d requests 10 s after the load stopped", lb.held.Load())
+		}
+	}
+}
+
+// sendFunc sends one request of a client zone through the data plane and
+// returns the status and the backend that answered ("" if none did).
+type sendFunc func(ctx context.Context) (status int, backend string, err error)
+
+// loadPlane is a data plane the load test drives. start sets it up for one
+// topology (the JSON of loadScenario.topology) and returns, per zone of
+// clients (in the scenario's order), how one of its clients sends a
+// request; stop tears it down. A kernel plane would connect to the
+// service's VIP once per request from a process in the zone's cgroup.
+type loadPlane interface {
+	name() string
+	start(ctx context.Context, topology []byte, clients []shared.Locality) (send []sendFunc, stop func(), err error)
+}
+
+// requestTimeout bounds one client request; past it the request is an
+// error.
+const requestTimeout = 5 * time.Second
+
+// zoneStats are the outcomes of one zone's clients in one run.
+type zoneStats struct {
+	mu      sync.Mutex
+	sent    int
+	failed  int             // not answered 200 (503, 502, timeout, ...)
+	reached int             // answered by a backend, 200 or 503
+	local   int             // answered by a backend of the client's zone
+	latency []time.Duration // of the 200s, from the scheduled arrival
+}
+
+func (s *zoneStats) add(lat time.Duration, status int, local, reached bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent++
+	if status != http.StatusOK {
+		s.failed++
+	} else {
+		s.latency = append(s.latency, lat)
+	}
+	if reached {
+		s.reached++
+	}
+	if local {
+		s.local++
+	}
+}
+
+// offer sends Poisson arrivals at rate per second for d, each request in
+// its own goroutine (open loop: a slow answer does not hold back the next
+// arrival), and returns when every request sent has its outcome. Latency
+// is measured from the arrival's scheduled time, so a late start counts.
+func offer(ctx context.Context, sc *loadScenario, zone int, send sendFunc, rate float64, d time.Duration, rng *rand.Rand, into *zoneStats) {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if at >= d {
+			break
+		}
+		due := start.Add(at)
+		time.Sleep(time.Until(due))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			defer cancel()
+			status, backend, err := send(rctx)
+			if err != nil {
+				status = 0
+			}
+			z := sc.zoneOf(backend)
+			into.add(time.Since(due), status, z == zone, z >= 0)
+		}()
+	}
+	wg.Wait()
+}
+
+// newRand is a seeded source of arrivals: every run of a zone offers the
+// same arrival times.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 25)) }
+
+// loadResult is one run of one configuration.
+type loadResult struct {
+	cfg   lbConfig
+	zones []*zoneStats
+}
+
+// runLoad offers rates[z] requests per second from each zone's clients
+// for d through plane set up for cfg, and waits for the backends to drain.
+func runLoad(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, cfg lbConfig, rates []float64, d time.Duration) *loadResult {
+	t.Helper()
+	send, stop := startPlane(t, plane, sc, cfg)
+	defer stop()
+	res := &loadResult{cfg: cfg}
+	var wg sync.WaitGroup
+	for z := range sc.zones {
+		res.zones = append(res.zones, &zoneStats{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offer(context.Background(), sc, z, send[z], rates[z], d, newRand(uint64(z)+1), res.zones[z])
+		}()
+	}
+	wg.Wait()
+	lb.drained(t)
+	return res
+}
+
+// startPlane starts plane for sc's topology under cfg, clients in every
+// zone.
+func startPlane(t *testing.T, plane loadPlane, sc *loadScenario, cfg lbConfig) ([]sendFunc, func()) {
+	t.Helper()
+	var locs []shared.Locality
+	for _, z := range sc.zones {
+		locs = append(locs, z.loc)
+	}
+	send, stop, err := plane.start(context.Background(), mustJSON(t, sc.topology(cfg)), locs)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", plane.name(), cfg, err)
+	}
+	return send, stop
+}
+
+// total merges the zones' outcomes (zones: indices; none means all).
+func (r *loadResult) total(zones ...int) *zoneStats {
+	if len(zones) == 0 {
+		for z := range r.zones {
+			zones = append(zones, z)
+		}
+	}
+	out := &zoneStats{}
+	for _, z := range zones {
+		s := r.zones[z]
+		out.sent += s.sent
+		out.failed += s.failed
+		out.reached += s.reached
+		out.local += s.local
+		out.latency = append(out.latency, s.latency...)
+	}
+	return out
+}
+
+// quantile is the q-quantile of the answered requests' latency (nearest
+// rank); 0 with none.
+func (s *zoneStats) quantile(q float64) time.Duration {
+	if len(s.latency) == 0 {
+		return 0
+	}
+	l := slices.Clone(s.latency)
+	slices.Sort(l)
+	return l[min(len(l)-1, int(q*float64(len(l))))]
+}
+
+// errorRate is the share of the requests sent not answered 200.
+func (s *zoneStats) errorRate() float64 { return ratio(s.failed, s.sent) }
+
+// localShare is the share of the requests a backend answered that a
+// backend of the client's own zone answered.
+func (s *zoneStats) localShare() float64 { return ratio(s.local, s.reached) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// row is the result as a line of docs/PERFORMANCE.md's table: p50, p99,
+// errors, local share of all clients and of the hot zone's (zone 0).
+func (r *loadResult) row() string {
+	all, hot := r.total(), r.total(0)
+	return fmt.Sprintf("| %s | %d | %s | %s | %.1f %% | %.1f %% | %.1f %% |", r.cfg, all.sent,
+		ms(all.quantile(0.50)), ms(all.quantile(0.99)), 100*all.errorRate(), 100*all.localShare(), 100*hot.localShare())
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
