@@ -69,7 +69,9 @@ func newFilterPlane(t *testing.T) *filterPlane {
 // zone's endpoint serves at most a third of what is offered, and the band
 // keeps it near that), and at most half as many fail. When the load has stopped and the
 // requests in flight are done, the zone's clients are back on its own
-// endpoint: 20 requests one after another all land there.
+// endpoint: 20 requests one after another all land there. And when no
+// zone is overloaded (each offered half its capacity for 2 s), load_aware
+// keeps at least 80 % of all requests in the client's zone (issue 25).
 func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 	sc := loadZones()
 	lb := startLoadBackends(t, sc)
@@ -108,6 +110,12 @@ func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 	}
 	if after.localShare() != 1 || after.failed != 0 {
 		t.Errorf("after the load: %d of 20 requests answered by the zone's endpoint, %d failed; want all of them there", after.local, after.failed)
+	}
+	stop()
+	all := runLoad(t, plane, sc, lb, loadAware, balanced(sc), 2*time.Second).total()
+	t.Logf("no zone overloaded: load_aware local %.1f %% of %d requests, errors %.1f %%", 100*all.localShare(), all.sent, 100*all.errorRate())
+	if all.localShare() < 0.8 {
+		t.Errorf("load_aware with no zone overloaded kept %.1f %% of the requests in the client's zone, want at least 80 %%", 100*all.localShare())
 	}
 }
 

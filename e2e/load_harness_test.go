@@ -90,6 +90,7 @@ func (sc *loadScenario) topology(c lbConfig) map[string]any {
 		svc["load_aware"] = map[string]any{} // the default band, {high: 2, low: 1}
 	case noLocality:
 		svc["locality_lb"] = false
+		delete(svc, "scopes") // which would have no effect: refused
 	}
 	return map[string]any{"services": []any{svc}}
 }
@@ -168,7 +169,7 @@ type sendFunc func(ctx context.Context) (status int, backend string, err error)
 // loadPlane is a data plane the load test drives. start sets it up for one
 // topology (the JSON of loadScenario.topology) and returns, per zone of
 // clients (in the scenario's order), how one of its clients sends a
-// request; stop tears it down. A kernel plane would connect to the
+// request; stop tears it down (a second call does nothing). A kernel plane would connect to the
 // service's VIP once per request from a process in the zone's cgroup.
 type loadPlane interface {
 	name() string

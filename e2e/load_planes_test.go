@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,10 +33,13 @@ func (p *filterPlane) name() string { return "filter" }
 
 func (p *filterPlane) start(ctx context.Context, topology []byte, clients []shared.Locality) ([]sendFunc, func(), error) {
 	var stops []func()
-	stop := func() {
-		for _, s := range stops {
-			s()
-		}
+	var once sync.Once
+	stop := func() { // once: a test may stop early and again on its way out
+		once.Do(func() {
+			for _, s := range stops {
+				s()
+			}
+		})
 	}
 	var send []sendFunc
 	for _, loc := range clients {
