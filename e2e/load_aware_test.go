@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,43 +121,97 @@ func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 }
 
 // TestMeasureLoadAware is a measurement, not a check: it runs only with
-// LOCTREE_MEASURE=loadaware and prints the table of docs/PERFORMANCE.md,
+// LOCTREE_MEASURE=loadaware and prints the tables of docs/PERFORMANCE.md,
 // "Load-aware widening under overload":
 //
 //	LOCTREE_MEASURE=loadaware go test -count=1 -run TestMeasureLoadAware -v -timeout 30m ./e2e/
 //
-// For each of static locality, load_aware and no locality, a run where the
-// first zone is offered 3× its capacity (overloaded) and one where every
-// zone is offered half of its (balanced), LOCTREE_MEASURE_SECONDS (default
-// 15) each.
+// Two loads: the first zone offered 3× its capacity (overloaded), and
+// every zone half of its (balanced). Each runs LOCTREE_MEASURE_ROUNDS
+// (default 3) rounds of static locality, load_aware and no locality, the
+// order rotated round by round, LOCTREE_MEASURE_SECONDS (default 10) each;
+// it prints every run, then the medians and the range over the rounds.
 func TestMeasureLoadAware(t *testing.T) {
 	if os.Getenv("LOCTREE_MEASURE") != "loadaware" {
 		t.Skip("a measurement: set LOCTREE_MEASURE=loadaware to run it")
 	}
-	d := 15 * time.Second
-	if v := os.Getenv("LOCTREE_MEASURE_SECONDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("LOCTREE_MEASURE_SECONDS=%q: want a whole number of seconds, at least 1", v)
-		}
-		d = time.Duration(n) * time.Second
-	}
+	d := time.Duration(envInt(t, "LOCTREE_MEASURE_SECONDS", 10)) * time.Second
+	rounds := envInt(t, "LOCTREE_MEASURE_ROUNDS", 3)
 	sc := loadZones()
 	lb := startLoadBackends(t, sc)
 	plane := newFilterPlane(t)
-	for _, run := range []struct {
+	configs := []lbConfig{staticLocality, loadAware, noLocality}
+	for _, load := range []struct {
 		name  string
 		rates []float64
 	}{{"overloaded", overloaded(sc)}, {"balanced", balanced(sc)}} {
-		fmt.Printf("\n%s: offered %.0f / %.0f / %.0f requests per second, %s per configuration; before: %s\n",
-			run.name, run.rates[0], run.rates[1], run.rates[2], d, uptime())
-		fmt.Println("| configuration | requests | p50 | p99 | errors | local (all) | local (" + sc.zones[0].name() + ") |")
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-		for _, cfg := range []lbConfig{staticLocality, loadAware, noLocality} {
-			fmt.Println(runLoad(t, plane, sc, lb, cfg, run.rates, d).row())
+		fmt.Printf("\n%s: offered %.0f / %.0f / %.0f requests per second, %s a run, %d rounds; before: %s\n",
+			load.name, load.rates[0], load.rates[1], load.rates[2], d, rounds, uptime())
+		fmt.Println(tableHead(sc))
+		runs := map[lbConfig][]*loadResult{}
+		for r := range rounds {
+			for i := range configs {
+				cfg := configs[(i+r)%len(configs)]
+				res := runLoad(t, plane, sc, lb, cfg, load.rates, d)
+				fmt.Println(res.row())
+				runs[cfg] = append(runs[cfg], res)
+			}
 		}
-		fmt.Printf("after: %s\n", uptime())
+		fmt.Printf("after: %s\n\n%s, medians of %d runs (range):\n%s\n", uptime(), load.name, rounds, tableHead(sc))
+		for _, cfg := range configs {
+			fmt.Println(medianRow(cfg, runs[cfg]))
+		}
+		var ratios []float64
+		for r := range rounds {
+			ratios = append(ratios, float64(runs[loadAware][r].total().quantile(0.99))/float64(runs[noLocality][r].total().quantile(0.99)))
+		}
+		fmt.Printf("p99 load_aware / no locality, round by round: %s\n", spread(ratios, "%.2f"))
 	}
+}
+
+func tableHead(sc *loadScenario) string {
+	return "| configuration | requests | p50 | p99 | errors | local (all) | local (" + sc.zones[0].name() + ") |\n|---|---:|---:|---:|---:|---:|---:|"
+}
+
+// medianRow is a table row of the medians of runs, with the range.
+func medianRow(cfg lbConfig, runs []*loadResult) string {
+	var p50, p99, errs, local, hot []float64
+	for _, r := range runs {
+		all := r.total()
+		p50 = append(p50, float64(all.quantile(0.50).Microseconds())/1000)
+		p99 = append(p99, float64(all.quantile(0.99).Microseconds())/1000)
+		errs = append(errs, 100*all.errorRate())
+		local = append(local, 100*all.localShare())
+		hot = append(hot, 100*r.total(0).localShare())
+	}
+	return fmt.Sprintf("| %s | %d | %s ms | %s ms | %s %% | %s %% | %s %% |", cfg, runs[0].total().sent,
+		spread(p50, "%.1f"), spread(p99, "%.1f"), spread(errs, "%.1f"), spread(local, "%.1f"), spread(hot, "%.1f"))
+}
+
+// spread is the median of v and, when they differ, its range:
+// "93.3 (90.1–99.1)".
+func spread(v []float64, format string) string {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	out := fmt.Sprintf(format, v[len(v)/2])
+	if lo, hi := fmt.Sprintf(format, v[0]), fmt.Sprintf(format, v[len(v)-1]); lo != hi {
+		out += " (" + lo + "–" + hi + ")"
+	}
+	return out
+}
+
+// envInt is the whole number in the environment variable name, at least
+// 1; def when it is not set.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a whole number, at least 1", name, v)
+	}
+	return n
 }
 
 // uptime is the machine's load, as `uptime` prints it.
