@@ -263,11 +263,12 @@ func runLoad(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, 
 	res := &loadResult{cfg: cfg}
 	var wg sync.WaitGroup
 	for z := range sc.zones {
-		res.zones = append(res.zones, &zoneStats{})
+		stats := &zoneStats{}
+		res.zones = append(res.zones, stats)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			offer(context.Background(), sc, z, send[z], rates[z], d, newRand(uint64(z)+1), res.zones[z])
+			offer(context.Background(), sc, z, send[z], rates[z], d, newRand(uint64(z)+1), stats)
 		}()
 	}
 	wg.Wait()
