@@ -3,14 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +17,9 @@ import (
 // (a loadPlane) at a rate per zone. What it measures per run: latency of
 // the answered requests, the error rate, and the share of requests a
 // backend of the client's own zone answered (docs/PERFORMANCE.md,
-// "Load-aware widening under overload").
+// "Load-aware widening under overload"). The backends are in
+// load_backends_test.go, the clients and their outcomes in
+// load_clients_test.go, the filter plane in load_planes_test.go.
 
 // loadService is the service's name, and the Host its clients ask for.
 const loadService = "la"
@@ -95,73 +91,6 @@ func (sc *loadScenario) topology(c lbConfig) map[string]any {
 	return map[string]any{"services": []any{svc}}
 }
 
-// loadBackends run the scenario's backends on their addresses (127.0.0.0/8
-// only) until the test ends. Each answers with its own address in
-// X-Backend, 200 after the service time, or 503 when it holds workers +
-// queue requests already.
-type loadBackends struct {
-	held atomic.Int64 // requests held by all backends
-}
-
-const backendHeader = "X-Backend"
-
-func startLoadBackends(t *testing.T, sc *loadScenario) *loadBackends {
-	t.Helper()
-	lb := &loadBackends{}
-	for _, z := range sc.zones {
-		for _, a := range z.endpoints {
-			if ip := net.ParseIP(strings.Split(a, ":")[0]); ip == nil || !ip.IsLoopback() {
-				t.Fatalf("backend %q is not on 127.0.0.0/8", a)
-			}
-			ln, err := net.Listen("tcp", a)
-			if err != nil {
-				t.Fatalf("backend %s: %v", a, err)
-			}
-			srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: lb.handler(sc, a)}
-			go srv.Serve(ln)
-			t.Cleanup(func() { srv.Close() })
-		}
-	}
-	return lb
-}
-
-// handler is one backend: a worker pool of sc.workers, a queue of
-// sc.queue, and a fixed service time.
-func (lb *loadBackends) handler(sc *loadScenario, addr string) http.Handler {
-	workers := make(chan struct{}, sc.workers)
-	var held atomic.Int64
-	limit := int64(sc.workers + sc.queue)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(backendHeader, addr)
-		if held.Add(1) > limit {
-			held.Add(-1)
-			http.Error(w, addr+" is overloaded", http.StatusServiceUnavailable)
-			return
-		}
-		lb.held.Add(1)
-		defer func() { held.Add(-1); lb.held.Add(-1) }()
-		select {
-		case workers <- struct{}{}:
-		case <-r.Context().Done():
-			return
-		}
-		time.Sleep(sc.service)
-		<-workers
-		io.WriteString(w, addr)
-	})
-}
-
-// drained waits until no backend holds a request (the previous run's
-// stragglers are done), at most 10 s.
-func (lb *loadBackends) drained(t *testing.T) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); lb.held.Load() > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("backends still hold %d requests 10 s after the load stopped", lb.held.Load())
-		}
-	}
-}
-
 // sendFunc sends one request of a client zone through the data plane and
 // returns the status and the backend that answered ("" if none did).
 type sendFunc func(ctx context.Context) (status int, backend string, err error)
@@ -182,71 +111,6 @@ type loadPlane interface {
 	name() string
 	start(ctx context.Context, topology []byte, clients []shared.Locality) (send []sendFunc, stop func(), err error)
 }
-
-// requestTimeout bounds one client request; past it the request is an
-// error.
-const requestTimeout = 5 * time.Second
-
-// zoneStats are the outcomes of one zone's clients in one run.
-type zoneStats struct {
-	mu      sync.Mutex
-	sent    int
-	failed  int             // not answered 200 (503, 502, timeout, ...)
-	reached int             // answered by a backend, 200 or 503
-	local   int             // answered by a backend of the client's zone
-	latency []time.Duration // of the 200s, from the scheduled arrival
-}
-
-func (s *zoneStats) add(lat time.Duration, status int, local, reached bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent++
-	if status != http.StatusOK {
-		s.failed++
-	} else {
-		s.latency = append(s.latency, lat)
-	}
-	if reached {
-		s.reached++
-	}
-	if local {
-		s.local++
-	}
-}
-
-// offer sends Poisson arrivals at rate per second for d, each request in
-// its own goroutine (open loop: a slow answer does not hold back the next
-// arrival), and returns when every request sent has its outcome. Latency
-// is measured from the arrival's scheduled time, so a late start counts.
-func offer(ctx context.Context, sc *loadScenario, zone int, send sendFunc, rate float64, d time.Duration, rng *rand.Rand, into *zoneStats) {
-	var wg sync.WaitGroup
-	start := time.Now()
-	for at := time.Duration(0); ; {
-		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-		if at >= d {
-			break
-		}
-		due := start.Add(at)
-		time.Sleep(time.Until(due))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
-			status, backend, err := send(rctx)
-			if err != nil {
-				status = 0
-			}
-			z := sc.zoneOf(backend)
-			into.add(time.Since(due), status, z == zone, z >= 0)
-		}()
-	}
-	wg.Wait()
-}
-
-// newRand is a seeded source of arrivals: every run of a zone offers the
-// same arrival times.
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 25)) }
 
 // loadResult is one run of one configuration.
 type loadResult struct {
@@ -308,31 +172,6 @@ func (r *loadResult) total(zones ...int) *zoneStats {
 		out.latency = append(out.latency, s.latency...)
 	}
 	return out
-}
-
-// quantile is the q-quantile of the answered requests' latency (nearest
-// rank); 0 with none.
-func (s *zoneStats) quantile(q float64) time.Duration {
-	if len(s.latency) == 0 {
-		return 0
-	}
-	l := slices.Clone(s.latency)
-	slices.Sort(l)
-	return l[min(len(l)-1, int(q*float64(len(l))))]
-}
-
-// errorRate is the share of the requests sent not answered 200.
-func (s *zoneStats) errorRate() float64 { return ratio(s.failed, s.sent) }
-
-// localShare is the share of the requests a backend answered that a
-// backend of the client's own zone answered.
-func (s *zoneStats) localShare() float64 { return ratio(s.local, s.reached) }
-
-func ratio(a, b int) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
 
 // row is the result as a line of docs/PERFORMANCE.md's table: p50, p99,
