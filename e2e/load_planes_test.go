@@ -15,6 +15,7 @@ import (
 
 	"github.com/loctree/loctree/host"
 	wasmproxy "github.com/loctree/loctree/host/proxy"
+	"github.com/loctree/loctree/internal/testing/syncbuf"
 	"github.com/loctree/loctree/shared"
 )
 
@@ -61,15 +62,16 @@ func (p *filterPlane) proxy(ctx context.Context, topology []byte, loc shared.Loc
 	if err != nil {
 		return "", nil, err
 	}
+	var logged syncbuf.Buffer // the filter's warnings: why a configuration is refused
 	h, err := host.New(ctx, p.module, host.Options{PluginConfig: cfg, PluginName: "loctree", RootID: "loctree",
-		LogLevel: host.LogWarn, Cache: p.cache})
+		LogLevel: host.LogWarn, Cache: p.cache, OnLog: func(e host.LogEntry) { fmt.Fprintln(&logged, e.Message) }})
 	if err != nil {
-		return "", nil, fmt.Errorf("proxy for %v: %w", loc, err)
+		return "", nil, fmt.Errorf("proxy for %v: %w\n%s", loc, err, logged.String())
 	}
 	pool, err := h.NewPool(ctx, p.workers)
 	if err != nil {
 		h.Close(context.Background())
-		return "", nil, fmt.Errorf("proxy for %v: %w", loc, err)
+		return "", nil, fmt.Errorf("proxy for %v: %w\n%s", loc, err, logged.String())
 	}
 	allow := &wasmproxy.TreeAllowlist{Shared: h.Shared()}
 	handler := &wasmproxy.Proxy{Pool: pool, Header: "x-gateway-destination-endpoint", Allowed: allow.Allowed,
