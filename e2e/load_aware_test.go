@@ -28,6 +28,7 @@ func loadZones() *loadScenario {
 		return z
 	}
 	return &loadScenario{
+		vip: "127.77.70.1:9080",
 		zones: []loadZone{
 			zone("us-east-1a", 1),
 			zone("us-east-1b", 11, 12, 13, 14),
@@ -84,7 +85,10 @@ func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 	if static.localShare() != 1 {
 		t.Fatalf("static locality: the overloaded zone's clients reached other zones (local %.3f of %d)", static.localShare(), static.reached)
 	}
-	send, stop := startPlane(t, plane, sc, loadAware)
+	send, stop, err := startPlane(t, plane, sc, loadAware)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer stop()
 	// Only the overloaded zone's clients: its proxy alone decides where
 	// they go.
@@ -139,6 +143,9 @@ func backHome(t *testing.T, sc *loadScenario, send sendFunc) {
 // (default 3) rounds of static locality, load_aware and no locality, the
 // order rotated round by round, LOCTREE_MEASURE_SECONDS (default 10) each;
 // it prints every run, then the medians and the range over the rounds.
+// LOCTREE_MEASURE_PLANE=kernel (as root) drives the kernel plane instead
+// of the filter; a configuration the plane does not install is reported
+// as not run.
 func TestMeasureLoadAware(t *testing.T) {
 	if os.Getenv("LOCTREE_MEASURE") != "loadaware" {
 		t.Skip("a measurement: set LOCTREE_MEASURE=loadaware to run it")
@@ -147,34 +154,65 @@ func TestMeasureLoadAware(t *testing.T) {
 	rounds := envInt(t, "LOCTREE_MEASURE_ROUNDS", 3)
 	sc := loadZones()
 	lb := startLoadBackends(t, sc)
-	plane := newFilterPlane(t)
-	configs := []lbConfig{staticLocality, loadAware, noLocality}
+	plane := measuredPlane(t, sc)
 	for _, load := range []struct {
 		name  string
 		rates []float64
 	}{{"overloaded", overloaded(sc)}, {"balanced", balanced(sc)}} {
-		fmt.Printf("\n%s: offered %.0f / %.0f / %.0f requests per second, %s a run, %d rounds; before: %s\n",
-			load.name, load.rates[0], load.rates[1], load.rates[2], d, rounds, uptime())
-		fmt.Println(tableHead(sc))
-		runs := map[lbConfig][]*loadResult{}
-		for r := range rounds {
-			for i := range configs {
-				cfg := configs[(i+r)%len(configs)]
-				res := runLoad(t, plane, sc, lb, cfg, load.rates, d)
-				fmt.Println(res.row())
-				runs[cfg] = append(runs[cfg], res)
+		fmt.Printf("\n%s, %s: offered %.0f / %.0f / %.0f requests per second, %s a run, %d rounds; before: %s\n",
+			plane.name(), load.name, load.rates[0], load.rates[1], load.rates[2], d, rounds, uptime())
+		runs := measureRounds(t, plane, sc, lb, load.rates, d, rounds)
+		fmt.Printf("after: %s\n\n%s, medians of %d runs (range):\n%s\n", uptime(), load.name, rounds, tableHead(sc))
+		for _, cfg := range loadConfigs {
+			if len(runs[cfg]) > 0 {
+				fmt.Println(medianRow(cfg, runs[cfg]))
 			}
 		}
-		fmt.Printf("after: %s\n\n%s, medians of %d runs (range):\n%s\n", uptime(), load.name, rounds, tableHead(sc))
-		for _, cfg := range configs {
-			fmt.Println(medianRow(cfg, runs[cfg]))
-		}
 		var ratios []float64
-		for r := range rounds {
+		for r := range min(len(runs[loadAware]), len(runs[noLocality])) {
 			ratios = append(ratios, float64(runs[loadAware][r].total().quantile(0.99))/float64(runs[noLocality][r].total().quantile(0.99)))
 		}
-		fmt.Printf("p99 load_aware / no locality, round by round: %s\n", spread(ratios, "%.2f"))
+		if len(ratios) > 0 {
+			fmt.Printf("p99 load_aware / no locality, round by round: %s\n", spread(ratios, "%.2f"))
+		}
 	}
+}
+
+// loadConfigs are the configurations a measurement compares.
+var loadConfigs = []lbConfig{staticLocality, loadAware, noLocality}
+
+// measuredPlane is the plane LOCTREE_MEASURE_PLANE names (default filter).
+func measuredPlane(t *testing.T, sc *loadScenario) loadPlane {
+	switch v := os.Getenv("LOCTREE_MEASURE_PLANE"); v {
+	case "", "filter":
+		return newFilterPlane(t)
+	case "kernel":
+		return newKernelPlane(t, sc.vip)
+	default:
+		t.Fatalf("LOCTREE_MEASURE_PLANE=%q: want filter or kernel", v)
+		return nil
+	}
+}
+
+// measureRounds runs every configuration rounds times, the order rotated
+// round by round, printing each run; a configuration the plane does not
+// start is printed as not run.
+func measureRounds(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, rates []float64, d time.Duration, rounds int) map[lbConfig][]*loadResult {
+	fmt.Println(tableHead(sc))
+	runs := map[lbConfig][]*loadResult{}
+	for r := range rounds {
+		for i := range loadConfigs {
+			cfg := loadConfigs[(i+r)%len(loadConfigs)]
+			res, err := tryLoad(t, plane, sc, lb, cfg, rates, d)
+			if err != nil {
+				fmt.Printf("| %s | not run: %s |\n", cfg, strings.ReplaceAll(err.Error(), "\n", " "))
+				continue
+			}
+			fmt.Println(res.row())
+			runs[cfg] = append(runs[cfg], res)
+		}
+	}
+	return runs
 }
 
 func tableHead(sc *loadScenario) string {

@@ -35,6 +35,7 @@ func (z loadZone) name() string { return z.loc["zone"] }
 // loadScenario is the service and its backends.
 type loadScenario struct {
 	zones []loadZone
+	vip   string // the service's VIP, for the kernel plane
 	// service is a request's time at a backend once a worker takes it.
 	service time.Duration
 	// workers is the requests a backend serves at once; queue the ones it
@@ -80,7 +81,7 @@ func (sc *loadScenario) topology(c lbConfig) map[string]any {
 			eps = append(eps, map[string]any{"address": a, "locality": z.loc})
 		}
 	}
-	svc := map[string]any{"name": loadService, "scopes": []string{"region", "zone"}, "endpoints": eps}
+	svc := map[string]any{"name": loadService, "vip": sc.vip, "scopes": []string{"region", "zone"}, "endpoints": eps}
 	switch c {
 	case loadAware:
 		svc["load_aware"] = map[string]any{} // the default band, {high: 2, low: 1}
@@ -122,7 +123,20 @@ type loadResult struct {
 // for d through plane set up for cfg, and waits for the backends to drain.
 func runLoad(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, cfg lbConfig, rates []float64, d time.Duration) *loadResult {
 	t.Helper()
-	send, stop := startPlane(t, plane, sc, cfg)
+	res, err := tryLoad(t, plane, sc, lb, cfg, rates, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// tryLoad is runLoad, with an error where the plane does not start.
+func tryLoad(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, cfg lbConfig, rates []float64, d time.Duration) (*loadResult, error) {
+	t.Helper()
+	send, stop, err := startPlane(t, plane, sc, cfg)
+	if err != nil {
+		return nil, err
+	}
 	defer stop()
 	res := &loadResult{cfg: cfg}
 	var wg sync.WaitGroup
@@ -137,12 +151,12 @@ func runLoad(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends, 
 	}
 	wg.Wait()
 	lb.drained(t)
-	return res
+	return res, nil
 }
 
 // startPlane starts plane for sc's topology under cfg, clients in every
 // zone.
-func startPlane(t *testing.T, plane loadPlane, sc *loadScenario, cfg lbConfig) ([]sendFunc, func()) {
+func startPlane(t *testing.T, plane loadPlane, sc *loadScenario, cfg lbConfig) ([]sendFunc, func(), error) {
 	t.Helper()
 	var locs []shared.Locality
 	for _, z := range sc.zones {
@@ -150,9 +164,9 @@ func startPlane(t *testing.T, plane loadPlane, sc *loadScenario, cfg lbConfig) (
 	}
 	send, stop, err := plane.start(context.Background(), mustJSON(t, sc.topology(cfg)), locs)
 	if err != nil {
-		t.Fatalf("%s, %s: %v", plane.name(), cfg, err)
+		return nil, nil, fmt.Errorf("%s, %s: %w", plane.name(), cfg, err)
 	}
-	return send, stop
+	return send, stop, nil
 }
 
 // total merges the zones' outcomes (zones: indices; none means all).
