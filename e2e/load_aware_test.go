@@ -79,8 +79,12 @@ func newFilterPlane(t *testing.T) *filterPlane {
 // client's zone.
 func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 	sc := loadZones()
-	lb := startLoadBackends(t, sc)
-	plane := newFilterPlane(t)
+	yieldsUnderOverload(t, newFilterPlane(t), sc, startLoadBackends(t, sc))
+}
+
+// yieldsUnderOverload is TestLoadAwareYieldsUnderOverload on plane (a
+// kernel variant passes a kernelPlane once the kernel honours load_aware).
+func yieldsUnderOverload(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends) {
 	static := runLoad(t, plane, sc, lb, staticLocality, overloaded(sc), 2*time.Second).total(0)
 	if static.localShare() != 1 {
 		t.Fatalf("static locality: the overloaded zone's clients reached other zones (local %.3f of %d)", static.localShare(), static.reached)

@@ -101,13 +101,9 @@ type sendFunc func(ctx context.Context) (status int, backend string, err error)
 // clients (in the scenario's order), how one of its clients sends a
 // request; stop tears it down (a second call does nothing).
 //
-// The filter plane is filterPlane. A kernel plane would run the agent on
-// the topology (with a VIP on the service) and, per zone, a client process
-// started in the zone's cgroup (SysProcAttr.UseCgroupFD: a socket takes
-// the cgroup of the process that creates it, and the test process cannot
-// be in three at once) that opens one connection to the VIP per request
-// it is asked to send, so the connect program picks every time; its
-// sendFunc asks that process over a pipe or loopback HTTP.
+// The planes: filterPlane (a proxy per client zone running the filter) and
+// kernelPlane (the agent, and a relay per client zone in a cgroup of its
+// locality, one connection to the VIP per request).
 type loadPlane interface {
 	name() string
 	start(ctx context.Context, topology []byte, clients []shared.Locality) (send []sendFunc, stop func(), err error)
