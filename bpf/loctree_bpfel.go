@@ -206,6 +206,13 @@ const (
 	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 6
 )
 
+type loctreeLtTrafficKey struct {
+	_       structs.HostLayout
+	Src     uint64
+	Fe      loctreeLtAddr
+	Backend loctreeLtAddr
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -224,6 +231,8 @@ const (
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
 	loctreeMapLtStats         = "lt_stats"
+	loctreeMapLtTraffic       = "lt_traffic"
+	loctreeMapLtTrafficOther  = "lt_traffic_other"
 	loctreeProgLtConnect4     = "lt_connect4"
 	loctreeProgLtConnect6     = "lt_connect6"
 	loctreeProgLtGetpeername4 = "lt_getpeername4"
@@ -306,6 +315,8 @@ type loctreeMapSpecs struct {
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtTraffic      *ebpf.MapSpec `ebpf:"lt_traffic"`
+	LtTrafficOther *ebpf.MapSpec `ebpf:"lt_traffic_other"`
 }
 
 // loctreeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -348,6 +359,8 @@ type loctreeMaps struct {
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
+	LtTraffic      *ebpf.Map `ebpf:"lt_traffic"`
+	LtTrafficOther *ebpf.Map `ebpf:"lt_traffic_other"`
 }
 
 func (m *loctreeMaps) Close() error {
@@ -366,6 +379,8 @@ func (m *loctreeMaps) Close() error {
 		m.LtRr,
 		m.LtSocks,
 		m.LtStats,
+		m.LtTraffic,
+		m.LtTrafficOther,
 	)
 }
 
