@@ -19,6 +19,7 @@ type TrafficCount struct {
 	// cgroup's own (SetCgroupLocality) or the node's. Nil when the cgroup
 	// is one this agent did not set (an earlier agent's, re-adopted).
 	Source   shared.Locality
+	Cgroup   uint64         // the cgroup whose locality Source is; 0: the node's
 	Frontend netip.AddrPort // the service's VIP
 	Backend  netip.AddrPort // the picked endpoint
 	Picks    uint64
@@ -35,7 +36,7 @@ func (in *Installer) Traffic() (counts []TrafficCount, other uint64, err error) 
 	var per []uint64
 	it := in.k.objs.LtTraffic.Iterate()
 	for it.Next(&k, &per) {
-		c := TrafficCount{Source: node, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: sum(per)}
+		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: sum(per)}
 		if k.Src != 0 {
 			c.Source = cgroups[k.Src]
 		}
