@@ -135,6 +135,10 @@ func (d *Destinations) weigh(s *Service) {
 	}
 }
 
+// Len is the number of endpoints Value knows from the service's first:
+// its endpoints, then its network-rule copies.
+func (d *Destinations) Len() int { return len(d.values) }
+
 // Known says the scope is one of the service's, so picks have a value.
 func (d *Destinations) Known() bool { return d.level >= 0 }
 
