@@ -60,6 +60,7 @@ func newMetrics(trafficScope string) *Metrics {
 func (m *Metrics) installed(tree *shared.Tree, r kernel.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.readTraffic() // the picks so far are placed with the tree they were made with
 	m.tree = tree
 	m.installs++
 	m.rewritten += uint64(r.Rewritten)
@@ -152,13 +153,24 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			pw.priorityPicks(picks)
 		}
 	}
-	if m.traffic != nil {
-		if counts, other, err := m.traffic(); err == nil {
-			m.tally.update(m.tree, counts, other)
-			m.tally.write(pw)
-		}
+	if m.readTraffic() {
+		m.tally.write(pw)
 	}
 	return pw.n, pw.err
+}
+
+// readTraffic adds the kernel's new traffic counts to the tally, placed
+// with the tree installed now; it reports whether it could read them.
+func (m *Metrics) readTraffic() bool {
+	if m.traffic == nil || m.tree == nil {
+		return false // before the first tree: counts an earlier agent left wait for it
+	}
+	counts, other, err := m.traffic()
+	if err != nil {
+		return false
+	}
+	m.tally.update(m.tree, counts, other)
+	return true
 }
 
 // refusals are the kernel's refusal counters by reason label.

@@ -35,8 +35,9 @@ type trafficKey struct {
 // trafficTally turns the kernel's cumulative counts per (source, service,
 // backend) into counts per (source value, destination value) at the scope.
 // It attributes each count's growth since the last read with the tree
-// installed at that read, so the series only grow when endpoints move or
-// go: what a pick counted, it counted where the endpoint was.
+// installed at that read (the agent reads at every scrape and before every
+// install), so a pick counts where its endpoint was when it was made, and
+// the series only grow.
 type trafficTally struct {
 	scope      string
 	maxPairs   int // maxTrafficPairs; lower in tests

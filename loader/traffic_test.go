@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"io"
 	"maps"
 	"net/netip"
 	"testing"
@@ -107,5 +108,28 @@ func TestTrafficPairsCapped(t *testing.T) {
 	want := map[[2]string]uint64{{"z1", "z1"}: 5, {"z1", "z2"}: 2, {"(other)", "(other)"}: 4}
 	if !maps.Equal(tl.pairs, want) {
 		t.Fatalf("pairs %v, want %v", tl.pairs, want)
+	}
+}
+
+// TestTrafficPlacedBeforeInstall: the picks made before a new tree is
+// installed are placed with the tree they were made with: the agent reads
+// the counts before it switches trees, not only when scraped. Counts from
+// before the first tree (an earlier agent's) wait for it.
+func TestTrafficPlacedBeforeInstall(t *testing.T) {
+	m := newMetrics("")
+	picks := uint64(10)
+	m.traffic = func() ([]kernel.TrafficCount, uint64, error) {
+		return []kernel.TrafficCount{tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", picks)}, 0, nil
+	}
+	m.installed(trafficTree(t, false), kernel.Result{})
+	picks = 30
+	m.installed(trafficTree(t, true), kernel.Result{}) // .1 moves to z2
+	picks = 35
+	if _, err := m.WriteTo(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]string]uint64{{"z1", "z1"}: 30, {"z1", "z2"}: 5}
+	if !maps.Equal(m.tally.pairs, want) {
+		t.Fatalf("pairs %v, want %v", m.tally.pairs, want)
 	}
 }
