@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,3 +118,19 @@ func TestTrafficDestinationsCapped(t *testing.T) {
 }
 
 func snapshotOf(h *host.Host) []host.Metric { return h.Metrics().Snapshot() }
+
+// TestTrafficScopeConfig: traffic_scope defaults to zone; a value Istio's
+// tag regex could not carry, or with surrounding spaces, fails the
+// configuration naming the field.
+func TestTrafficScopeConfig(t *testing.T) {
+	c, err := parseConfig([]byte(`{"topology":{"services":[]}}`))
+	if err != nil || c.TrafficScope != "zone" {
+		t.Fatalf("default traffic_scope %q (%v), want zone", c.TrafficScope, err)
+	}
+	for _, bad := range []string{"a;.;b", "a=.=b", " zone", "(other)"} {
+		_, err := parseConfig([]byte(`{"topology":{"services":[]},"traffic_scope":` + strconv.Quote(bad) + `}`))
+		if err == nil || !strings.Contains(err.Error(), "traffic_scope "+strconv.Quote(bad)) {
+			t.Errorf("traffic_scope %q: %v, want an error naming it", bad, err)
+		}
+	}
+}
