@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/loctree/loctree/filter/internal/abi"
 	"github.com/loctree/loctree/shared"
 )
@@ -16,9 +18,9 @@ import (
 // loctree_traffic_requests_total{loctree_traffic_source, loctree_traffic_destination}.
 const (
 	defaultTrafficScope = "zone"
-	// maxTrafficDestinations bounds the destination values a VM gives
-	// their own counter (the source is the proxy's, one per VM); later
-	// ones count under (other).
+	// maxTrafficDestinations bounds the destination values besides the
+	// proxy's own a VM gives their own counter (the source is the proxy's,
+	// one per VM); later ones count under (other).
 	maxTrafficDestinations = 64
 	noValue                = "(none)" // the proxy has no value at the scope
 	unknownDest            = 0        // id of shared.UnknownValue
@@ -29,6 +31,7 @@ const (
 type traffic struct {
 	scope      string         // the scope key
 	src        string         // the proxy's value at the scope, or noValue
+	srcID      int            // id of src as a destination
 	ids        map[string]int // destination value → index in counts
 	names      []string       // by index
 	counts     []uint64       // requests since the last flush, by index
@@ -46,6 +49,7 @@ func newTraffic(scope, src string) *traffic {
 	t := &traffic{scope: scope, src: src, ids: map[string]int{}}
 	t.id(shared.UnknownValue)
 	t.id(otherServices)
+	t.srcID = t.id(src)
 	t.placed = abi.DefineCounterMetric("loctree_traffic_placed_requests_total")
 	t.cross = abi.DefineCounterMetric("loctree_traffic_cross_requests_total")
 	t.noloc = abi.DefineCounterMetric("loctree_traffic_nolocality_cross_requests_total")
@@ -57,7 +61,11 @@ func (t *traffic) id(v string) int {
 	if i, ok := t.ids[v]; ok {
 		return i
 	}
-	if len(t.names) >= maxTrafficDestinations+2 || !taggable(v) && len(t.names) >= 2 {
+	reserved := 2 // (unknown) and (other), then the proxy's own value
+	if t.srcID > otherDest {
+		reserved++
+	}
+	if len(t.names) >= maxTrafficDestinations+reserved || !taggable(v) && len(t.names) >= 2 {
 		return otherDest
 	}
 	i := len(t.names)
@@ -96,23 +104,32 @@ func (t *traffic) flush() {
 	}
 }
 
-// svcTraffic is one service's destinations for this VM, per tree.
+// svcTraffic is what the counters need of one service, per tree: no
+// table of its endpoints (a proxy's memory is the tree's).
 type svcTraffic struct {
 	ready bool
-	first uint32
-	ids   []int32 // destination id per endpoint from first
+	level int     // the scope's index in the service's scopes; -1: not one
+	same  bool    // a pick matching more than level scopes is in the proxy's own value
 	cross float64 // the no-locality cross share for the proxy's value; -1: none
 }
 
-// countTraffic counts a request picked to endpoint ep of svc.
-func (st *treeState) countTraffic(t *traffic, svc *shared.Service, ep uint32) {
+// countTraffic counts a request picked to endpoint ep of svc, whose
+// source matched depth scopes. A pick that matched past the scope is in
+// the proxy's own value (candidates share the source's path to their
+// node); any other is found by a walk down the tree.
+func (st *treeState) countTraffic(t *traffic, svc *shared.Service, ep uint32, depth int) {
 	s := &st.traffic[svc.Index()]
 	if !s.ready {
 		s.prepare(t, svc)
 	}
-	id := int32(unknownDest)
-	if ep-s.first < uint32(len(s.ids)) {
-		id = s.ids[ep-s.first]
+	var id int
+	switch {
+	case s.level < 0:
+		id = unknownDest
+	case s.same && depth > s.level:
+		id = t.srcID
+	default:
+		id = t.id(svc.ValueAt(ep, s.level))
 	}
 	t.counts[id]++
 	if id != unknownDest && s.cross >= 0 {
@@ -120,14 +137,14 @@ func (st *treeState) countTraffic(t *traffic, svc *shared.Service, ep uint32) {
 	}
 }
 
-// prepare indexes svc's endpoints by destination id (once per tree).
+// prepare reads what svc's counters need (once per tree).
 func (s *svcTraffic) prepare(t *traffic, svc *shared.Service) {
-	d := svc.Destinations(t.scope)
-	s.ready, s.first, s.ids, s.cross = true, svc.FirstEndpoint(), make([]int32, d.Len()), -1
-	for i := range s.ids {
-		s.ids[i] = int32(t.id(d.Value(s.first + uint32(i))))
-	}
-	if p, ok := d.NoLocalityCross(t.src); ok && t.src != noValue {
+	scopes := svc.Scopes()
+	s.ready, s.level, s.cross = true, slices.Index(scopes, t.scope), -1
+	// With the network rule a match past the network may come from another
+	// network's copies, whose depth counts the scopes after the network.
+	s.same = t.src != noValue && scopes[0] != "network"
+	if p, ok := svc.NoLocalityCross(s.level, t.src); ok && t.src != noValue {
 		s.cross = p
 	}
 }

@@ -60,11 +60,13 @@ func oracleCross(spec ServiceSpec, src string) (float64, bool) {
 }
 
 // TestDestinationsOracle: every endpoint of a built service (eligible,
-// degraded, unhealthy, network copies) has the zone its spec gave it (or
+// degraded, unhealthy, network copies) has the zone its spec gave it, in
+// Destinations and by ValueAt's walk (but for the copies) (or
 // UnknownValue when no eligible endpoint has that zone: the tree stores
 // the values of the eligible endpoints' tree only), its
 // match depth against a random source is the spec's count of leading
-// equal scopes, and the no-locality cross share is oracleCross's.
+// equal scopes, and the no-locality cross share is oracleCross's, from
+// Destinations' table and from the tree walk alike.
 func TestDestinationsOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 2))
 	for round := range 300 {
@@ -91,6 +93,13 @@ func TestDestinationsOracle(t *testing.T) {
 			if got := d.Value(i); got != zone {
 				t.Fatalf("round %d (%s): endpoint %d (%s) in zone %q, want %q", round, policy, i, e.Address, got, zone)
 			}
+			walked := zone
+			if i >= svc.FirstEndpoint()+svc.EndpointCount() {
+				walked = UnknownValue // ValueAt does not follow the network rule's copies
+			}
+			if got := svc.ValueAt(i, len(spec.Scopes)-1); got != walked {
+				t.Fatalf("round %d (%s): ValueAt(%d) (%s) = %q, want %q", round, policy, i, e.Address, got, walked)
+			}
 			want := 0
 			for want < len(spec.Scopes) && e.Locality[spec.Scopes[want]] == src[spec.Scopes[want]] {
 				want++
@@ -103,6 +112,9 @@ func TestDestinationsOracle(t *testing.T) {
 		want, wantOK := oracleCross(spec, src["zone"])
 		if ok != wantOK || math.Abs(got-want) > 1e-12 {
 			t.Fatalf("round %d (%s): no-locality cross share from %s = %v (%v), want %v (%v)", round, policy, src["zone"], got, ok, want, wantOK)
+		}
+		if got, ok := svc.NoLocalityCross(len(spec.Scopes)-1, src["zone"]); ok != wantOK || math.Abs(got-want) > 1e-12 {
+			t.Fatalf("round %d (%s): tree-walked no-locality cross share from %s = %v (%v), want %v (%v)", round, policy, src["zone"], got, ok, want, wantOK)
 		}
 	}
 }
