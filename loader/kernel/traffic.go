@@ -2,9 +2,12 @@ package kernel
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/shared"
@@ -32,23 +35,50 @@ func (in *Installer) Traffic() (counts []TrafficCount, other uint64, err error) 
 	in.trafficMu.Lock()
 	node, cgroups := maps.Clone(in.trafficNode), maps.Clone(in.cgroupLocs)
 	in.trafficMu.Unlock()
-	var k bpf.TrafficKey
-	var per []uint64
-	it := in.k.objs.LtTraffic.Iterate()
-	for it.Next(&k, &per) {
-		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: sum(per)}
+	err = in.k.eachTraffic(func(k *bpf.TrafficKey, picks uint64) {
+		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: picks}
 		if k.Src != 0 {
 			c.Source = cgroups[k.Src]
 		}
 		counts = append(counts, c)
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
 	}
+	var per []uint64
 	if err := in.k.objs.LtTrafficOther.Lookup(uint32(0), &per); err != nil {
 		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
 	}
 	return counts, sum(per), nil
+}
+
+// trafficBatch is how many keys one batch lookup reads.
+const trafficBatch = 1024
+
+// eachTraffic calls f with every key of the traffic map and its per-CPU
+// sum, read a batch of keys per system call (the agent reads them at each
+// scrape and before each install: one lookup per key took 78 ms at 16,384
+// keys, BenchmarkTraffic).
+func (k *kernel) eachTraffic(f func(*bpf.TrafficKey, uint64)) error {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	keys := make([]bpf.TrafficKey, trafficBatch)
+	vals := make([]uint64, trafficBatch*cpus)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := k.objs.LtTraffic.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			f(&keys[i], sum(vals[i*cpus:(i+1)*cpus]))
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // rememberCgroup keeps the locality a cgroup's connects are counted with.
