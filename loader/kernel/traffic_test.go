@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -157,5 +158,16 @@ func TestTrafficCountsCapped(t *testing.T) {
 	got, other := countsOf(t, in)
 	if !maps.Equal(got, firstTwo) || other != seen[order[2]] {
 		t.Fatalf("counts %v, other %d; want %v, other %d (the third backend %s's)", got, other, firstTwo, seen[order[2]], order[2])
+	}
+}
+
+// TestAddrPortOf: a map key read back is the address and port written
+// (FrontendOf's inverse), for IPv4 and IPv6.
+func TestAddrPortOf(t *testing.T) {
+	for _, s := range []string{"127.77.25.1:80", "127.0.0.1:65535", "[::1]:9080", "[fd00::1:2]:1"} {
+		ap := netip.MustParseAddrPort(s)
+		if got := addrPortOf(FrontendOf(ap)); got != ap {
+			t.Errorf("%s read back as %s", ap, got)
+		}
 	}
 }
