@@ -31,6 +31,7 @@ const (
 type traffic struct {
 	scope      string         // the scope key
 	src        string         // the proxy's value at the scope, or noValue
+	srcTag     string         // src as the source tag: otherServices if the tag form cannot carry it
 	srcID      int            // id of src as a destination
 	ids        map[string]int // destination value → index in counts
 	names      []string       // by index
@@ -46,7 +47,10 @@ func newTraffic(scope, src string) *traffic {
 	if src == "" {
 		src = noValue
 	}
-	t := &traffic{scope: scope, src: src, ids: map[string]int{}}
+	t := &traffic{scope: scope, src: src, srcTag: src, ids: map[string]int{}}
+	if !taggable(src) {
+		t.srcTag = otherServices
+	}
 	t.id(shared.UnknownValue)
 	t.id(otherServices)
 	t.srcID = t.id(src)
@@ -70,7 +74,7 @@ func (t *traffic) id(v string) int {
 	}
 	i := len(t.names)
 	t.ids[v], t.names, t.counts = i, append(t.names, v), append(t.counts, 0)
-	t.metrics = append(t.metrics, lazyCounter{name: statTag("loctree_traffic_source", t.src) +
+	t.metrics = append(t.metrics, lazyCounter{name: statTag("loctree_traffic_source", t.srcTag) +
 		statTag("loctree_traffic_destination", v) + "loctree_traffic_requests_total"})
 	return i
 }

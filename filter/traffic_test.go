@@ -134,3 +134,18 @@ func TestTrafficScopeConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestTrafficUntaggableSource: a proxy whose zone holds the tag delimiter
+// counts its requests under the source "(other)", so Istio's tag regex
+// still takes both tags out of the name.
+func TestTrafficUntaggableSource(t *testing.T) {
+	config := strings.Replace(trafficConfig, `"locality":{"region":"r1","zone":"z1"}`, `"locality":{"region":"r1","zone":"z;.;1"}`, 1)
+	h, vm := startVM(t, config)
+	pickOn(t, vm, "far")
+	if err := vm.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := h.Metrics().Value(trafficMetric("(other)", "z2")); !ok || got != 1 {
+		t.Errorf("%s = %d (defined %v), want 1; metrics %v", trafficMetric("(other)", "z2"), got, ok, h.Metrics().Snapshot())
+	}
+}
