@@ -84,6 +84,10 @@ const (
 	// MapTrafficOther those that found it full.
 	MapTraffic      = loctreeMapLtTraffic
 	MapTrafficOther = loctreeMapLtTrafficOther
+	// MapSrcCgroup notes, per CPU, the cgroup whose locality the last
+	// lookup used, for the traffic count of the pick that follows: not
+	// pinned, nothing in it outlives a connect.
+	MapSrcCgroup = loctreeMapLtSrcCgroup
 	// MapPrioScratch holds per-connect state of the priority load: not
 	// pinned, nothing in it outlives a connect.
 	MapPrioScratch = loctreeMapLtPrioScratch

@@ -230,6 +230,7 @@ const (
 	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
+	loctreeMapLtSrcCgroup     = "lt_src_cgroup"
 	loctreeMapLtStats         = "lt_stats"
 	loctreeMapLtTraffic       = "lt_traffic"
 	loctreeMapLtTrafficOther  = "lt_traffic_other"
@@ -314,6 +315,7 @@ type loctreeMapSpecs struct {
 	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
+	LtSrcCgroup    *ebpf.MapSpec `ebpf:"lt_src_cgroup"`
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.MapSpec `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.MapSpec `ebpf:"lt_traffic_other"`
@@ -358,6 +360,7 @@ type loctreeMaps struct {
 	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
+	LtSrcCgroup    *ebpf.Map `ebpf:"lt_src_cgroup"`
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.Map `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.Map `ebpf:"lt_traffic_other"`
@@ -378,6 +381,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtRev,
 		m.LtRr,
 		m.LtSocks,
+		m.LtSrcCgroup,
 		m.LtStats,
 		m.LtTraffic,
 		m.LtTrafficOther,

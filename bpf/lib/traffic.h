@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "maps.h"
+#include "source.h"
 
 #define LT_DEF_TRAFFIC 16384
 
@@ -42,40 +43,20 @@ struct {
 	__type(value, __u64);
 } lt_traffic_other SEC(".maps");
 
-struct lt_traffic_search {
-	__u64 mask; /* levels with entries in lt_cgroup_src */
-	__u64 id;   /* out: the nearest cgroup with its own locality */
-};
-
-/* lt_traffic_level checks one cgroup level, deepest first, as
- * lt_cgroup_level (source.h) does, keeping the id it finds. */
-static long lt_traffic_level(__u64 i, void *data)
-{
-	struct lt_traffic_search *c = data;
-	int level = LT_MAX_CGROUP_LEVEL - (int)i;
-	__u64 id;
-
-	if (level < 0 || !(c->mask & (1ULL << level)))
-		return 0;
-	id = bpf_get_current_ancestor_cgroup_id(level);
-	if (!id || !bpf_map_lookup_elem(&lt_cgroup_src, &id))
-		return 0;
-	c->id = id;
-	return 1;
-}
-
 /* lt_traffic_source is the cgroup whose locality the connect's lookup
- * used (lt_source), or 0 for the node's: one array read when no cgroup
- * has its own locality. */
+ * used (lt_source notes it in lt_src_cgroup), or 0 for the node's: one
+ * array read, two while some cgroup has its own locality. A connect that
+ * preempts this one on its CPU between the lookup and the count may
+ * overwrite the note: the count then goes to that connect's source. */
 static __always_inline __u64 lt_traffic_source(void)
 {
 	__u32 zero = 0;
-	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero);
-	struct lt_traffic_search c = {.mask = mask ? *mask : 0};
+	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero), *last;
 
-	if (c.mask)
-		bpf_loop(LT_MAX_CGROUP_LEVEL + 1, lt_traffic_level, &c, 0);
-	return c.id;
+	if (!mask || !*mask)
+		return 0;
+	last = bpf_map_lookup_elem(&lt_src_cgroup, &zero);
+	return last ? *last : 0;
 }
 
 /* lt_count_traffic counts one new pick of backend b for the service at fe. */
