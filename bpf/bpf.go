@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key -type lt_loads loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key -type lt_loads -type lt_traffic_key loctree loctree.c
 
 import (
 	"fmt"
@@ -41,6 +41,10 @@ type (
 	// AffinityEpKey is a consistent_hash service and one of its backends,
 	// the key of the map that finds the backend's endpoint index.
 	AffinityEpKey = loctreeLtAffEpKey
+	// TrafficKey is a source (a cgroup id with its own locality, 0: the
+	// node), a service frontend and a backend: the key of the traffic
+	// counts map.
+	TrafficKey = loctreeLtTrafficKey
 	// Objects are the loaded programs and maps.
 	Objects = loctreeObjects
 	// Maps are the loaded maps.
@@ -76,6 +80,14 @@ const (
 	MapAffinityEps  = loctreeMapLtAffEps
 	// MapPrioPicks counts new picks by priority and availability.
 	MapPrioPicks = loctreeMapLtPrioPicks
+	// MapTraffic counts new picks by source, service and backend;
+	// MapTrafficOther those that found it full.
+	MapTraffic      = loctreeMapLtTraffic
+	MapTrafficOther = loctreeMapLtTrafficOther
+	// MapSrcCgroup notes, per CPU, the cgroup whose locality the last
+	// lookup used, for the traffic count of the pick that follows: not
+	// pinned, nothing in it outlives a connect.
+	MapSrcCgroup = loctreeMapLtSrcCgroup
 	// MapPrioScratch holds per-connect state of the priority load: not
 	// pinned, nothing in it outlives a connect.
 	MapPrioScratch = loctreeMapLtPrioScratch

@@ -206,6 +206,13 @@ const (
 	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 6
 )
 
+type loctreeLtTrafficKey struct {
+	_       structs.HostLayout
+	Src     uint64
+	Fe      loctreeLtAddr
+	Backend loctreeLtAddr
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -223,7 +230,10 @@ const (
 	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
+	loctreeMapLtSrcCgroup     = "lt_src_cgroup"
 	loctreeMapLtStats         = "lt_stats"
+	loctreeMapLtTraffic       = "lt_traffic"
+	loctreeMapLtTrafficOther  = "lt_traffic_other"
 	loctreeProgLtConnect4     = "lt_connect4"
 	loctreeProgLtConnect6     = "lt_connect6"
 	loctreeProgLtGetpeername4 = "lt_getpeername4"
@@ -305,7 +315,10 @@ type loctreeMapSpecs struct {
 	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
+	LtSrcCgroup    *ebpf.MapSpec `ebpf:"lt_src_cgroup"`
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtTraffic      *ebpf.MapSpec `ebpf:"lt_traffic"`
+	LtTrafficOther *ebpf.MapSpec `ebpf:"lt_traffic_other"`
 }
 
 // loctreeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -347,7 +360,10 @@ type loctreeMaps struct {
 	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
+	LtSrcCgroup    *ebpf.Map `ebpf:"lt_src_cgroup"`
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
+	LtTraffic      *ebpf.Map `ebpf:"lt_traffic"`
+	LtTrafficOther *ebpf.Map `ebpf:"lt_traffic_other"`
 }
 
 func (m *loctreeMaps) Close() error {
@@ -365,7 +381,10 @@ func (m *loctreeMaps) Close() error {
 		m.LtRev,
 		m.LtRr,
 		m.LtSocks,
+		m.LtSrcCgroup,
 		m.LtStats,
+		m.LtTraffic,
+		m.LtTrafficOther,
 	)
 }
 

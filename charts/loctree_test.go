@@ -279,7 +279,7 @@ func TestNotesNameTheMeshStatTags(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("notes give %v, istio/mesh/istiod-values.yaml %v", got, want)
 	}
-	if !strings.Contains(notes, "sidecar.istio.io/extraStatTags: loctree_service,loctree_level") {
+	if !strings.Contains(notes, "sidecar.istio.io/extraStatTags: loctree_service,loctree_level,loctree_traffic_source,loctree_traffic_destination") {
 		t.Errorf("notes lack the pod annotation:\n%s", notes)
 	}
 }

@@ -99,7 +99,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 	for _, want := range []string{"loctree_picks_depth_0_total", "loctree_picks_depth_4_total", "loctree_service_picks_total", "loctree_service_no_candidate_total",
 		"loctree_kernel_refused_total", "loctree_generation", "loctree_tree_generation", "loctree_update_latency_seconds_bucket",
-		"loctree_update_stage_seconds_bucket", "loctree_install_duration_seconds_bucket", "loctree_tree_requests_total"} {
+		"loctree_update_stage_seconds_bucket", "loctree_install_duration_seconds_bucket", "loctree_tree_requests_total",
+		"loctree_traffic_connections_total", "loctree_traffic_requests_total", "loctree_traffic_nolocality_cross_connections_total",
+		"loctree_traffic_nolocality_cross_requests_total", "loctree_traffic_cross_connections_total", "loctree_traffic_cross_requests_total"} {
 		if !queried[want] {
 			t.Errorf("the dashboard does not query %s", want)
 		}
@@ -236,4 +238,55 @@ func shippedStatTags(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return v.MeshConfig.DefaultConfig.ExtraStatTags
+}
+
+// TestDashboardZoneMatrices: each plane has a zone × zone table: an
+// instant query grouped by exactly the two labels that a groupingToMatrix
+// transformation turns into its rows (source) and columns (destination).
+func TestDashboardZoneMatrices(t *testing.T) {
+	var d struct {
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr    string `json:"expr"`
+				Instant bool   `json:"instant"`
+			} `json:"targets"`
+			Transformations []struct {
+				ID      string `json:"id"`
+				Options struct {
+					RowField    string `json:"rowField"`
+					ColumnField string `json:"columnField"`
+				} `json:"options"`
+			} `json:"transformations"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(Loctree, &d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"loctree_traffic_connections_total": {"source", "destination"},
+		"loctree_traffic_requests_total":    {"loctree_traffic_source", "loctree_traffic_destination"},
+	}
+	for _, p := range d.Panels {
+		if p.Type != "table" || len(p.Targets) != 1 || len(p.Transformations) != 1 {
+			continue
+		}
+		tr, tg := p.Transformations[0], p.Targets[0]
+		for metric, fields := range want {
+			if !strings.Contains(tg.Expr, metric) {
+				continue
+			}
+			by := byLabels.FindStringSubmatch(tg.Expr)
+			if tr.ID != "groupingToMatrix" || !tg.Instant || by == nil || by[1] != fields[0]+", "+fields[1] ||
+				tr.Options.RowField != fields[0] || tr.Options.ColumnField != fields[1] {
+				t.Errorf("panel %q: %s grouped by %v into a %s of rows %q and columns %q (instant %v); want %v",
+					p.Title, metric, by, tr.ID, tr.Options.RowField, tr.Options.ColumnField, tg.Instant, fields)
+			}
+			delete(want, metric)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no zone × zone table for %v", slices.Collect(maps.Keys(want)))
+	}
 }

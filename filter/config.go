@@ -30,6 +30,9 @@ type Config struct {
 	Fallbacks int `json:"fallbacks,omitempty"`
 	// FailClosed answers 503 while no tree is known (default: pass through).
 	FailClosed bool `json:"fail_closed,omitempty"`
+	// TrafficScope is the scope key the cross-zone traffic counters
+	// report by (loctree_traffic_*); default zone.
+	TrafficScope string `json:"traffic_scope,omitempty"`
 }
 
 // TreeSource says where the agent's tree server is.
@@ -86,6 +89,12 @@ func (c *Config) validate() error {
 	}
 	if c.Header == "" {
 		c.Header = defaultHeader
+	}
+	if c.TrafficScope == "" {
+		c.TrafficScope = defaultTrafficScope
+	}
+	if !taggable(c.TrafficScope) || strings.TrimSpace(c.TrafficScope) != c.TrafficScope {
+		return fmt.Errorf("traffic_scope %q: must be a scope key (region, zone, subzone, node or a label key) without surrounding spaces, =.= or ;.;", c.TrafficScope)
 	}
 	c.Header = strings.ToLower(c.Header)
 	if err := checkHeaderName(c.Header); err != nil {

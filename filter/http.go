@@ -130,6 +130,7 @@ func (h *httpContext) write(st *treeState, svc *shared.Service, r shared.Range, 
 	abi.ReplaceHttpRequestHeader(cfg.Header, value)
 	h.p.m.picks[depth]++
 	h.p.counts(svc).picks[depth]++
+	st.countTraffic(h.p.m.traffic, svc, ep, depth)
 	if countsInFlight(svc) {
 		st.picker.Inc(ep)
 		h.st, h.inflight, h.counted = st, ep, true

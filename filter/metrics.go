@@ -20,6 +20,7 @@ type metrics struct {
 	generation                        abi.Gauge
 	services                          map[string]*serviceCounts // by service name
 	other                             *serviceCounts            // services past the cap
+	traffic                           *traffic                  // by source and destination value (traffic.go)
 }
 
 type counters struct {
@@ -34,6 +35,7 @@ func (m *metrics) flush() {
 		s.flush()
 	}
 	m.other.flush()
+	m.traffic.flush()
 	for d, n := range m.picks {
 		if n > 0 {
 			m.counters.picks[d].Increment(n)

@@ -70,6 +70,7 @@ func (p *pluginContext) start() types.OnPluginStartStatus {
 		return types.OnPluginStartStatusFailed
 	}
 	p.cfg, p.loc, p.m = cfg, newSourceLocality(cfg.Locality), defineMetrics()
+	p.m.traffic = newTraffic(cfg.TrafficScope, p.loc.value(cfg.TrafficScope))
 	if cfg.Topology != nil {
 		return p.startInline()
 	}

@@ -11,14 +11,15 @@ import (
 
 // treeState is one installed tree plus this VM's per-tree picking state.
 type treeState struct {
-	tree   *shared.Tree
-	labels [][]uint64      // per service index: the proxy's label per scope
-	ranges []cachedRange   // per service index: the proxy's candidates, once looked up
-	loads  []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
-	picker *shared.Picker  // this VM's policy state (round robin, in-flight counts)
-	addrs  *addrCache      // "ip:port" of recently picked endpoints
-	etag   string          // the tree server's ETag for this tree
-	rng    uint64          // wyrand state
+	tree    *shared.Tree
+	labels  [][]uint64      // per service index: the proxy's label per scope
+	ranges  []cachedRange   // per service index: the proxy's candidates, once looked up
+	loads   []*shared.Loads // per service index: the proxy's priority loads (nil: no spillover)
+	traffic []svcTraffic    // per service index: its endpoints' destinations (traffic.go)
+	picker  *shared.Picker  // this VM's policy state (round robin, in-flight counts)
+	addrs   *addrCache      // "ip:port" of recently picked endpoints
+	etag    string          // the tree server's ETag for this tree
+	rng     uint64          // wyrand state
 }
 
 // addrCacheSize is the number of formatted addresses a VM keeps: a
@@ -42,13 +43,14 @@ func (st *treeState) randN(n uint32) uint32 {
 func newTreeState(t *shared.Tree, loc *sourceLocality) *treeState {
 	svcs := t.Services()
 	st := &treeState{
-		tree:   t,
-		labels: make([][]uint64, len(svcs)),
-		loads:  make([]*shared.Loads, len(svcs)),
-		ranges: make([]cachedRange, len(svcs)),
-		picker: shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
-		addrs:  new(addrCache),
-		rng:    rand.Uint64(),
+		tree:    t,
+		labels:  make([][]uint64, len(svcs)),
+		loads:   make([]*shared.Loads, len(svcs)),
+		ranges:  make([]cachedRange, len(svcs)),
+		traffic: make([]svcTraffic, len(svcs)),
+		picker:  shared.NewPicker(t, shared.PickerOptions{Seed: rand.Uint64() | 1}),
+		addrs:   new(addrCache),
+		rng:     rand.Uint64(),
 	}
 	for i := range svcs {
 		for _, scope := range svcs[i].Scopes() {

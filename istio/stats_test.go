@@ -56,7 +56,7 @@ func shippedStatTags(t *testing.T) []string {
 // the tags the service stays in the name (why the install sets them).
 func TestMeshStatTagsLabelFilterMetrics(t *testing.T) {
 	tags := shippedStatTags(t)
-	if !reflect.DeepEqual(tags, []string{"loctree_service", "loctree_level"}) {
+	if !reflect.DeepEqual(tags, []string{"loctree_service", "loctree_level", "loctree_traffic_source", "loctree_traffic_destination"}) {
 		t.Fatalf("extraStatTags %v", tags)
 	}
 	module := wasmtest.Bytes(t, "../filter")
@@ -73,7 +73,7 @@ func TestMeshStatTagsLabelFilterMetrics(t *testing.T) {
 		}
 		var found host.Metric
 		for _, m := range h.Metrics().Snapshot() {
-			if !strings.HasPrefix(m.Prometheus, "loctree_") || strings.Contains(m.Prometheus, "loctree_level") {
+			if !strings.HasPrefix(m.Prometheus, "loctree_") || strings.Contains(m.Prometheus, "=.=") {
 				t.Errorf("%q is exported as %q", m.Name, m.Prometheus)
 			}
 			if !included("wasmcustom." + m.Name) {

@@ -34,8 +34,11 @@ type AgentConfig struct {
 	Listen         string // address of /healthz, /metrics and /v1/tree; "" serves nothing
 	Once           bool   // install, attach and return
 	Capacity       kernel.Capacity
-	Watch          time.Duration // how often the topology file and the pins are checked (default 1s)
-	Logger         *slog.Logger
+	// TrafficScope is the scope key /metrics reports the traffic matrix
+	// by (loctree_traffic_*); "" is DefaultTrafficScope, zone.
+	TrafficScope string
+	Watch        time.Duration // how often the topology file and the pins are checked (default 1s)
+	Logger       *slog.Logger
 
 	beforeAttach func() // tests: runs after the first install, before the programs attach
 }
@@ -82,6 +85,7 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 	a.in = in
 	a.metrics.kernel = in.Stats
 	a.metrics.picks = in.PriorityPicks
+	a.metrics.traffic = in.Traffic
 	if err := a.startAndServe(ctx, src, first); err != nil {
 		in.Close()
 		if fresh { // leave the node as it was: no pins from a failed first start
@@ -93,7 +97,7 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 }
 
 func newAgent(cfg AgentConfig) *agent {
-	a := &agent{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), name: "source"}
+	a := &agent{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.TrafficScope), name: "source"}
 	a.pinsOK.Store(true)
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

@@ -14,7 +14,7 @@ import (
 // detail, which stays 200: the agent serves its last tree meanwhile.
 func TestSourceHealth(t *testing.T) {
 	var failure error
-	a := &agent{metrics: newMetrics()}
+	a := &agent{metrics: newMetrics("")}
 	a.metrics.source = func() error { return failure }
 	a.ready.Store(true)
 	a.pinsOK.Store(true)

@@ -37,7 +37,7 @@ func TestUpdateLatencyAsClientGolang(t *testing.T) {
 	total := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "loctree_update_latency_seconds", Buckets: prometheus.DefBuckets})
 	stage := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "loctree_update_stage_seconds", Buckets: prometheus.DefBuckets}, []string{"stage"})
 	reg.MustRegister(total, stage)
-	m := newMetrics()
+	m := newMetrics("")
 	base := time.Unix(1_800_000_000, 0)
 	for _, s := range stages {
 		m.updated(base, base.Add(s[0]), base.Add(s[0]+s[1]))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/loader/kernel"
+	"github.com/loctree/loctree/shared"
 )
 
 // installBuckets are the upper bounds (seconds) of the install latency
@@ -38,24 +39,29 @@ type Metrics struct {
 	kernelRefused int // services of the installed tree the kernel does not install (kernel.Result.Refused)
 	warnings      int // warnings of the installed tree (agent.warned)
 	kernel        func() ([bpf.StatCount]uint64, error)
-	picks         func() ([]uint64, error) // the kernel's picks by priority (kernel.priorityPicks)
-	fetches       treeFetches              // the filters' /v1/tree polls (treefetches.go)
-	source        func() error             // the source's Health; nil: it has none
-	extra         func(io.Writer) error    // the source's own metrics (source.Metrics); nil: none
+	picks         func() ([]uint64, error)                      // the kernel's picks by priority (kernel.priorityPicks)
+	fetches       treeFetches                                   // the filters' /v1/tree polls (treefetches.go)
+	source        func() error                                  // the source's Health; nil: it has none
+	extra         func(io.Writer) error                         // the source's own metrics (source.Metrics); nil: none
+	traffic       func() ([]kernel.TrafficCount, uint64, error) // the kernel's traffic counts (kernel.Installer.Traffic)
+	tally         *trafficTally                                 // those counts at the traffic scope (traffic.go)
+	tree          *shared.Tree                                  // the tree installed last, which places the counts
 }
 
-func newMetrics() *Metrics {
-	m := &Metrics{install: newHistogram(installBuckets), latency: newHistogram(updateBuckets)}
+func newMetrics(trafficScope string) *Metrics {
+	m := &Metrics{install: newHistogram(installBuckets), latency: newHistogram(updateBuckets), tally: newTrafficTally(trafficScope)}
 	for i := range m.stages {
 		m.stages[i] = newHistogram(updateBuckets)
 	}
 	return m
 }
 
-// installed records a successful Apply.
-func (m *Metrics) installed(r kernel.Result) {
+// installed records a successful Apply of tree.
+func (m *Metrics) installed(tree *shared.Tree, r kernel.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.readTraffic() // the picks so far are placed with the tree they were made with
+	m.tree = tree
 	m.installs++
 	m.rewritten += uint64(r.Rewritten)
 	m.services, m.endpoints, m.gen = r.Services, r.Endpoints, r.Generation
@@ -147,7 +153,24 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			pw.priorityPicks(picks)
 		}
 	}
+	if m.readTraffic() {
+		m.tally.write(pw)
+	}
 	return pw.n, pw.err
+}
+
+// readTraffic adds the kernel's new traffic counts to the tally, placed
+// with the tree installed now; it reports whether it could read them.
+func (m *Metrics) readTraffic() bool {
+	if m.traffic == nil || m.tree == nil {
+		return false // before the first tree: counts an earlier agent left wait for it
+	}
+	counts, other, err := m.traffic()
+	if err != nil {
+		return false
+	}
+	m.tally.update(m.tree, counts, other)
+	return true
 }
 
 // refusals are the kernel's refusal counters by reason label.

@@ -26,7 +26,7 @@ func freeAddr(t *testing.T) string {
 // the HTTP server runs.
 func TestReliabilityAgentClosesIdleConnections(t *testing.T) {
 	addr := freeAddr(t)
-	a := &agent{cfg: AgentConfig{Listen: addr}, log: slog.New(slog.DiscardHandler), metrics: newMetrics()}
+	a := &agent{cfg: AgentConfig{Listen: addr}, log: slog.New(slog.DiscardHandler), metrics: newMetrics("")}
 	stop, err := a.serve()
 	if err != nil {
 		t.Fatal(err)

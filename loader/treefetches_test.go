@@ -15,7 +15,7 @@ import (
 // TestTreeFetchesCounted: the metrics count /v1/tree answers by code, so an
 // operator sees whether the proxies' filters poll the agent.
 func TestTreeFetchesCounted(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics("")
 	var trees TreeServer
 	h := m.fetches.count(&trees)
 	get := func(etag string) int {
@@ -55,7 +55,7 @@ func TestTreeFetchesCounted(t *testing.T) {
 // requests (only the HTTP server runs, no kernel).
 func TestAgentServesTreeFetchCounts(t *testing.T) {
 	addr := freeAddr(t)
-	a := &agent{cfg: AgentConfig{Listen: addr}, log: slog.New(slog.DiscardHandler), metrics: newMetrics()}
+	a := &agent{cfg: AgentConfig{Listen: addr}, log: slog.New(slog.DiscardHandler), metrics: newMetrics("")}
 	stop, err := a.serve()
 	if err != nil {
 		t.Fatal(err)

@@ -163,7 +163,7 @@ func (a *agent) install(tree *shared.Tree, changed []string) error {
 	if a.ready.Load() {
 		a.trees.Set(tree)
 	}
-	a.metrics.installed(res)
+	a.metrics.installed(tree, res)
 	a.noteNotInKernel(res.Refused)
 	a.log.Info("tree installed", "source", a.name, "generation", res.Generation, "services", res.Services,
 		"eligible_endpoints", res.Endpoints, "rewritten", res.Rewritten, "removed", res.Removed, "not_in_kernel", len(res.Refused), "duration", res.Duration)

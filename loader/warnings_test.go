@@ -21,7 +21,7 @@ import (
 // rebuilds keep it, with the nearest known region, and counts them.
 func TestAgentLogsWarningsOnce(t *testing.T) {
 	var logs bytes.Buffer
-	a := &agent{name: "test", log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: newMetrics()}
+	a := &agent{name: "test", log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: newMetrics("")}
 	api := shared.ServiceSpec{Name: "api", Spillover: &shared.SpilloverSpec{},
 		Failover: []shared.FailoverSpec{{From: "us-east", To: "ap-soth"}},
 		Endpoints: []shared.EndpointSpec{

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "maps.h"
 #include "pick.h"
+#include "traffic.h"
 
 #define ECONNREFUSED 111
 #define SK_PASS 1
@@ -234,8 +235,9 @@ static __always_inline int lt_keep(struct bpf_sock_addr *ctx, int v6, const stru
 
 /*
  * lt_redirect_to rewrites the destination to endpoint idx of the service
- * at fe and records it for the socket (and, for UDP, for its replies): the
- * end of every new pick. It returns SK_PASS, or refuses.
+ * at fe and records it for the socket (and, for UDP, for its replies) and
+ * in the traffic counts: the end of every new pick. It returns SK_PASS, or
+ * refuses.
  */
 static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u32 proto, __u64 cookie,
 					  const struct lt_sock *old, const struct lt_addr *fe, __u32 idx, __u8 policy)
@@ -252,6 +254,7 @@ static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u
 	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy));
 	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, fe);
+	lt_count_traffic(fe, &b);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }

@@ -29,8 +29,21 @@ struct lt_cgroup_search {
 	__u64 mask;                    /* levels with entries */
 	const struct lt_service *svc;  /* the service being looked up */
 	__u64 *labels;                 /* out: svc's source labels, when found */
-	__u64 found;                   /* 1: the task's cgroup or an ancestor has its own locality */
+	__u64 found;                   /* the id of the task's cgroup or ancestor with its own locality; 0: none */
 };
+
+/*
+ * The cgroup whose locality this CPU's last lookup used (0: the node's),
+ * for the traffic counts of the pick that follows (traffic.h): written
+ * only while some cgroup has its own locality, so a node without any
+ * pays nothing.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lt_src_cgroup SEC(".maps");
 
 /* lt_cgroup_level checks one level, deepest first (a bpf_loop callback, so
  * the verifier checks it once instead of once per level and branch). The
@@ -49,7 +62,7 @@ static long lt_cgroup_level(__u64 i, void *data)
 	if (!loc)
 		return 0;
 	lt_labels_for(c->svc, loc, c->labels);
-	c->found = 1;
+	c->found = id;
 	return 1;
 }
 
@@ -58,16 +71,21 @@ static long lt_cgroup_level(__u64 i, void *data)
  * cgroup, or of its nearest ancestor, with its own locality in
  * lt_cgroup_src (written to buf), or else the node's, precomputed in
  * svc->src. Only levels that hold entries are looked up; with no entry at
- * all it costs one array read.
+ * all it costs one array read. The cgroup found is noted in lt_src_cgroup.
  */
 static __always_inline const __u64 *lt_source(const struct lt_service *svc, __u64 *buf)
 {
 	__u32 zero = 0;
 	__u64 *mask = bpf_map_lookup_elem(&lt_cgroup_levels, &zero);
 	struct lt_cgroup_search c = {.mask = mask ? *mask : 0, .svc = svc, .labels = buf};
+	__u64 *last;
 
-	if (c.mask)
+	if (c.mask) {
 		bpf_loop(LT_MAX_CGROUP_LEVEL + 1, lt_cgroup_level, &c, 0);
+		last = bpf_map_lookup_elem(&lt_src_cgroup, &zero);
+		if (last)
+			*last = c.found;
+	}
 	return c.found ? buf : svc->src;
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -119,6 +120,7 @@ elsewhere, e.g. /run/loctree/cgroupv2, and give that.)`,
 	f.StringVar(&cfg.BPFFS, "bpffs", "", "directory on a bpffs mount for pinned maps and links")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:15099", "address for /healthz, /metrics and /v1/tree (empty: none)")
 	f.BoolVar(&cfg.Once, "once", false, "install and exit, leaving the programs attached and pinned")
+	f.StringVar(&cfg.TrafficScope, "traffic-scope", loader.DefaultTrafficScope, "scope key /metrics reports the traffic matrix by (loctree_traffic_*: connections by source and destination value, the cross share and the share with no locality); services that do not route by it count as (unknown)")
 	f.DurationVar(&cfg.Watch, "watch-interval", time.Second, "how often the topology file (or directory) is checked for changes (positive)")
 	capacityFlags(cmd, &cfg.Capacity)
 	_ = cmd.RegisterFlagCompletionFunc("locality", completeLocality)
@@ -188,6 +190,9 @@ func checkAgentFlags(cfg *loader.AgentConfig) error {
 	if cfg.Watch <= 0 {
 		return fmt.Errorf("--watch-interval %s: must be positive", cfg.Watch)
 	}
+	if strings.TrimSpace(cfg.TrafficScope) == "" {
+		return fmt.Errorf("--traffic-scope %q: must name a scope key (region, zone, subzone, node, or a label key the services route by)", cfg.TrafficScope)
+	}
 	return checkCapacity(cfg.Capacity)
 }
 
@@ -203,6 +208,7 @@ func checkCapacity(c kernel.Capacity) error {
 		{"--max-nodes", c.Nodes, 2 * shared.MaxNodes},
 		{"--max-endpoints", c.Endpoints, 2 * shared.MaxEndpoints},
 		{"--max-sockets", c.Sockets, 1 << 24},
+		{"--max-traffic", c.Traffic, 1 << 24},
 	} {
 		if f.v < 1 || f.v > f.max {
 			return fmt.Errorf("%s %d: must be 1..%d", f.flag, f.v, f.max)
@@ -217,6 +223,7 @@ func capacityFlags(cmd *cobra.Command, c *kernel.Capacity) {
 	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP (1..65536)")
 	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services and their child tables, about 3 entries per node (updates need room for old and new copies; 1..2^26)")
 	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies; 1..2^25)")
+	f.Uint32Var(&c.Traffic, "max-traffic", d.Traffic, "capacity: (source cgroup, service, backend) keys the kernel's traffic counts keep (1..2^24); new picks of more count in loctree_traffic_connections_total as (other)")
 	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count; 1..2^24); also the consistent_hash session affinities (client × service) kept, least recently used dropped first")
 }
 

@@ -240,3 +240,23 @@ func metricAtLeast(base, name string, min float64) error {
 	}
 	return fmt.Errorf("%s missing from /metrics", name)
 }
+
+// TestAgentTrafficFlags: an empty --traffic-scope and a --max-traffic of 0
+// or past 2^24 are refused before anything runs, naming the flag.
+func TestAgentTrafficFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--traffic-scope", ""}, `--traffic-scope "": must name a scope key`},
+		{[]string{"--traffic-scope", " "}, `--traffic-scope " ": must name a scope key`},
+		{[]string{"--max-traffic", "0"}, "--max-traffic 0: must be 1..16777216"},
+		{[]string{"--max-traffic", "16777217"}, "--max-traffic 16777217: must be 1..16777216"},
+	} {
+		args := append([]string{"agent", "--cgroup", t.TempDir(), "--bpffs", t.TempDir()}, tt.args...)
+		code, _, errs := runCLI(t, args...)
+		if code == 0 || !strings.Contains(errs, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tt.args, code, errs, tt.want)
+		}
+	}
+}

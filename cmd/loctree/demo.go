@@ -40,14 +40,17 @@ locality running the filter (--module) with the tree fetched from the agent.
 
 It then sends traffic from four source localities through both planes: kernel
 connections to the VIP from each source's cgroup, and requests through each
-source's proxy, and draws where they land, refreshed live. A third of the
+source's proxy, and draws where they land, refreshed live, with the zone ×
+zone matrix both planes' counters report (the agent's /metrics, the filters'
+stats), the cross-zone share and the share with no locality. A third of the
 way in, the endpoints of us-east-1a are marked unhealthy (failover within the
 region), and two thirds in they come back.
 
 It needs root (BPF programs, cgroup2 and bpffs mounts). Ctrl-C or the end
 removes everything it set up (Ctrl-C then exits with status 130); what a demo
 killed with SIGKILL left, the next demo removes. -o json (or yaml) prints a summary with, per phase and
-source, the candidate set shared computes and the spread each plane gave.
+source, the candidate set shared computes and the spread each plane gave, and
+each plane's traffic matrix at the end.
 
 Examples:
   make wasm && sudo bin/loctree demo

@@ -60,6 +60,7 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
+	checkDemoTraffic(t, &sum)
 	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "loctree-demo") {
 		t.Errorf("a demo mount is left:\n%s", mi)
 	}
@@ -87,5 +88,62 @@ func TestDemoFormats(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, "demo", "-o", "xml"); code == 0 || !strings.Contains(errs, "unknown output format") {
 		t.Errorf("-o xml: exit %d, %q", code, errs)
+	}
+}
+
+// checkDemoTraffic: each plane's zone × zone counters, as the agent's
+// /metrics and the filters' stats report them, hold exactly the answers
+// the demo saw per source zone and backend zone; the cross counts are
+// the off-diagonal; the no-locality count is, per answer, the share of the
+// phase's healthy endpoints (the service is random: one each) outside the
+// source's zone, worked from demo.Mesh's spec (the filter carries
+// fractions per VM, so it may be up to one short per proxy).
+func checkDemoTraffic(t *testing.T, sum *demo.Summary) {
+	t.Helper()
+	want := map[string]map[string]map[string]uint64{"kernel": {}, "l7": {}}
+	noloc := map[string]float64{}
+	for _, ph := range sum.Phases {
+		var eligible []shared.EndpointSpec
+		for _, e := range demo.Mesh(ph.Name == "failover").Services[0].Endpoints {
+			if (e.Healthy == nil || *e.Healthy) && !e.Degraded {
+				eligible = append(eligible, e)
+			}
+		}
+		for _, s := range ph.Sources {
+			out := 0
+			for _, e := range eligible {
+				if e.Locality["zone"] != s.Locality["zone"] {
+					out++
+				}
+			}
+			for plane, sp := range map[string]demo.Spread{"kernel": s.Kernel, "l7": s.L7} {
+				for loc, n := range sp.Localities {
+					_, zone, _ := strings.Cut(loc, "/")
+					row := want[plane][s.Locality["zone"]]
+					if row == nil {
+						row = map[string]uint64{}
+						want[plane][s.Locality["zone"]] = row
+					}
+					row[zone] += uint64(n)
+				}
+				noloc[plane] += float64(sp.Total) * float64(out) / float64(len(eligible))
+			}
+		}
+	}
+	for plane, m := range map[string]demo.Matrix{"kernel": sum.Traffic.Kernel, "l7": sum.Traffic.L7} {
+		var cross uint64
+		for src, row := range want[plane] {
+			for dst, n := range row {
+				if got := m.Counts[src][dst]; got != n {
+					t.Errorf("%s counters: %s → %s = %d, the demo saw %d (counters %v)", plane, src, dst, got, n, m.Counts)
+				}
+				if src != dst {
+					cross += n
+				}
+			}
+		}
+		if m.Cross != float64(cross) || m.NoLocality > noloc[plane]+1e-6 || m.NoLocality < noloc[plane]-float64(len(sum.Phases[0].Sources)) {
+			t.Errorf("%s: cross %v, no-locality %v; want %d and %.3f", plane, m.Cross, m.NoLocality, cross, noloc[plane])
+		}
 	}
 }

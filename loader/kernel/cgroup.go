@@ -76,6 +76,7 @@ func (in *Installer) setCgroupLocality(id uint64, level uint32, loc shared.Local
 	if err := in.k.objs.LtCgroupSrc.Put(id, &v); err != nil {
 		return fmt.Errorf("set cgroup locality: %w", err)
 	}
+	in.rememberCgroup(id, loc)
 	return nil
 }
 
@@ -110,5 +111,6 @@ func (in *Installer) ClearCgroupLocality(dir string) error {
 	if err := in.k.objs.LtCgroupSrc.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("clear cgroup locality: %w", err)
 	}
+	in.rememberCgroup(id, nil)
 	return in.updateCgroupLevels()
 }

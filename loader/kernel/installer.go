@@ -19,26 +19,29 @@ import (
 // after an RCU grace period that began after the replacement (grace.go).
 // Services whose records did not change are not touched.
 type Installer struct {
-	mu         sync.Mutex
-	k          *kernel
-	locality   shared.Locality
-	log        *slog.Logger
-	nodes      *allocator
-	eps        *allocator
-	slots      *allocator
-	installed  map[bpf.Frontend]bpf.Service
-	retired    []retired // regions still possibly read, freed after their grace period
-	grace      *grace
-	gen        uint64
-	links      []link.Link             // links this agent holds; Close detaches the unpinned ones
-	pins       map[string]pinnedObject // what the agent pinned, by path (pins.go)
-	digests    map[bpf.Frontend]digestCache
-	byName     map[string]bpf.Frontend // service name → its frontend; nil until a full Apply
-	endpoints  int                     // eligible endpoints of the installed services
-	eligible   map[bpf.Frontend]uint32 // eligible endpoints per installed service (a priority-load service installs all)
-	kidScratch kidSlots                // where a service's child table is placed before it is written (kids.go)
-	refused    map[string]error        // services of the installed tree the kernel does not install (refuse.go)
-	pending    map[string]error        // refused of the tree being applied, until it is
+	mu          sync.Mutex
+	k           *kernel
+	locality    shared.Locality
+	log         *slog.Logger
+	nodes       *allocator
+	eps         *allocator
+	slots       *allocator
+	installed   map[bpf.Frontend]bpf.Service
+	retired     []retired // regions still possibly read, freed after their grace period
+	grace       *grace
+	gen         uint64
+	links       []link.Link             // links this agent holds; Close detaches the unpinned ones
+	pins        map[string]pinnedObject // what the agent pinned, by path (pins.go)
+	digests     map[bpf.Frontend]digestCache
+	byName      map[string]bpf.Frontend    // service name → its frontend; nil until a full Apply
+	endpoints   int                        // eligible endpoints of the installed services
+	eligible    map[bpf.Frontend]uint32    // eligible endpoints per installed service (a priority-load service installs all)
+	kidScratch  kidSlots                   // where a service's child table is placed before it is written (kids.go)
+	refused     map[string]error           // services of the installed tree the kernel does not install (refuse.go)
+	pending     map[string]error           // refused of the tree being applied, until it is
+	trafficMu   sync.Mutex                 // guards what Traffic reads: the two below
+	cgroupLocs  map[uint64]shared.Locality // the cgroup localities this agent set, by cgroup id (traffic.go)
+	trafficNode shared.Locality            // the node's locality
 }
 
 // Config configures an Installer.
@@ -70,6 +73,7 @@ func (in *Installer) SetLocality(loc shared.Locality) {
 	defer in.mu.Unlock()
 	in.locality = loc
 	in.byName = nil
+	in.rememberNode(loc)
 }
 
 // Open loads the programs and creates the maps, or re-adopts the maps and
@@ -82,6 +86,7 @@ func Open(cfg Config) (*Installer, error) {
 	c.Nodes = cmpOr(c.Nodes, d.Nodes)
 	c.Endpoints = cmpOr(c.Endpoints, d.Endpoints)
 	c.Sockets = cmpOr(c.Sockets, d.Sockets)
+	c.Traffic = cmpOr(c.Traffic, d.Traffic)
 	k, err := openKernel(cfg.BPFFS, c, cfg.Replace)
 	if err != nil {
 		return nil, err
@@ -90,8 +95,9 @@ func Open(cfg Config) (*Installer, error) {
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
 		installed: map[bpf.Frontend]bpf.Service{}, eligible: map[bpf.Frontend]uint32{}, digests: map[bpf.Frontend]digestCache{},
-		pins: map[string]pinnedObject{},
+		pins: map[string]pinnedObject{}, cgroupLocs: map[uint64]shared.Locality{},
 	}
+	in.rememberNode(cfg.Locality)
 	in.pinMaps()
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)

@@ -18,12 +18,13 @@ type Capacity struct {
 	Nodes     uint32 // tree nodes of all services and their child tables (about 2 slots per node: kids.go), twice for double-buffering
 	Endpoints uint32 // eligible endpoints of all services, same
 	Sockets   uint32 // redirected sockets open at once; more are redirected but not remembered; also session affinities (client × service), the least recently used dropped first
+	Traffic   uint32 // (source, service, backend) triples the traffic counts keep; new picks of more count as (other)
 }
 
 // DefaultCapacity fits 100,000 endpoints rewritten all at once, in trees of
 // up to about 85,000 nodes (each with its child table).
 func DefaultCapacity() Capacity {
-	return Capacity{Services: 4096, Nodes: 1 << 19, Endpoints: 1 << 18, Sockets: 1 << 16}
+	return Capacity{Services: 4096, Nodes: 1 << 19, Endpoints: 1 << 18, Sockets: 1 << 16, Traffic: 1 << 14}
 }
 
 // kernel is the loaded programs and the (possibly re-adopted) maps.
@@ -54,6 +55,7 @@ func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
 		bpf.MapSocks: c.Sockets, bpf.MapRev: c.Sockets,
 		bpf.MapAffinity: c.Sockets, bpf.MapAffinityEps: c.Endpoints,
+		bpf.MapTraffic: c.Traffic,
 	}
 	for name, m := range spec.Maps {
 		if n, ok := sizes[name]; ok {

@@ -32,8 +32,9 @@ func (in *Installer) pinMaps() {
 }
 
 // pinnedMap says whether the programs' map name is pinned: every map but
-// the priority load's per-connect scratch, which nothing outlives.
-func pinnedMap(name string) bool { return name != bpf.MapPrioScratch }
+// the per-connect scratch (the priority load's, the source cgroup noted
+// for the traffic count), which nothing outlives.
+func pinnedMap(name string) bool { return name != bpf.MapPrioScratch && name != bpf.MapSrcCgroup }
 
 // CheckPins makes sure every map and link the agent pinned is still in its
 // bpffs directory. The agent holds every object open, so the kernel path

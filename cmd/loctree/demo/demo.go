@@ -51,10 +51,12 @@ type Config struct {
 
 // Summary is what the demo saw (`loctree demo -o json`).
 type Summary struct {
-	Service     string        `json:"service"`
-	VIP         string        `json:"vip"`
-	Phases      []PhaseResult `json:"phases"`
-	Interrupted bool          `json:"interrupted,omitempty"`
+	Service string        `json:"service"`
+	VIP     string        `json:"vip"`
+	Phases  []PhaseResult `json:"phases"`
+	// Traffic is what both planes' cross-zone counters report at the end.
+	Traffic     Traffic `json:"traffic"`
+	Interrupted bool    `json:"interrupted,omitempty"`
 }
 
 // PhaseResult is one phase: a topology, and where each source's traffic

@@ -46,10 +46,29 @@ func (d *demo) run(ctx context.Context) (*Summary, error) {
 			d.draw(d.cfg.View, res, i)
 		}
 	}
+	sum.Traffic = d.settledTraffic(ctx, sum)
 	if d.cfg.View != nil {
 		drawSummary(d.cfg.View, sum)
 	}
 	return sum, nil
+}
+
+// settledTraffic reads both planes' counters once the filters have
+// flushed every request the demo sent (on their tick; waitFor bounds the
+// wait).
+func (d *demo) settledTraffic(ctx context.Context, sum *Summary) Traffic {
+	var sent uint64
+	for _, ph := range sum.Phases {
+		for _, s := range ph.Sources {
+			sent += uint64(s.L7.Total)
+		}
+	}
+	var t Traffic
+	d.waitFor(ctx, d.agentRun, "the filters to flush their counters", func() bool {
+		t = d.trafficNow()
+		return t.L7.Total() >= sent
+	})
+	return t
 }
 
 // settle waits until the agent serves a generation after prev and every

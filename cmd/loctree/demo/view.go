@@ -9,6 +9,7 @@ import (
 
 // redraw draws the current phase in place (cursor home, clear screen).
 func (d *demo) redraw() {
+	t := d.trafficNow() // outside the lock: an HTTP call
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cur == nil {
@@ -17,6 +18,7 @@ func (d *demo) redraw() {
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
 	d.drawLocked(&b, d.cur, phaseIndex(d.cur.Name))
+	drawTraffic(&b, t)
 	io.WriteString(d.cfg.View, b.String())
 }
 
@@ -128,6 +130,7 @@ func drawSummary(w io.Writer, sum *Summary) {
 			fmt.Fprintf(w, "  from %-26s %s\n", localityName(s.Locality), strings.Join(parts, ", "))
 		}
 	}
+	drawTraffic(w, sum.Traffic)
 }
 
 func pct(s Spread, l string) string {

@@ -1,0 +1,124 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/shared"
+)
+
+// TrafficCount is the programs' count of new picks of one backend of one
+// service by one source (bpf/lib/traffic.h): connections, and UDP sockets'
+// first datagram to a backend; a socket that keeps its backend is not
+// counted again.
+type TrafficCount struct {
+	// Source is the locality the connects looked the service up with: a
+	// cgroup's own (SetCgroupLocality) or the node's. Nil when the cgroup
+	// is one this agent did not set (an earlier agent's, re-adopted).
+	Source   shared.Locality
+	Cgroup   uint64         // the cgroup whose locality Source is; 0: the node's
+	Frontend netip.AddrPort // the service's VIP
+	Backend  netip.AddrPort // the picked endpoint
+	Picks    uint64
+}
+
+// Traffic reads the traffic counts: per (source, service, backend), and
+// the new picks the programs could not key because the map was full
+// (Capacity.Traffic), which a report shows as (other).
+func (in *Installer) Traffic() (counts []TrafficCount, other uint64, err error) {
+	in.trafficMu.Lock()
+	node, cgroups := maps.Clone(in.trafficNode), maps.Clone(in.cgroupLocs)
+	in.trafficMu.Unlock()
+	err = in.k.eachTraffic(func(k *bpf.TrafficKey, picks uint64) {
+		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: picks}
+		if k.Src != 0 {
+			c.Source = cgroups[k.Src]
+		}
+		counts = append(counts, c)
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
+	}
+	var per []uint64
+	if err := in.k.objs.LtTrafficOther.Lookup(uint32(0), &per); err != nil {
+		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
+	}
+	return counts, sum(per), nil
+}
+
+// trafficBatch is how many keys one batch lookup reads.
+const trafficBatch = 1024
+
+// eachTraffic calls f with every key of the traffic map and its per-CPU
+// sum, read a batch of keys per system call (the agent reads them at each
+// scrape and before each install: one lookup per key took 78 ms at 16,384
+// keys, BenchmarkTraffic).
+func (k *kernel) eachTraffic(f func(*bpf.TrafficKey, uint64)) error {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	keys := make([]bpf.TrafficKey, trafficBatch)
+	vals := make([]uint64, trafficBatch*cpus)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := k.objs.LtTraffic.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			f(&keys[i], sum(vals[i*cpus:(i+1)*cpus]))
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// rememberCgroup keeps the locality a cgroup's connects are counted with.
+// A cleared cgroup's is kept: its counts were made with it.
+func (in *Installer) rememberCgroup(id uint64, loc shared.Locality) {
+	if loc == nil {
+		return
+	}
+	in.trafficMu.Lock()
+	defer in.trafficMu.Unlock()
+	in.cgroupLocs[id] = maps.Clone(loc)
+}
+
+// rememberNode keeps the node's locality for the traffic counts.
+func (in *Installer) rememberNode(loc shared.Locality) {
+	in.trafficMu.Lock()
+	defer in.trafficMu.Unlock()
+	in.trafficNode = maps.Clone(loc)
+}
+
+// addrPortOf is the address and port of a frontends or conns map key
+// (FrontendOf's inverse).
+func addrPortOf(a bpf.Backend) netip.AddrPort {
+	var raw [16]byte
+	for i, w := range a.Addr {
+		binary.NativeEndian.PutUint32(raw[4*i:], w)
+	}
+	var port [2]byte
+	binary.NativeEndian.PutUint16(port[:], a.Port)
+	addr := netip.AddrFrom16(raw)
+	if a.Family == 4 {
+		addr = netip.AddrFrom4([4]byte(raw[:4]))
+	}
+	return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(port[:]))
+}
+
+func sum(per []uint64) uint64 {
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}

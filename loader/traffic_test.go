@@ -1,0 +1,135 @@
+package loader
+
+import (
+	"io"
+	"maps"
+	"net/netip"
+	"testing"
+
+	"github.com/loctree/loctree/loader/kernel"
+	"github.com/loctree/loctree/shared"
+)
+
+// trafficTree is service api (VIP 127.77.0.1:80, weighted) over zones z1
+// (.1, weight 1; .4 unhealthy, weight 10), z2 (.2, weight 3) of region r1
+// and z3 (.3, weight 4) of r2. a moves .1 to zone z2.
+func trafficTree(t *testing.T, moved bool) *shared.Tree {
+	t.Helper()
+	w := func(n uint32) *uint32 { return &n }
+	no := false
+	zone1 := "z1"
+	if moved {
+		zone1 = "z2"
+	}
+	top := &shared.Topology{Services: []shared.ServiceSpec{{Name: "api", VIP: "127.77.0.1:80", Scopes: []string{"region", "zone"}, Policy: "weighted",
+		Endpoints: []shared.EndpointSpec{
+			{Address: "127.0.0.1:80", Locality: shared.Locality{"region": "r1", "zone": zone1}, Weight: w(1)},
+			{Address: "127.0.0.2:80", Locality: shared.Locality{"region": "r1", "zone": "z2"}, Weight: w(3)},
+			{Address: "127.0.0.3:80", Locality: shared.Locality{"region": "r2", "zone": "z3"}, Weight: w(4)},
+			{Address: "127.0.0.4:80", Locality: shared.Locality{"region": "r1", "zone": "z1"}, Weight: w(10), Healthy: &no},
+		}}}}
+	tree, err := shared.Build(top, shared.BuildOptions{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+var (
+	apiVIP = netip.MustParseAddrPort("127.77.0.1:80")
+	nodeZ1 = shared.Locality{"region": "r1", "zone": "z1"}
+	podZ2  = shared.Locality{"region": "r1", "zone": "z2"}
+)
+
+func tc(src shared.Locality, cgroup uint64, fe netip.AddrPort, b string, n uint64) kernel.TrafficCount {
+	return kernel.TrafficCount{Source: src, Cgroup: cgroup, Frontend: fe, Backend: netip.MustParseAddrPort(b), Picks: n}
+}
+
+// trafficCounts are the kernel's counts of the golden file: the node
+// (r1/z1) sent 90 to .1 and 10 to .2; a pod cgroup (r1/z2) 40 to .2; a
+// cgroup this agent did not set 5 to .3; the node 3 to a VIP the tree no
+// longer has; 2 picks found the map full.
+func trafficCounts() ([]kernel.TrafficCount, uint64, error) {
+	return []kernel.TrafficCount{
+		tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", 90),
+		tc(nodeZ1, 0, apiVIP, "127.0.0.2:80", 10),
+		tc(podZ2, 7, apiVIP, "127.0.0.2:80", 40),
+		tc(nil, 9, apiVIP, "127.0.0.3:80", 5),
+		tc(nodeZ1, 0, netip.MustParseAddrPort("127.77.0.9:80"), "127.0.0.9:80", 3),
+	}, 2, nil
+}
+
+// TestTrafficTally checks the tally of trafficCounts against numbers
+// worked by hand from trafficTree's spec:
+//   - pairs: z1→z1 90, z1→z2 10, z2→z2 40, (unknown)→z3 5 (the source's
+//     locality is not known), z1→(unknown) 3 (no such service), (other) 2;
+//   - depth: .1 shares region and zone with r1/z1 (2: 90), .2 the region
+//     (1: 10), .2 both with r1/z2 (2: 40); 10 unknown;
+//   - placed 140 (90+10+40), cross 10;
+//   - no locality: the eligible weights are 1 (z1), 3 (z2), 4 (z3) of 8
+//     (.4 is unhealthy): from z1 7/8 cross, from z2 5/8, so 100·7/8 +
+//     40·5/8 = 112.5.
+//
+// Then .1 moves to z2 and its count grows by 10: the 10 count as z1→z2,
+// the 90 stay z1→z1.
+func TestTrafficTally(t *testing.T) {
+	tl := newTrafficTally("")
+	counts, other, _ := trafficCounts()
+	tl.update(trafficTree(t, false), counts, other)
+	wantPairs := map[[2]string]uint64{{"z1", "z1"}: 90, {"z1", "z2"}: 10, {"z2", "z2"}: 40, {"(unknown)", "z3"}: 5, {"z1", "(unknown)"}: 3, {"(other)", "(other)"}: 2}
+	wantDepths := map[string]uint64{"2": 130, "1": 10, "(unknown)": 10}
+	check := func() {
+		t.Helper()
+		if !maps.Equal(tl.pairs, wantPairs) || !maps.Equal(tl.depths, wantDepths) {
+			t.Fatalf("pairs %v depths %v, want %v %v", tl.pairs, tl.depths, wantPairs, wantDepths)
+		}
+	}
+	check()
+	if tl.placed != 140 || tl.cross != 10 || tl.nolocality != 112.5 {
+		t.Fatalf("placed %d cross %d no-locality %v, want 140 10 112.5", tl.placed, tl.cross, tl.nolocality)
+	}
+	counts[0].Picks = 100
+	tl.update(trafficTree(t, true), counts, other)
+	wantPairs[[2]string{"z1", "z2"}] += 10
+	wantDepths["1"] += 10
+	check()
+	tl.update(trafficTree(t, true), counts, other) // nothing new: nothing counted
+	check()
+}
+
+// TestTrafficPairsCapped: past maxPairs pairs, new pairs count under
+// (other); pairs that have a series keep it, and no pick is lost.
+func TestTrafficPairsCapped(t *testing.T) {
+	tl := newTrafficTally("")
+	tl.maxPairs = 2
+	tree := trafficTree(t, false)
+	tl.update(tree, []kernel.TrafficCount{tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", 1), tc(nodeZ1, 0, apiVIP, "127.0.0.2:80", 2)}, 0)
+	tl.update(tree, []kernel.TrafficCount{tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", 5), tc(nodeZ1, 0, apiVIP, "127.0.0.2:80", 2), tc(nodeZ1, 0, apiVIP, "127.0.0.3:80", 4)}, 0)
+	want := map[[2]string]uint64{{"z1", "z1"}: 5, {"z1", "z2"}: 2, {"(other)", "(other)"}: 4}
+	if !maps.Equal(tl.pairs, want) {
+		t.Fatalf("pairs %v, want %v", tl.pairs, want)
+	}
+}
+
+// TestTrafficPlacedBeforeInstall: the picks made before a new tree is
+// installed are placed with the tree they were made with: the agent reads
+// the counts before it switches trees, not only when scraped. Counts from
+// before the first tree (an earlier agent's) wait for it.
+func TestTrafficPlacedBeforeInstall(t *testing.T) {
+	m := newMetrics("")
+	picks := uint64(10)
+	m.traffic = func() ([]kernel.TrafficCount, uint64, error) {
+		return []kernel.TrafficCount{tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", picks)}, 0, nil
+	}
+	m.installed(trafficTree(t, false), kernel.Result{})
+	picks = 30
+	m.installed(trafficTree(t, true), kernel.Result{}) // .1 moves to z2
+	picks = 35
+	if _, err := m.WriteTo(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]string]uint64{{"z1", "z1"}: 30, {"z1", "z2"}: 5}
+	if !maps.Equal(m.tally.pairs, want) {
+		t.Fatalf("pairs %v, want %v", m.tally.pairs, want)
+	}
+}
