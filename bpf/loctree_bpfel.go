@@ -182,7 +182,10 @@ type loctreeLtService struct {
 	LocDepth        uint8
 	LocPad          [3]uint8
 	OtherRoot       uint32
-	_               [4]byte
+	Widen           uint32
+	WidenLeaves     uint32
+	LoadHigh        uint16
+	LoadLow         uint16
 }
 
 type loctreeLtSock struct {
@@ -192,6 +195,7 @@ type loctreeLtSock struct {
 	Ep      uint32
 	Counted uint8
 	Pad     [3]uint8
+	Widen   loctreeLtWidenKey
 }
 
 type loctreeLtStat uint32
@@ -205,6 +209,20 @@ const (
 	loctreeLtStatLT_STAT_SCRATCH_BUSY loctreeLtStat = 5
 	loctreeLtStatLT_STAT_MAX          loctreeLtStat = 6
 )
+
+type loctreeLtWidenKey struct {
+	_    structs.HostLayout
+	Svc  uint64
+	Path uint64
+}
+
+type loctreeLtWidenVal struct {
+	_      structs.HostLayout
+	Parent loctreeLtWidenKey
+	Count  int64
+	Wide   uint8
+	Pad    [7]uint8
+}
 
 // Names of all BPF objects in the ELF.
 //
@@ -224,6 +242,7 @@ const (
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
 	loctreeMapLtStats         = "lt_stats"
+	loctreeMapLtWiden         = "lt_widen"
 	loctreeProgLtConnect4     = "lt_connect4"
 	loctreeProgLtConnect6     = "lt_connect6"
 	loctreeProgLtGetpeername4 = "lt_getpeername4"
@@ -306,6 +325,7 @@ type loctreeMapSpecs struct {
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
+	LtWiden        *ebpf.MapSpec `ebpf:"lt_widen"`
 }
 
 // loctreeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -348,6 +368,7 @@ type loctreeMaps struct {
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
+	LtWiden        *ebpf.Map `ebpf:"lt_widen"`
 }
 
 func (m *loctreeMaps) Close() error {
@@ -366,6 +387,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtRr,
 		m.LtSocks,
 		m.LtStats,
+		m.LtWiden,
 	)
 }
 

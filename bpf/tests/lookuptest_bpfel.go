@@ -175,7 +175,10 @@ type lookuptestLtService struct {
 	LocDepth        uint8
 	LocPad          [3]uint8
 	OtherRoot       uint32
-	_               [4]byte
+	Widen           uint32
+	WidenLeaves     uint32
+	LoadHigh        uint16
+	LoadLow         uint16
 }
 
 type lookuptestLtStat uint32

@@ -39,6 +39,8 @@ type Installer struct {
 	kidScratch kidSlots                // where a service's child table is placed before it is written (kids.go)
 	refused    map[string]error        // services of the installed tree the kernel does not install (refuse.go)
 	pending    map[string]error        // refused of the tree being applied, until it is
+	orphans    map[bpf.WidenKey]bool   // load-aware counts no tree may name any more, deleted at 0 (widen.go)
+	swept      bool                    // the counts an earlier agent left were taken as orphans
 }
 
 // Config configures an Installer.
@@ -90,7 +92,7 @@ func Open(cfg Config) (*Installer, error) {
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
 		installed: map[bpf.Frontend]bpf.Service{}, eligible: map[bpf.Frontend]uint32{}, digests: map[bpf.Frontend]digestCache{},
-		pins: map[string]pinnedObject{},
+		pins: map[string]pinnedObject{}, orphans: map[bpf.WidenKey]bool{},
 	}
 	in.pinMaps()
 	if in.log == nil {
