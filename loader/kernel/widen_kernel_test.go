@@ -359,3 +359,68 @@ func TestWidenConstantsMatchHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadAwareUDPRepointed: an unconnected UDP socket is counted on the
+// path of the backend its datagrams go to, and moved with its count when
+// that backend stops being a candidate: sent to z2 while z1 is wide, its
+// next datagram after z1 narrowed goes to z1, and z2's count is given
+// back; closing it leaves every count at 0.
+func TestLoadAwareUDPRepointed(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	_, in := install(t, laTopology(""), laSource)
+	h := held{}
+	defer h.closeAll()
+	for range 5 {
+		h.open(t, laVIP)
+	}
+	var pc net.PacketConn
+	for tries := 0; pc == nil; tries++ { // z1 is wide: a socket's first datagram may go to z2
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(laZ2, udpAsk(t, c)) {
+			pc = c
+		} else {
+			c.Close()
+		}
+		if tries > 200 {
+			t.Fatal("no datagram went to z2 while z1 was wide")
+		}
+	}
+	defer pc.Close()
+	if c := nodeState(t, in, "la", "r1", "z2").Count; c != 1 {
+		t.Fatalf("a UDP socket sent to z2: z2 counts %d, want 1", c)
+	}
+	h.closeAll() // z1 at 0: narrow at the next evaluation
+	if b := udpAsk(t, pc); !slices.Contains(laZ1, b) {
+		t.Fatalf("z1 narrow: the socket's next datagram went to %s, want z1", b)
+	}
+	if z1, z2 := nodeState(t, in, "la", "r1", "z1").Count, nodeState(t, in, "la", "r1", "z2").Count; z1 != 1 || z2 != 0 {
+		t.Fatalf("the socket moved to z1: z1 counts %d, z2 %d; want 1 and 0", z1, z2)
+	}
+	pc.Close()
+	if c := nodeState(t, in, "la", "r1").Count; c != 0 {
+		t.Fatalf("all closed: r1 counts %d", c)
+	}
+}
+
+// udpAsk sends a datagram to the VIP on c and returns the backend that
+// answered (its address is the reply).
+func udpAsk(t *testing.T, c net.PacketConn) string {
+	t.Helper()
+	vip, err := net.ResolveUDPAddr("udp4", laVIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteTo([]byte("?"), vip); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	n, _, err := c.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:n])
+}
