@@ -272,9 +272,12 @@ func TestLoadAwareCountsAcrossUpdates(t *testing.T) {
 	for range 3 {
 		ho.open(t, otherVIP)
 	}
-	for h.in(laZ2) < 2 { // z1 wide (5), then two held on z2: r1 (7) stays narrow
+	for tries := 0; h.in(laZ2) < 2; tries++ { // z1 wide (5), then two held on z2: r1 (7) stays narrow
 		if b := h.open(t, laVIP); slices.Contains(laZ1, b) && h.in(laZ1) > 5 {
 			h.close(t, b)
+		}
+		if tries > 200 {
+			t.Fatalf("no connection to z2 in 200 with %d open on z1", h.in(laZ1))
 		}
 	}
 	wantCount(t, in, h, laZ1, "la", "r1", "z1")
@@ -361,10 +364,11 @@ func TestWidenConstantsMatchHeader(t *testing.T) {
 }
 
 // TestLoadAwareUDPRepointed: an unconnected UDP socket is counted on the
-// path of the backend its datagrams go to, and moved with its count when
-// that backend stops being a candidate: sent to z2 while z1 is wide, its
-// next datagram after z1 narrowed goes to z1, and z2's count is given
-// back; closing it leaves every count at 0.
+// path of the backend its datagrams go to, keeps that backend while it is
+// a candidate of the widened range, and moves with its count when it stops
+// being one: sent to z2 while z1 is wide, its datagrams stay on that
+// backend while z1 stays wide; after z1 narrowed the next goes to z1, and
+// z2's count is given back; closing it leaves every count at 0.
 func TestLoadAwareUDPRepointed(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	_, in := install(t, laTopology(""), laSource)
@@ -374,12 +378,13 @@ func TestLoadAwareUDPRepointed(t *testing.T) {
 		h.open(t, laVIP)
 	}
 	var pc net.PacketConn
+	var first string
 	for tries := 0; pc == nil; tries++ { // z1 is wide: a socket's first datagram may go to z2
 		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains(laZ2, udpAsk(t, c)) {
+		if first = udpAsk(t, c); slices.Contains(laZ2, first) {
 			pc = c
 		} else {
 			c.Close()
@@ -389,6 +394,11 @@ func TestLoadAwareUDPRepointed(t *testing.T) {
 		}
 	}
 	defer pc.Close()
+	for range 10 { // still wide: z2 is still a candidate, and the socket keeps its backend
+		if b := udpAsk(t, pc); b != first {
+			t.Fatalf("z1 still wide: the socket's datagram went to %s, not to its backend %s", b, first)
+		}
+	}
 	if c := nodeState(t, in, "la", "r1", "z2").Count; c != 1 {
 		t.Fatalf("a UDP socket sent to z2: z2 counts %d, want 1", c)
 	}
