@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -433,4 +434,57 @@ func udpAsk(t *testing.T, c net.PacketConn) string {
 		t.Fatal(err)
 	}
 	return string(buf[:n])
+}
+
+// TestLoadAwareCountsAcrossRestart: an agent restarted on its pins while
+// connections are open finds their counts (the programs kept serving with
+// them), keeps every entry its installed tree names, those at 0 too (the
+// first sweep takes every entry as an orphan, and a named one is live),
+// and the closes that follow bring every count to 0.
+func TestLoadAwareCountsAcrossRestart(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	kerneltest.Backends(t, backendsOf(laTopology("")))
+	cg, dir := kerneltest.Cgroup(t), filepath.Join(kerneltest.BPFFS(t), "lt")
+	t.Cleanup(func() { Uninstall("", dir) })
+	tree := mustBuild(t, laTopology(""), 1)
+	first, err := Open(Config{Locality: laSource, BPFFS: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Attach(cg); err != nil {
+		t.Fatal(err)
+	}
+	h := held{}
+	defer h.closeAll()
+	for range 5 {
+		h.open(t, laVIP)
+	}
+	first.Close()
+	second, err := Open(Config{Locality: laSource, BPFFS: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := second.Attach(cg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Apply(mustBuild(t, laTopology(""), 2)); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, second, h, laZ1, "la", "r1", "z1")
+	for _, node := range [][]string{{"r1", "z2"}, {"r2", "z3"}, {"r2"}} {
+		if c := nodeState(t, second, "la", node...).Count; c != 0 {
+			t.Fatalf("after the restart %v counts %d, want 0", node, c)
+		}
+	}
+	if seen := asks(t, laVIP, 40); !within(seen, laZ1, laZ2) || !reached(seen, laZ2) {
+		t.Fatalf("after the restart, 5 open on z1: connects went to %v; want z1 and z2", seen)
+	}
+	h.closeAll()
+	if c := nodeState(t, second, "la", "r1").Count; c != 0 {
+		t.Fatalf("all closed after the restart: r1 counts %d", c)
+	}
 }
