@@ -68,7 +68,7 @@ func diffRun(t *testing.T, high, low uint32, rng *rand.Rand) {
 	h := held{}
 	defer h.closeAll()
 	wide := map[int]uint8{} // by depth on the source's path: the state the Picker's walks imply
-	depths := map[int]int{}   // connects by the depth of their candidates
+	depths := map[int]int{} // connects by the depth of their candidates
 	for step := range 300 {
 		n := 0
 		for _, cs := range h {
