@@ -218,8 +218,8 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
 		lt_uncount(old);
 	if (count)
 		s.counted = lt_conns_add(b);
-	if (lt_widen_leaf(wsvc, idx, &s.widen))
-		lt_widen_add(&s.widen, 1);
+	if (lt_widen_leaf(wsvc, idx, &s.widen) && !lt_widen_add(&s.widen, 1))
+		s.widen.svc = 0; /* not counted: nothing to give back */
 	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
 		lt_uncount(&s); /* nobody would give it back */
 		lt_count(LT_STAT_SOCKS_FULL);

@@ -187,18 +187,23 @@ static __always_inline int lt_widen_leaf(const struct lt_service *svc, __u32 idx
  * lt_widen_add adds d to the count of every node on the path of leaf k up
  * to the root's children: one add per level, found by the parents' keys
  * the entries hold (each lookup keyed by map memory: no stack). Atomic:
- * connects and closes on other CPUs add too.
+ * connects and closes on other CPUs add too. It returns 0 when the leaf
+ * has no entry (nothing added; the loader creates a tree's entries from
+ * the root down, so a leaf's entry means its ancestors' too).
  */
-static __always_inline void lt_widen_add(const struct lt_widen_key *leaf, __s64 d)
+static __always_inline int lt_widen_add(const struct lt_widen_key *leaf, __s64 d)
 {
 	struct lt_widen_val *v = bpf_map_lookup_elem(&lt_widen, leaf);
 
+	if (!v)
+		return 0;
 	for (int i = 0; i < LT_MAX_LEVELS && v; i++) {
 		__sync_fetch_and_add(&v->count, d);
 		if (v->parent.path == 0)
-			return;
+			break;
 		v = bpf_map_lookup_elem(&lt_widen, &v->parent);
 	}
+	return 1;
 }
 
 #endif /* LOCTREE_LIB_WIDEN_H */

@@ -51,7 +51,7 @@ func openKernel(pinDir string, c Capacity, replace bool) (*kernel, error) {
 	}
 	sizes := map[string]uint32{
 		bpf.MapFrontends: c.Services, bpf.MapRR: c.Services,
-		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints, bpf.MapWiden: c.Nodes,
+		bpf.MapNodes: c.Nodes, bpf.MapEndpoints: c.Endpoints, bpf.MapConns: c.Endpoints,
 		bpf.MapSocks: c.Sockets, bpf.MapRev: c.Sockets,
 		bpf.MapAffinity: c.Sockets, bpf.MapAffinityEps: c.Endpoints,
 	}

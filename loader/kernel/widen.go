@@ -149,8 +149,17 @@ func (in *Installer) createCounts(p plan) error {
 		return nil
 	}
 	nodes := decodeWidenNodes(p.region[len(p.region)-int(n)*wire.NodeRecordSize:], layoutOf(p.svc).NodeCount)
+	if err := in.createEntries(nodes); err != nil {
+		return fmt.Errorf("service %s: %w", p.svc.Name(), err)
+	}
+	return nil
+}
+
+// createEntries makes the entries of nodes, a tree's widening records,
+// that do not exist yet.
+func (in *Installer) createEntries(nodes []widenNode) error {
 	for _, w := range nodes {
-		if w.parent == widenRoot {
+		if w.parent == widenRoot || w.parent >= uint32(len(nodes)) {
 			continue // the root is never counted: nothing widens above it
 		}
 		v := bpf.WidenVal{Parent: nodes[w.parent].key}
@@ -161,19 +170,34 @@ func (in *Installer) createCounts(p plan) error {
 		switch {
 		case errors.Is(err, ebpf.ErrKeyExist):
 		case errors.Is(err, unix.E2BIG): // a full hash map (kernel/bpf/hashtab.c, alloc_htab_elem)
-			return fmt.Errorf("%w: service %s: the load-aware counts are full (%d entries, one per node of every load-aware tree installed or retired; --max-nodes)",
-				ErrCapacity, p.svc.Name(), in.k.objs.LtWiden.MaxEntries())
+			return fmt.Errorf("%w: the load-aware counts are full (%d entries, one per node of every load-aware tree installed or retired)",
+				ErrCapacity, in.k.objs.LtWiden.MaxEntries())
 		case err != nil:
-			return fmt.Errorf("service %s: create load-aware counts: %w", p.svc.Name(), err)
+			return fmt.Errorf("create load-aware counts: %w", err)
 		}
 	}
 	return nil
 }
 
-// widenKeys are the counted keys (every node's but the root's) of the
-// installed or retired service value v, read from its node region; nil
-// when it does not widen.
-func (in *Installer) widenKeys(v bpf.Service) ([]bpf.WidenKey, error) {
+// adoptCounts makes the missing entries of the load-aware trees an earlier
+// agent installed: the counts map may be new (replaced with the sockets
+// map) while the trees were re-adopted.
+func (in *Installer) adoptCounts() error {
+	for _, v := range in.installed {
+		nodes, err := in.widenNodes(v)
+		if err != nil {
+			return err
+		}
+		if err := in.createEntries(nodes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// widenNodes are the widening records of the installed or retired service
+// value v, read from its node region; nil when it does not widen.
+func (in *Installer) widenNodes(v bpf.Service) ([]widenNode, error) {
 	if v.LoadHigh == 0 || v.WidenLeaves < v.Widen {
 		return nil, nil
 	}
@@ -181,13 +205,20 @@ func (in *Installer) widenKeys(v bpf.Service) ([]bpf.WidenKey, error) {
 	if _, err := in.k.nodes.ReadAt(b, int64(v.Widen)*wire.NodeRecordSize); err != nil {
 		return nil, fmt.Errorf("read load-aware records: %w", err)
 	}
+	return decodeWidenNodes(b, v.WidenLeaves-v.Widen), nil
+}
+
+// widenKeys are the counted keys (every node's but the root's) of the
+// installed or retired service value v.
+func (in *Installer) widenKeys(v bpf.Service) ([]bpf.WidenKey, error) {
+	nodes, err := in.widenNodes(v)
 	var out []bpf.WidenKey
-	for _, w := range decodeWidenNodes(b, v.WidenLeaves-v.Widen) {
+	for _, w := range nodes {
 		if w.parent != widenRoot {
 			out = append(out, w.key)
 		}
 	}
-	return out, nil
+	return out, err
 }
 
 // orphanCounts notes the keys of a retired value whose grace period has
@@ -205,10 +236,14 @@ func (in *Installer) orphanCounts(v bpf.Service) {
 
 // sweepCounts deletes the orphaned entries that no installed or retired
 // tree names and that count no open connection. One with connections open
-// stays an orphan until they close. The first sweep of an agent takes
-// every entry as an orphan: an earlier agent's orphans are not known.
+// stays an orphan until they close. The first sweep of an agent makes the
+// entries of the trees it re-adopted and takes every entry as an orphan:
+// an earlier agent's orphans are not known.
 func (in *Installer) sweepCounts() error {
 	if !in.swept {
+		if err := in.adoptCounts(); err != nil {
+			return err
+		}
 		if err := in.adoptOrphans(); err != nil {
 			return err
 		}

@@ -488,3 +488,35 @@ func TestLoadAwareCountsAcrossRestart(t *testing.T) {
 		t.Fatalf("all closed after the restart: r1 counts %d", c)
 	}
 }
+
+// TestReplaceSocketsReplacesCounts: an agent that must replace the pinned
+// sockets map (another --max-sockets) replaces the load-aware counts with
+// it, and the re-adopted load-aware tree gets its entries in the new
+// counts map at the first Apply.
+func TestReplaceSocketsReplacesCounts(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	dir := filepath.Join(kerneltest.BPFFS(t), "lt")
+	t.Cleanup(func() { Uninstall("", dir) })
+	first, err := Open(Config{BPFFS: dir, Locality: laSource, Capacity: Capacity{Sockets: 1 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Apply(mustBuild(t, laTopology(""), 1)); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second, err := Open(Config{BPFFS: dir, Locality: laSource, Capacity: Capacity{Sockets: 1 << 11}, Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if !slices.Contains(second.k.replaced, bpf.MapSocks) || !slices.Contains(second.k.replaced, bpf.MapWiden) {
+		t.Fatalf("replaced %v; want the sockets map and the load-aware counts together", second.k.replaced)
+	}
+	if _, err := second.Apply(mustBuild(t, laTopology(""), 2)); err != nil {
+		t.Fatal(err)
+	}
+	if v := nodeState(t, second, "la", "r1", "z1"); v.Count != 0 {
+		t.Fatalf("the new counts map: z1 counts %d", v.Count)
+	}
+}
