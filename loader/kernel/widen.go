@@ -249,29 +249,44 @@ func (in *Installer) sweepCounts() error {
 		}
 		in.swept = true
 	}
-	if len(in.orphans) == 0 {
-		return nil
+	idle, err := in.idleOrphans()
+	if err != nil || len(idle) == 0 {
+		return err
 	}
 	live, err := in.liveCounts()
 	if err != nil {
 		return err
 	}
+	for _, k := range idle {
+		delete(in.orphans, k)
+		if live[k] {
+			continue
+		}
+		if err := in.k.objs.LtWiden.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete load-aware count: %w", err)
+		}
+	}
+	return nil
+}
+
+// idleOrphans are the orphans that count no open connection (those gone
+// from the map are no orphans any more): one lookup each, so orphans kept
+// by open connections cost an apply no read of the installed trees.
+func (in *Installer) idleOrphans() ([]bpf.WidenKey, error) {
+	var idle []bpf.WidenKey
 	for k := range in.orphans {
 		var v bpf.WidenVal
 		err := in.k.objs.LtWiden.Lookup(&k, &v)
 		switch {
-		case live[k] || errors.Is(err, ebpf.ErrKeyNotExist):
+		case errors.Is(err, ebpf.ErrKeyNotExist):
 			delete(in.orphans, k)
 		case err != nil:
-			return fmt.Errorf("read load-aware count: %w", err)
+			return nil, fmt.Errorf("read load-aware count: %w", err)
 		case v.Count == 0:
-			if err := in.k.objs.LtWiden.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("delete load-aware count: %w", err)
-			}
-			delete(in.orphans, k)
+			idle = append(idle, k)
 		}
 	}
-	return nil
+	return idle, nil
 }
 
 // adoptOrphans takes every entry of lt_widen as an orphan.
