@@ -22,7 +22,8 @@
 /*
  * Per-socket state (lt_socks, by socket cookie): the VIP the socket
  * addressed and the backend it was sent to, for getpeername, for keeping an
- * unconnected UDP socket on one backend, and for least_connections counts.
+ * unconnected UDP socket on one backend, and for least_connections and
+ * load-aware counts.
  */
 struct lt_sock {
 	struct lt_addr vip;
