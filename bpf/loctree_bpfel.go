@@ -189,13 +189,14 @@ type loctreeLtService struct {
 }
 
 type loctreeLtSock struct {
-	_       structs.HostLayout
-	Vip     loctreeLtAddr
-	Backend loctreeLtAddr
-	Ep      uint32
-	Counted uint8
-	Pad     [3]uint8
-	Widen   loctreeLtWidenKey
+	_           structs.HostLayout
+	Vip         loctreeLtAddr
+	Backend     loctreeLtAddr
+	Ep          uint32
+	Counted     uint8
+	WidenLevels uint8
+	Pad         [2]uint8
+	Widen       loctreeLtWidenKey
 }
 
 type loctreeLtStat uint32

@@ -30,8 +30,9 @@ struct lt_sock {
 	struct lt_addr backend;
 	__u32 ep;     /* map index of backend when it was picked */
 	__u8 counted; /* 1: lt_conns[backend] was incremented for this socket */
-	__u8 pad[3];
-	struct lt_widen_key widen; /* load-aware: the leaf whose path counts this socket (widen.h); svc 0: none */
+	__u8 widen_levels; /* load-aware: the nodes of widen's path counted, from the leaf up (widen.h) */
+	__u8 pad[2];
+	struct lt_widen_key widen; /* load-aware: the leaf whose path counts this socket; svc 0: none */
 };
 
 /*
@@ -112,7 +113,7 @@ static __always_inline void lt_uncount(const struct lt_sock *s)
 	if (s->counted)
 		lt_conns_sub(&s->backend);
 	if (s->widen.svc)
-		lt_widen_add(&s->widen, -1);
+		lt_widen_add(&s->widen, -1, s->widen_levels);
 }
 
 /* lt_refuse makes the syscall fail with ECONNREFUSED, counted by reason. */
@@ -219,8 +220,8 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
 		lt_uncount(old);
 	if (count)
 		s.counted = lt_conns_add(b);
-	if (lt_widen_leaf(wsvc, idx, &s.widen) && !lt_widen_add(&s.widen, 1))
-		s.widen.svc = 0; /* not counted: nothing to give back */
+	if (lt_widen_leaf(wsvc, idx, &s.widen))
+		s.widen_levels = lt_widen_add(&s.widen, 1, LT_MAX_LEVELS);
 	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
 		lt_uncount(&s); /* nobody would give it back */
 		lt_count(LT_STAT_SOCKS_FULL);

@@ -15,8 +15,8 @@
  * close without any region. The loader creates the entries of a tree's
  * paths before it publishes the tree and deletes an entry only once no
  * published or retired tree has its path and its count is 0
- * (loader/kernel/widen.go); so every entry a program finds has its
- * parent's, and a close subtracts exactly what its connect added.
+ * (loader/kernel/widen.go); and a socket records how many nodes of its
+ * path it counted, so its close subtracts exactly what its connect added.
  */
 #ifndef LOCTREE_LIB_WIDEN_H
 #define LOCTREE_LIB_WIDEN_H
@@ -184,26 +184,27 @@ static __always_inline int lt_widen_leaf(const struct lt_service *svc, __u32 idx
 }
 
 /*
- * lt_widen_add adds d to the count of every node on the path of leaf k up
- * to the root's children: one add per level, found by the parents' keys
- * the entries hold (each lookup keyed by map memory: no stack). Atomic:
- * connects and closes on other CPUs add too. It returns 0 when the leaf
- * has no entry (nothing added; the loader creates a tree's entries from
- * the root down, so a leaf's entry means its ancestors' too).
+ * lt_widen_add adds d to the count of the first levels nodes on the path
+ * of leaf k, up to the root's children: one add per level, found by the
+ * parents' keys the entries hold (each lookup keyed by map memory: no
+ * stack). Atomic: connects and closes on other CPUs add too. It returns
+ * the nodes it added to: a connect records them, and its close takes back
+ * from exactly those, whatever entries were created meanwhile (the
+ * entries it added to cannot go while they count it).
  */
-static __always_inline int lt_widen_add(const struct lt_widen_key *leaf, __s64 d)
+static __always_inline __u8 lt_widen_add(const struct lt_widen_key *leaf, __s64 d, __u8 levels)
 {
 	struct lt_widen_val *v = bpf_map_lookup_elem(&lt_widen, leaf);
+	__u8 n = 0;
 
-	if (!v)
-		return 0;
-	for (int i = 0; i < LT_MAX_LEVELS && v; i++) {
+	for (int i = 0; i < LT_MAX_LEVELS && v && n < levels; i++) {
 		__sync_fetch_and_add(&v->count, d);
+		n++;
 		if (v->parent.path == 0)
 			break;
 		v = bpf_map_lookup_elem(&lt_widen, &v->parent);
 	}
-	return 1;
+	return n;
 }
 
 #endif /* LOCTREE_LIB_WIDEN_H */

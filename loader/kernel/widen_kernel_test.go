@@ -520,3 +520,29 @@ func TestReplaceSocketsReplacesCounts(t *testing.T) {
 		t.Fatalf("the new counts map: z1 counts %d", v.Count)
 	}
 }
+
+// TestLoadAwareCloseTakesBackWhatItAdded: a connection counted while a
+// node of its path had no entry (as in the moment a replaced counts map
+// is filled) is given back only to the nodes it was counted on: after the
+// entry is created, the close leaves it at 0, not -1.
+func TestLoadAwareCloseTakesBackWhatItAdded(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	top := laTopology("")
+	_, in := install(t, top, laSource)
+	r1 := bpf.WidenKey{Svc: max(shared.Label("la"), 1), Path: widenStep(0, shared.Label("region"), shared.Label("r1"))}
+	if err := in.k.objs.LtWiden.Delete(&r1); err != nil {
+		t.Fatal(err)
+	}
+	h := held{}
+	defer h.closeAll()
+	h.open(t, laVIP)
+	if err := in.adoptCounts(); err != nil { // creates r1's entry again, count 0
+		t.Fatal(err)
+	}
+	h.closeAll()
+	for _, node := range [][]string{{"r1"}, {"r1", "z1"}} {
+		if c := nodeState(t, in, "la", node...).Count; c != 0 {
+			t.Fatalf("closed: %v counts %d, want 0", node, c)
+		}
+	}
+}
