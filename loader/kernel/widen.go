@@ -23,9 +23,9 @@ import (
 // per node of its tree (its key and parent) and the leaf of each endpoint;
 // creates the entries of a tree's paths before publishing it, keeping
 // entries that exist; and deletes an entry once no published or retired
-// tree names it and its count is 0, so a program never finds a path of its
-// tree missing, and a close never subtracts from an entry its connect did
-// not add to.
+// tree names it and its count is 0, so a program finds every node of its
+// tree, and no entry goes while a socket counts on it. A socket records how
+// many nodes its connect counted, and its close takes back from those.
 
 // The widening records' constants, as bpf/lib/widen.h defines them
 // (TestWidenConstantsMatchHeader compares them).
@@ -46,7 +46,7 @@ func widenStep(parent, scope, label uint64) uint64 {
 	return max(widenMix(parent^widenMix(scope^widenMix(label))), 1)
 }
 
-// mix64 is SplitMix64's finalizer: every input bit moves every output bit.
+// widenMix is SplitMix64's finalizer: every input bit moves every output bit.
 func widenMix(x uint64) uint64 {
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb
@@ -64,49 +64,66 @@ func widenLen(s *shared.Service) uint32 {
 }
 
 // widenRecords are s's widening records (struct lt_widen_node per node of
-// its tree, from the root, then struct lt_widen_leaves), or nil. A
-// service's nodes are breadth-first, so a parent's path is known before
-// its children's, and a deeper node's range overwrites its ancestors' as
-// an endpoint's leaf.
+// its tree, from the root, then struct lt_widen_leaves), or nil.
 func widenRecords(t *shared.Tree, s *shared.Service) ([]byte, error) {
 	if widenLen(s) == 0 {
 		return nil, nil
 	}
+	w, err := walkWiden(t, s)
+	if err != nil {
+		return nil, err
+	}
+	le, svc := binary.LittleEndian, widenSvc(s)
+	out := make([]byte, 0, int(widenLen(s))*wire.NodeRecordSize)
+	for n := range w.path {
+		out = le.AppendUint32(le.AppendUint32(le.AppendUint64(le.AppendUint64(out, svc), w.path[n]), w.parent[n]), 0)
+	}
+	for i := range (len(w.leaves) + widenLeaves - 1) / widenLeaves * widenLeaves {
+		leaf := uint32(0)
+		if i < len(w.leaves) {
+			leaf = w.leaves[i]
+		}
+		out = le.AppendUint32(out, leaf)
+	}
+	return out, nil
+}
+
+// widenTree is what the widening records hold of a tree: by node index
+// from the root, its path and its parent; by endpoint index, its leaf.
+type widenTree struct {
+	path   []uint64
+	parent []uint32
+	leaves []uint32
+}
+
+// walkWiden computes s's widenTree. Nodes are breadth-first, so a parent's
+// path is known before its children's, and a deeper node's range
+// overwrites its ancestors' as an endpoint's leaf. Two nodes with one path
+// (a 64-bit hash collision) are an error.
+func walkWiden(t *shared.Tree, s *shared.Service) (widenTree, error) {
 	l, le := layoutOf(s), binary.LittleEndian
 	nodes, _ := records(t, s)
-	keys, svc := scopeKeys(s), widenSvc(s)
-	path, depth, parent := make([]uint64, l.NodeCount), make([]uint8, l.NodeCount), make([]uint32, l.NodeCount)
-	leaves := make([]uint32, epLen(s))
-	parent[0] = widenRoot
-	seen := map[uint64]bool{}
+	keys := scopeKeys(s)
+	w := widenTree{make([]uint64, l.NodeCount), make([]uint32, l.NodeCount), make([]uint32, epLen(s))}
+	depth, seen := make([]uint8, l.NodeCount), map[uint64]bool{}
+	w.parent[0] = widenRoot
 	for n := range l.NodeCount {
 		rec := nodes[n*wire.NodeRecordSize:][:wire.NodeRecordSize]
 		first, count := le.Uint32(rec[wire.NFirstChild:]), le.Uint32(rec[wire.NChildCount:])
 		for c := range count {
 			c += first - l.Root
 			label := le.Uint64(nodes[c*wire.NodeRecordSize+wire.NLabel:])
-			path[c], depth[c], parent[c] = widenStep(path[n], keys[depth[n]], label), depth[n]+1, n
-			if seen[path[c]] {
-				return nil, fmt.Errorf("service %s: two nodes with one load-aware key %#x (a 64-bit hash collision): rename a locality value", s.Name(), path[c])
+			w.path[c], depth[c], w.parent[c] = widenStep(w.path[n], keys[depth[n]], label), depth[n]+1, n
+			if seen[w.path[c]] {
+				return w, fmt.Errorf("service %s: two nodes with one load-aware key %#x (a 64-bit hash collision): rename a locality value", s.Name(), w.path[c])
 			}
-			seen[path[c]] = true
+			seen[w.path[c]] = true
 		}
 		for ep := le.Uint32(rec[wire.NLo:]); ep < le.Uint32(rec[wire.NHi:]); ep++ {
-			leaves[ep-l.EpFirst] = n
+			w.leaves[ep-l.EpFirst] = n
 		}
 	}
-	out := make([]byte, 0, int(widenLen(s))*wire.NodeRecordSize)
-	for n := range l.NodeCount {
-		out = le.AppendUint32(le.AppendUint32(le.AppendUint64(le.AppendUint64(out, svc), path[n]), parent[n]), 0)
-	}
-	for i := range (len(leaves) + widenLeaves - 1) / widenLeaves * widenLeaves {
-		leaf := uint32(0)
-		if i < len(leaves) {
-			leaf = leaves[i]
-		}
-		out = le.AppendUint32(out, leaf)
-	}
-	return out, nil
+	return w, nil
 }
 
 // widenNode is one decoded widening record: a node's key and its parent's
