@@ -15,12 +15,15 @@
 #include "lib/sock.h"
 #include "lib/loads.h"
 #include "lib/select.h"
+#include "lib/widen.h"
 
 /*
  * lt_redirect handles one connect or sendmsg. It returns SK_PASS for
  * anything that is not a VIP and for a successful rewrite. A socket that
  * already has a backend which is still a candidate keeps it, without a map
- * update; UDP sockets record every backend they used for recvmsg.
+ * update; UDP sockets record every backend they used for recvmsg. A
+ * load-aware service's candidates are widened first (lib/widen.h), and a
+ * new pick is counted on its endpoint's path.
  */
 static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
@@ -45,6 +48,8 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 		lt_source_labels(&svc, labels);
 		ret = lt_lookup(&svc, labels, &r);
 	}
+	if (ret == LT_OK)
+		ret = lt_widen_range(&svc, &r);
 	if (ret != LT_OK)
 		return lt_refuse(ret);
 	cookie = bpf_get_socket_cookie(ctx);
@@ -54,7 +59,7 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
 	ret = lt_pick_for(ctx, &svc, &fe, &r, &idx);
 	if (ret != LT_OK)
 		return lt_refuse(ret);
-	return lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, svc.policy);
+	return lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, svc.policy, &svc);
 }
 
 /*
@@ -103,7 +108,7 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 	old = bpf_map_lookup_elem(&lt_socks, &cookie);
 	if (lt_keep(ctx, v6, old, &fe, &r))
 		return SK_PASS; /* not a new pick: not counted by priority */
-	ret = lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, policy);
+	ret = lt_redirect_to(ctx, v6, proto, cookie, old, &fe, idx, policy, NULL);
 	if (ret == SK_PASS)
 		lt_count_prio(prio, deg);
 	return ret;

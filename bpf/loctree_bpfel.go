@@ -182,16 +182,21 @@ type loctreeLtService struct {
 	LocDepth        uint8
 	LocPad          [3]uint8
 	OtherRoot       uint32
-	_               [4]byte
+	Widen           uint32
+	WidenLeaves     uint32
+	LoadHigh        uint16
+	LoadLow         uint16
 }
 
 type loctreeLtSock struct {
-	_       structs.HostLayout
-	Vip     loctreeLtAddr
-	Backend loctreeLtAddr
-	Ep      uint32
-	Counted uint8
-	Pad     [3]uint8
+	_           structs.HostLayout
+	Vip         loctreeLtAddr
+	Backend     loctreeLtAddr
+	Ep          uint32
+	Counted     uint8
+	WidenLevels uint8
+	Pad         [2]uint8
+	Widen       loctreeLtWidenKey
 }
 
 type loctreeLtStat uint32
@@ -211,6 +216,20 @@ type loctreeLtTrafficKey struct {
 	Src     uint64
 	Fe      loctreeLtAddr
 	Backend loctreeLtAddr
+}
+
+type loctreeLtWidenKey struct {
+	_    structs.HostLayout
+	Svc  uint64
+	Path uint64
+}
+
+type loctreeLtWidenVal struct {
+	_      structs.HostLayout
+	Parent loctreeLtWidenKey
+	Count  int64
+	Wide   uint8
+	Pad    [7]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -234,6 +253,7 @@ const (
 	loctreeMapLtStats         = "lt_stats"
 	loctreeMapLtTraffic       = "lt_traffic"
 	loctreeMapLtTrafficOther  = "lt_traffic_other"
+	loctreeMapLtWiden         = "lt_widen"
 	loctreeProgLtConnect4     = "lt_connect4"
 	loctreeProgLtConnect6     = "lt_connect6"
 	loctreeProgLtGetpeername4 = "lt_getpeername4"
@@ -319,6 +339,7 @@ type loctreeMapSpecs struct {
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.MapSpec `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.MapSpec `ebpf:"lt_traffic_other"`
+	LtWiden        *ebpf.MapSpec `ebpf:"lt_widen"`
 }
 
 // loctreeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -364,6 +385,7 @@ type loctreeMaps struct {
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.Map `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.Map `ebpf:"lt_traffic_other"`
+	LtWiden        *ebpf.Map `ebpf:"lt_widen"`
 }
 
 func (m *loctreeMaps) Close() error {
@@ -385,6 +407,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtStats,
 		m.LtTraffic,
 		m.LtTrafficOther,
+		m.LtWiden,
 	)
 }
 

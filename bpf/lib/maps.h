@@ -113,6 +113,13 @@ struct lt_service {
 	__u8 loc_depth;
 	__u8 loc_pad[3];
 	__u32 other_root;         /* net_rule 2: map index of the other-network tree's root */
+	/* Load-aware widening (widen.h): the band in connections per eligible
+	 * endpoint (load_high 0: the service does not widen), and where the
+	 * nodes' keys and the endpoints' leaves sit in the node region. */
+	__u32 widen;              /* map index of the widening record of the root (struct lt_widen_node) */
+	__u32 widen_leaves;       /* map index of the first leaf entry (struct lt_widen_leaves) */
+	__u16 load_high;
+	__u16 load_low;
 };
 
 /*

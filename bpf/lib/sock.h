@@ -12,6 +12,7 @@
 #include "maps.h"
 #include "pick.h"
 #include "traffic.h"
+#include "widen.h"
 
 #define ECONNREFUSED 111
 #define SK_PASS 1
@@ -22,14 +23,17 @@
 /*
  * Per-socket state (lt_socks, by socket cookie): the VIP the socket
  * addressed and the backend it was sent to, for getpeername, for keeping an
- * unconnected UDP socket on one backend, and for least_connections counts.
+ * unconnected UDP socket on one backend, and for least_connections and
+ * load-aware counts.
  */
 struct lt_sock {
 	struct lt_addr vip;
 	struct lt_addr backend;
 	__u32 ep;     /* map index of backend when it was picked */
 	__u8 counted; /* 1: lt_conns[backend] was incremented for this socket */
-	__u8 pad[3];
+	__u8 widen_levels; /* load-aware: the nodes of widen's path counted, from the leaf up (widen.h) */
+	__u8 pad[2];
+	struct lt_widen_key widen; /* load-aware: the leaf whose path counts this socket; svc 0: none */
 };
 
 /*
@@ -103,11 +107,14 @@ static __always_inline void lt_conns_sub(const struct lt_addr *b)
 	}
 }
 
-/* lt_uncount gives back the least_connections count of a socket entry. */
+/* lt_uncount gives back the least_connections count and the load-aware
+ * node counts of a socket entry. */
 static __always_inline void lt_uncount(const struct lt_sock *s)
 {
 	if (s->counted)
 		lt_conns_sub(&s->backend);
+	if (s->widen.svc)
+		lt_widen_add(&s->widen, -1, s->widen_levels);
 }
 
 /* lt_refuse makes the syscall fail with ECONNREFUSED, counted by reason. */
@@ -203,9 +210,10 @@ static __always_inline void lt_rev_add(__u64 cookie, const struct lt_addr *b, co
 		bpf_map_update_elem(&lt_rev, &k, fe, BPF_ANY);
 }
 
-/* lt_remember records the VIP and the new backend of a redirected socket. */
+/* lt_remember records the VIP and the new backend of a redirected socket,
+ * counted on its endpoint's path when wsvc, its service, is load-aware. */
 static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old, const struct lt_addr *fe,
-					const struct lt_addr *b, __u32 idx, int count)
+					const struct lt_addr *b, __u32 idx, int count, const struct lt_service *wsvc)
 {
 	struct lt_sock s = {.vip = *fe, .backend = *b, .ep = idx};
 
@@ -213,6 +221,8 @@ static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old,
 		lt_uncount(old);
 	if (count)
 		s.counted = lt_conns_add(b);
+	if (lt_widen_leaf(wsvc, idx, &s.widen))
+		s.widen_levels = lt_widen_add(&s.widen, 1, LT_MAX_LEVELS);
 	if (bpf_map_update_elem(&lt_socks, &cookie, &s, BPF_ANY) != 0) {
 		lt_uncount(&s); /* nobody would give it back */
 		lt_count(LT_STAT_SOCKS_FULL);
@@ -236,11 +246,13 @@ static __always_inline int lt_keep(struct bpf_sock_addr *ctx, int v6, const stru
 /*
  * lt_redirect_to rewrites the destination to endpoint idx of the service
  * at fe and records it for the socket (and, for UDP, for its replies) and
- * in the traffic counts: the end of every new pick. It returns SK_PASS, or
+ * in the traffic counts: the end of every new pick. wsvc is the service
+ * when it may be load-aware (widen.h), else NULL. It returns SK_PASS, or
  * refuses.
  */
 static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u32 proto, __u64 cookie,
-					  const struct lt_sock *old, const struct lt_addr *fe, __u32 idx, __u8 policy)
+					  const struct lt_sock *old, const struct lt_addr *fe, __u32 idx, __u8 policy,
+					  const struct lt_service *wsvc)
 {
 	struct lt_endpoint *ep = lt_ep_at(idx);
 	struct lt_addr b;
@@ -251,7 +263,7 @@ static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u
 		return lt_refuse(LT_STAT_BAD_FAMILY);
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy));
+	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy), wsvc);
 	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, fe);
 	lt_count_traffic(fe, &b);

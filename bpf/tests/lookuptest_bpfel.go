@@ -175,7 +175,10 @@ type lookuptestLtService struct {
 	LocDepth        uint8
 	LocPad          [3]uint8
 	OtherRoot       uint32
-	_               [4]byte
+	Widen           uint32
+	WidenLeaves     uint32
+	LoadHigh        uint16
+	LoadLow         uint16
 }
 
 type lookuptestLtStat uint32
@@ -305,6 +308,7 @@ const (
 	lookuptestMapLtPrioPicks         = "lt_prio_picks"
 	lookuptestMapLtPrioScratch       = "lt_prio_scratch"
 	lookuptestMapLtRr                = "lt_rr"
+	lookuptestMapLtSrcCgroup         = "lt_src_cgroup"
 	lookuptestMapLtStats             = "lt_stats"
 	lookuptestMapLtTestBenchRes      = "lt_test_bench_res"
 	lookuptestMapLtTestHammerRes     = "lt_test_hammer_res"
@@ -389,6 +393,7 @@ type lookuptestMapSpecs struct {
 	LtPrioPicks     *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
+	LtSrcCgroup     *ebpf.MapSpec `ebpf:"lt_src_cgroup"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTestBenchRes  *ebpf.MapSpec `ebpf:"lt_test_bench_res"`
 	LtTestHammerRes *ebpf.MapSpec `ebpf:"lt_test_hammer_res"`
@@ -437,6 +442,7 @@ type lookuptestMaps struct {
 	LtPrioPicks     *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
+	LtSrcCgroup     *ebpf.Map `ebpf:"lt_src_cgroup"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
 	LtTestBenchRes  *ebpf.Map `ebpf:"lt_test_bench_res"`
 	LtTestHammerRes *ebpf.Map `ebpf:"lt_test_hammer_res"`
@@ -461,6 +467,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtPrioPicks,
 		m.LtPrioScratch,
 		m.LtRr,
+		m.LtSrcCgroup,
 		m.LtStats,
 		m.LtTestBenchRes,
 		m.LtTestHammerRes,

@@ -31,8 +31,9 @@ type jsonSpillover struct {
 	PanicThreshold         uint32 `json:"panic_threshold"`
 }
 
-// jsonLoadAware is a load-aware service's band: requests in flight per
-// eligible endpoint of a candidate node.
+// jsonLoadAware is a load-aware service's band per eligible endpoint of a
+// candidate node: requests in flight (the filter) or open connections (the
+// kernel).
 type jsonLoadAware struct {
 	High uint32 `json:"high"`
 	Low  uint32 `json:"low"`
@@ -113,7 +114,7 @@ func drawPolicy(w io.Writer, s *shared.Service) {
 		fmt.Fprintf(w, "  failover limit: %s (candidates share the source's %s)\n", safe(l), safe(l))
 	}
 	if high, low, ok := s.LoadAware(); ok {
-		fmt.Fprintf(w, "  load aware: widen above %d, narrow below %d requests in flight per eligible endpoint (each proxy worker's own count; not in the kernel yet)\n", high, low)
+		fmt.Fprintf(w, "  load aware: widen above %d, narrow below %d per eligible endpoint: requests in flight (the filter, each proxy worker's own count), open connections (the kernel, each node's own count)\n", high, low)
 	}
 }
 

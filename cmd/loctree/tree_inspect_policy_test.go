@@ -75,7 +75,7 @@ func TestInspectShowsPolicy(t *testing.T) {
 		"failover priority: network, region (Istio failoverPriority)",
 		"distribute from us-east/*: ap-south/* 30%, us-east/* 70%",
 		"session affinity 10800 s (default)",
-		"load aware: widen above 3, narrow below 1 requests in flight per eligible endpoint",
+		"load aware: widen above 3, narrow below 1 per eligible endpoint: requests in flight (the filter, each proxy worker's own count), open connections (the kernel, each node's own count)",
 		"not eligible: 127.0.0.2:80 (degraded) 127.0.0.3:80 (unhealthy)",
 		"127.0.0.4:80 127.0.0.5:80 (degraded)",
 		"127.0.0.6:80 (unhealthy)",

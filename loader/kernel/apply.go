@@ -256,8 +256,8 @@ func (in *Installer) fits(services int, changed []plan) error {
 	nodes, eps := in.nodes.clone(), in.eps.clone()
 	for _, p := range changed {
 		if _, ok := nodes.alloc(regionLen(p)); !ok {
-			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots), %d of %d free (--max-nodes; updates need room for old and new copies)",
-				ErrCapacity, p.svc.Name(), regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc), nodes.available(), nodes.size)
+			return fmt.Errorf("%w: service %s needs %d nodes (%d records, %d child table slots, %d load-aware records), %d of %d free (--max-nodes; updates need room for old and new copies)",
+				ErrCapacity, p.svc.Name(), regionLen(p), nodeLen(p.svc), regionLen(p)-nodeLen(p.svc)-widenLen(p.svc), widenLen(p.svc), nodes.available(), nodes.size)
 		}
 		if _, ok := eps.alloc(epLen(p.svc)); !ok {
 			return fmt.Errorf("%w: service %s needs %d endpoints, %d of %d free (--max-endpoints; updates need room for old and new copies)",
@@ -288,6 +288,7 @@ func (in *Installer) reclaim() {
 			keep = append(keep, r)
 			continue
 		}
+		in.orphanCounts(r.svc) // read before the region is free
 		in.nodes.release(span{r.svc.NodeBase, r.svc.NodeLen})
 		in.eps.release(span{r.svc.EpBase, r.svc.EpLen})
 	}
@@ -298,6 +299,9 @@ func (in *Installer) reclaim() {
 // regions still waiting for their grace period, it waits for it.
 func (in *Installer) makeRoom(services int, changed []plan) error {
 	in.reclaim()
+	if err := in.sweepCounts(); err != nil {
+		return err
+	}
 	err := in.fits(services, changed)
 	if !errors.Is(err, ErrCapacity) || len(in.retired) == 0 {
 		return err
@@ -338,6 +342,9 @@ func (in *Installer) write(t *shared.Tree, p plan) error {
 		return fmt.Errorf("write endpoints of %s: %w", s.Name(), err)
 	}
 	if err := in.writeAffinityEps(p, eps[:affinityLen(s)*wire.EndpointRecordSize], eb); err != nil {
+		return err
+	}
+	if err := in.createCounts(p); err != nil {
 		return err
 	}
 	v := serviceValue(t, p, nb, eb)

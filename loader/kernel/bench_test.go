@@ -172,7 +172,10 @@ func attachedInstaller(b *testing.B) (*Installer, string) {
 // without programs, interleaved. The ratio metric is VIP over direct. The
 // spillover cases are the same service with Envoy's priority load
 // (spilloverService): the kernel walks three trees and computes the loads
-// on every connect.
+// on every connect. load_aware is the plain service with load_aware
+// (loadAwareService): the widening check of the source's node, and a count
+// on each level of the picked endpoint's path (its close gives it back
+// after the timed connect).
 func BenchmarkConnect(b *testing.B) {
 	const port = 9300
 	acceptors(b, port)
@@ -184,12 +187,14 @@ func BenchmarkConnect(b *testing.B) {
 	netVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 4}, Port: 80}
 	locVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 5}, Port: 80}
 	netSpillVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 6}, Port: 80}
+	laVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 7}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
 			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
 				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port),
-				localityService("loc", "127.77.3.5:80", n, port), networkSpillService("netspill", "127.77.3.6:80", n, port))
+				localityService("loc", "127.77.3.5:80", n, port), networkSpillService("netspill", "127.77.3.6:80", n, port),
+				loadAwareService("la", "127.77.3.7:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -201,6 +206,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Run(fmt.Sprintf("network_rule/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netVIP, direct) })
 			b.Run(fmt.Sprintf("spillover-locality/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, locVIP, direct) })
 			b.Run(fmt.Sprintf("spillover-network/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netSpillVIP, direct) })
+			b.Run(fmt.Sprintf("load_aware/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, laVIP, direct) })
 		}
 	}
 }
@@ -227,6 +233,15 @@ func BenchmarkConnectConsistentHash(b *testing.B) {
 			b.Run(fmt.Sprintf("endpoints=%d/policy=%s", n, policy), func(b *testing.B) { compareConnects(b, cg, vip, direct) })
 		}
 	}
+}
+
+// loadAwareService is bigService with load_aware's default band (2, 1):
+// each connect is closed before the next, so the source's subzone (two
+// endpoints) never holds more than 4 and never widens.
+func loadAwareService(name, vip string, n, port int) shared.ServiceSpec {
+	s := bigService(name, vip, n, port)
+	s.LoadAware = &shared.LoadAwareSpec{}
+	return s
 }
 
 // spilloverService is bigService with Envoy's priority load (factor 140,

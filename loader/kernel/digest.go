@@ -66,6 +66,9 @@ func digest(t *shared.Tree, s *shared.Service, src [shared.MaxLevels]uint64) uin
 	if s.AffinityTimeout() != 0 { // only then: other services keep the digests installed before it existed
 		h.Write(binary.LittleEndian.AppendUint32(b[:0], s.AffinityTimeout()))
 	}
+	if high, low, ok := s.LoadAware(); ok { // the band, and the name its counts are keyed by (widen.go)
+		h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint32(b[:0], high<<16|low), widenSvc(s)))
+	}
 	keys := scopeKeys(s)
 	for _, l := range append(src[:], keys[:]...) {
 		h.Write(binary.LittleEndian.AppendUint64(b[:0], l))

@@ -42,6 +42,8 @@ type Installer struct {
 	trafficMu   sync.Mutex                 // guards what Traffic reads: the two below
 	cgroupLocs  map[uint64]shared.Locality // the cgroup localities this agent set, by cgroup id (traffic.go)
 	trafficNode shared.Locality            // the node's locality
+	orphans     map[bpf.WidenKey]bool      // load-aware counts no tree may name any more, deleted at 0 (widen.go)
+	swept       bool                       // the counts an earlier agent left were taken as orphans
 }
 
 // Config configures an Installer.
@@ -95,7 +97,7 @@ func Open(cfg Config) (*Installer, error) {
 		k: k, locality: cfg.Locality, log: cfg.Logger,
 		nodes: newAllocator(c.Nodes), eps: newAllocator(c.Endpoints), slots: newAllocator(c.Services),
 		installed: map[bpf.Frontend]bpf.Service{}, eligible: map[bpf.Frontend]uint32{}, digests: map[bpf.Frontend]digestCache{},
-		pins: map[string]pinnedObject{}, cgroupLocs: map[uint64]shared.Locality{},
+		pins: map[string]pinnedObject{}, cgroupLocs: map[uint64]shared.Locality{}, orphans: map[bpf.WidenKey]bool{},
 	}
 	in.rememberNode(cfg.Locality)
 	in.pinMaps()

@@ -11,13 +11,14 @@ import (
 // The records of one service, as the programs read them (docs/FORMAT.md;
 // bpf/lib/maps.h): a node region, an endpoint region, and the frontends
 // map value that locates both. Each part's layout lives with its concept
-// (kids.go: the child table; priority.go: the aux trees, failover and
+// (kids.go: the child table; widen.go: load-aware widening; priority.go: the aux trees, failover and
 // distribute rules; network.go: the network tree; affinity.go: the
 // consistent_hash backends); this file puts them together.
 
 // regionOf is what s's node region holds: its records (its tree, and its
-// aux trees and rules or its network tree) and its child table, and the
-// table's home slots. scratch is reused space for placing the table.
+// aux trees and rules or its network tree), its child table and, when it
+// is load-aware, its widening records (widen.go), and the table's home
+// slots. scratch is reused space for placing the table.
 func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uint32, error) {
 	nodes, _ := records(t, s)
 	aux, rules, net := auxRecords(t, s), append(ruleRecords(s), locRecords(s)...), netRecords(t, s)
@@ -27,11 +28,15 @@ func regionOf(t *shared.Tree, s *shared.Service, scratch *kidSlots) ([]byte, uin
 	if err != nil {
 		return nil, 0, fmt.Errorf("service %s: %w", s.Name(), err)
 	}
-	return region, slots, nil
+	widen, err := widenRecords(t, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(region, widen...), slots, nil
 }
 
-// regionLen is the node map entries p's node region takes: its records
-// and its child table.
+// regionLen is the node map entries p's node region takes: its records,
+// its child table and its widening records.
 func regionLen(p plan) uint32 { return uint32(len(p.region) / wire.NodeRecordSize) }
 
 // records are the byte ranges of a service's nodes and of the endpoints
@@ -56,6 +61,7 @@ func serviceValue(t *shared.Tree, p plan, nb, eb uint32) bpf.Service {
 	}
 	setLoads(&v, s, nb)
 	setNetworkRule(&v, s, nb)
+	setWiden(&v, p, nb)
 	v.Kids, v.KidSlots = nb+nodeLen(s), p.kids
 	return v
 }

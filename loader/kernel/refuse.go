@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"fmt"
 	"maps"
 
 	"github.com/loctree/loctree/shared"
@@ -10,11 +9,10 @@ import (
 // Refusal is why the kernel does not install service s (an error wrapping
 // ErrNotInKernel), or nil. Such a service stays in the tree the agent
 // serves to the filters, which honour it; connections to its VIP are not
-// redirected.
+// redirected. The kernel implements every setting a tree can hold today
+// (load_aware since bpf/lib/widen.h), so it is always nil; a setting the
+// filter honours before the kernel does is refused here.
 func Refusal(s *shared.Service) error {
-	if _, _, ok := s.LoadAware(); ok {
-		return fmt.Errorf("service %q: load_aware is %w; its VIP is not redirected (the filter honours it); remove load_aware to serve the service in the kernel", s.Name(), ErrNotInKernel)
-	}
 	return nil
 }
 

@@ -1,23 +1,19 @@
 package kernel
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
-	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
 
-// TestLoadAwareRefusedInKernel: the kernel does not implement load_aware
-// yet, so a service with it is refused alone, by name and with that reason,
-// by Apply and ApplyServices; never installed as if it had no load_aware.
-// An installed service that gains load_aware leaves the kernel; once it
-// drops it, it is installed again.
-func TestLoadAwareRefusedInKernel(t *testing.T) {
+// TestLoadAwareServedInKernel: a service with load_aware is installed by
+// Apply and ApplyServices like any other, with its band and its widening
+// records; one that gains or drops load_aware is rewritten (its digest
+// holds the band), never refused.
+func TestLoadAwareServedInKernel(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 8, Nodes: 256, Endpoints: 64}})
+	in, err := Open(Config{Locality: benchLocality, Capacity: Capacity{Services: 8, Nodes: 1024, Endpoints: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,58 +27,38 @@ func TestLoadAwareRefusedInKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := in.ApplyServices(tree, nil) // the first: a full Apply
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res.Refused != nil || res.Services != 2 {
+		t.Fatalf("Apply: %+v, %v; want both services installed, none refused", res, err)
 	}
-	refusedOnly(t, "Apply", in, res, "la", "plain")
+	band(t, in, "la", shared.DefaultLoadHigh, shared.DefaultLoadLow)
+	band(t, in, "plain", 0, 0)
 
 	la.LoadAware = nil
-	tree, err = b.Update([]shared.ServiceSpec{la}, nil, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err = in.ApplyServices(tree, []string{"la"}); err != nil || res.Refused != nil || len(frontends(t, in)) != 2 {
-		t.Fatalf("la without load_aware: %+v, %v, %d frontends; want both installed", res, err, len(frontends(t, in)))
-	}
-
 	plain.LoadAware = &shared.LoadAwareSpec{}
-	tree, err = b.Update([]shared.ServiceSpec{plain}, nil, 3)
+	tree, err = b.Update([]shared.ServiceSpec{la, plain}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err = in.ApplyServices(tree, []string{"plain"}); err != nil {
-		t.Fatal(err)
+	if res, err = in.ApplyServices(tree, []string{"la", "plain"}); err != nil || res.Refused != nil || res.Rewritten != 2 {
+		t.Fatalf("ApplyServices: %+v, %v; want both rewritten, none refused", res, err)
 	}
-	refusedOnly(t, "ApplyServices", in, res, "plain", "la")
-	if res.Removed != 1 {
-		t.Fatalf("plain gained load_aware: %d removed, want 1 (it leaves the kernel)", res.Removed)
-	}
-
-	la.Endpoints = la.Endpoints[1:] // another service changes: plain stays refused
-	tree, err = b.Update([]shared.ServiceSpec{la}, nil, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err = in.ApplyServices(tree, []string{"la"}); err != nil {
-		t.Fatal(err)
-	}
-	refusedOnly(t, "ApplyServices of another service", in, res, "plain", "la")
+	band(t, in, "la", 0, 0)
+	band(t, in, "plain", shared.DefaultLoadHigh, shared.DefaultLoadLow)
 }
 
-// refusedOnly checks that res refuses exactly service refused, for
-// load_aware, and that only service installed is in the kernel.
-func refusedOnly(t *testing.T, what string, in *Installer, res Result, refused, installed string) {
+// band checks the installed band of service name and that a load-aware
+// one has its widening records: one per node, then the leaves.
+func band(t *testing.T, in *Installer, name string, high, low uint32) {
 	t.Helper()
-	err := res.Refused[refused]
-	if len(res.Refused) != 1 || !errors.Is(err, ErrNotInKernel) || !strings.Contains(err.Error(), "load_aware is not implemented in the kernel yet") ||
-		!strings.Contains(err.Error(), `service "`+refused+`"`) {
-		t.Fatalf("%s refused %v; want %s alone, for load_aware", what, res.Refused, refused)
+	v := in.installed[in.byName[name]]
+	if uint32(v.LoadHigh) != high || uint32(v.LoadLow) != low {
+		t.Fatalf("%s installed with band %d/%d, want %d/%d", name, v.LoadHigh, v.LoadLow, high, low)
 	}
-	got := frontends(t, in)
-	if len(got) != 1 || res.Services != 1 {
-		t.Fatalf("%s: %d frontends, %d services installed; want %s's alone", what, len(got), res.Services, installed)
+	if high == 0 {
+		return
 	}
-	if _, ok := got[in.byName[installed]]; !ok || in.byName[refused] != (bpf.Frontend{}) {
-		t.Fatalf("%s: %s is not installed", what, installed)
+	keys, err := in.widenKeys(v)
+	if err != nil || len(keys) == 0 || v.WidenLeaves <= v.Widen || v.WidenLeaves >= v.NodeBase+v.NodeLen {
+		t.Fatalf("%s: widening records at %d, leaves at %d in region [%d, +%d): %d keys, %v", name, v.Widen, v.WidenLeaves, v.NodeBase, v.NodeLen, len(keys), err)
 	}
 }

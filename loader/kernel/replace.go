@@ -21,9 +21,16 @@ import (
 // the programs check before use, so each is kept when it still fits.
 var treeMaps = []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapRR, bpf.MapAffinityEps}
 
+// sockMaps are replaced together too: the load-aware counts and the
+// sockets that give them back at close. Counts kept with their sockets
+// gone would never come down (a node wide for ever), and sockets kept
+// with the counts new would take back what they never added.
+var sockMaps = []string{bpf.MapSocks, bpf.MapWiden}
+
 // incompatiblePins lists the maps pinned in dir that spec cannot re-adopt
 // (created with other capacities, or by an agent with another map
-// layout), with every tree map when one of them is among them, and sets
+// layout), with every tree map when one of them is among them (and both
+// socket maps when one is), and sets
 // their specs to pin nothing: the programs get new maps, and the old
 // pins stay in place, serving the programs still attached, until
 // replacePins.
@@ -45,10 +52,12 @@ func incompatiblePins(spec *ebpf.CollectionSpec, dir string) ([]string, error) {
 		}
 		m.Close()
 	}
-	if slices.ContainsFunc(names, func(n string) bool { return slices.Contains(treeMaps, n) }) {
-		for _, n := range treeMaps {
-			if !slices.Contains(names, n) && spec.Maps[n].Pinning == ebpf.PinByName {
-				names = append(names, n)
+	for _, group := range [][]string{treeMaps, sockMaps} {
+		if slices.ContainsFunc(names, func(n string) bool { return slices.Contains(group, n) }) {
+			for _, n := range group {
+				if !slices.Contains(names, n) && spec.Maps[n].Pinning == ebpf.PinByName {
+					names = append(names, n)
+				}
 			}
 		}
 	}
