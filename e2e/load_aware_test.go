@@ -82,8 +82,18 @@ func TestLoadAwareYieldsUnderOverload(t *testing.T) {
 	yieldsUnderOverload(t, newFilterPlane(t), sc, startLoadBackends(t, sc))
 }
 
-// yieldsUnderOverload is TestLoadAwareYieldsUnderOverload on plane (a
-// kernel variant passes a kernelPlane once the kernel honours load_aware).
+// TestLoadAwareYieldsUnderOverloadKernel is the same on the kernel plane
+// (as root): the real agent, a connection to the VIP per request from each
+// zone's cgroup, the band counting open connections per tree node: the
+// node's, not a VM's, so the band is the backends' concurrency (workersBand).
+func TestLoadAwareYieldsUnderOverloadKernel(t *testing.T) {
+	sc := loadZones()
+	sc.workersBand()
+	plane := newKernelPlane(t, sc.vip)
+	yieldsUnderOverload(t, plane, sc, startLoadBackends(t, sc))
+}
+
+// yieldsUnderOverload is TestLoadAwareYieldsUnderOverload on plane.
 func yieldsUnderOverload(t *testing.T, plane loadPlane, sc *loadScenario, lb *loadBackends) {
 	static := runLoad(t, plane, sc, lb, staticLocality, overloaded(sc), 2*time.Second).total(0)
 	if static.localShare() != 1 {
@@ -191,6 +201,7 @@ func measuredPlane(t *testing.T, sc *loadScenario) loadPlane {
 	case "", "filter":
 		return newFilterPlane(t)
 	case "kernel":
+		sc.workersBand()
 		return newKernelPlane(t, sc.vip)
 	default:
 		t.Fatalf("LOCTREE_MEASURE_PLANE=%q: want filter or kernel", v)

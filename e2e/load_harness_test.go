@@ -42,6 +42,17 @@ type loadScenario struct {
 	// holds waiting beyond them. A request past both is answered 503 at
 	// once (an overloaded server shedding load).
 	workers, queue int
+	// band is load_aware's {high, low}; nil: the default band.
+	band map[string]any
+}
+
+// workersBand sets load_aware's band to the backends' concurrency: wide
+// above workers in flight per endpoint, narrow below half of it. The
+// kernel's counts are the node's (every connection of every process), so
+// its band is the backend's whole concurrency; the filter's default band
+// {2, 1} is per VM, and two VMs share a proxy's requests.
+func (sc *loadScenario) workersBand() {
+	sc.band = map[string]any{"high": sc.workers, "low": sc.workers / 2}
 }
 
 // capacity is the requests per second zone z's endpoints serve.
@@ -85,6 +96,9 @@ func (sc *loadScenario) topology(c lbConfig) map[string]any {
 	switch c {
 	case loadAware:
 		svc["load_aware"] = map[string]any{} // the default band, {high: 2, low: 1}
+		if sc.band != nil {
+			svc["load_aware"] = sc.band
+		}
 	case noLocality:
 		svc["locality_lb"] = false
 		delete(svc, "scopes") // which would have no effect: refused
