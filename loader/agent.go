@@ -86,6 +86,7 @@ func Run(ctx context.Context, cfg AgentConfig) error {
 	a.metrics.kernel = in.Stats
 	a.metrics.picks = in.PriorityPicks
 	a.metrics.traffic = in.Traffic
+	a.metrics.forgetTraffic = in.ForgetTraffic
 	if err := a.startAndServe(ctx, src, first); err != nil {
 		in.Close()
 		if fresh { // leave the node as it was: no pins from a failed first start

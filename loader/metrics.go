@@ -44,6 +44,7 @@ type Metrics struct {
 	source        func() error                                  // the source's Health; nil: it has none
 	extra         func(io.Writer) error                         // the source's own metrics (source.Metrics); nil: none
 	traffic       func() ([]kernel.TrafficCount, uint64, error) // the kernel's traffic counts (kernel.Installer.Traffic)
+	forgetTraffic func([]kernel.TrafficCount) (int, error)      // deletes stale ones (kernel.Installer.ForgetTraffic)
 	tally         *trafficTally                                 // those counts at the traffic scope (traffic.go)
 	tree          *shared.Tree                                  // the tree installed last, which places the counts
 }
@@ -169,7 +170,10 @@ func (m *Metrics) readTraffic() bool {
 	if err != nil {
 		return false
 	}
-	m.tally.update(m.tree, counts, other)
+	if stale := m.tally.update(m.tree, counts, other); len(stale) > 0 && m.forgetTraffic != nil {
+		n, _ := m.forgetTraffic(stale)
+		m.tally.forget(stale[:n])
+	}
 	return true
 }
 

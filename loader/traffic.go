@@ -67,14 +67,21 @@ func newTrafficTally(scope string) *trafficTally {
 }
 
 // update adds the growth of the kernel's counts since the last update.
-func (t *trafficTally) update(tree *shared.Tree, counts []kernel.TrafficCount, other uint64) {
+// It returns the stale counts: those that did not grow since the last
+// update and whose endpoint tree no longer has (the programs cannot pick
+// it any more), which the caller may delete from the kernel and then
+// forget.
+func (t *trafficTally) update(tree *shared.Tree, counts []kernel.TrafficCount, other uint64) (stale []kernel.TrafficCount) {
 	if tree != t.tree {
 		t.tree, t.index = tree, nil
 	}
 	for _, c := range counts {
 		k := trafficKey{c.Cgroup, c.Frontend, c.Backend}
-		if n := c.Picks - t.last[k]; c.Picks > t.last[k] {
-			t.add(c, n)
+		last, seen := t.last[k]
+		if c.Picks > last {
+			t.add(c, c.Picks-last)
+		} else if _, _, ok := t.endpoint(c.Frontend, c.Backend); seen && !ok {
+			stale = append(stale, c)
 		}
 		t.last[k] = c.Picks
 	}
@@ -82,6 +89,15 @@ func (t *trafficTally) update(tree *shared.Tree, counts []kernel.TrafficCount, o
 		t.pairs[[2]string{otherValue, otherValue}] += other - t.lastOther
 		t.depths[unknownDep] += other - t.lastOther
 		t.lastOther = other
+	}
+	return stale
+}
+
+// forget drops counts the kernel no longer holds: a key that comes back
+// counts from zero.
+func (t *trafficTally) forget(counts []kernel.TrafficCount) {
+	for _, c := range counts {
+		delete(t.last, trafficKey{c.Cgroup, c.Frontend, c.Backend})
 	}
 }
 

@@ -133,3 +133,42 @@ func TestTrafficPlacedBeforeInstall(t *testing.T) {
 		t.Fatalf("pairs %v, want %v", m.tally.pairs, want)
 	}
 }
+
+// TestTrafficStaleForgotten: a count whose endpoint the installed tree no
+// longer has and that did not grow since the last read is handed to the
+// kernel to delete and forgotten (endpoints that come and go would fill
+// the kernel's map until every new key counted as (other)); one that is
+// still in the tree, or grew, is kept. A forgotten key that comes back
+// counts from zero, so no pick is lost or counted twice.
+func TestTrafficStaleForgotten(t *testing.T) {
+	m := newMetrics("")
+	gone := tc(nodeZ1, 0, apiVIP, "127.0.0.9:80", 4) // not an endpoint of trafficTree
+	live := tc(nodeZ1, 0, apiVIP, "127.0.0.1:80", 6)
+	counts := []kernel.TrafficCount{gone, live}
+	m.traffic = func() ([]kernel.TrafficCount, uint64, error) { return counts, 0, nil }
+	var deleted []kernel.TrafficCount
+	m.forgetTraffic = func(c []kernel.TrafficCount) (int, error) {
+		deleted = append(deleted, c...)
+		counts = counts[1:] // the kernel no longer has it
+		return len(c), nil
+	}
+	m.installed(trafficTree(t, false), kernel.Result{}) // no tree yet: not read
+	m.readTraffic()                                     // first seen: counted, not stale
+	if len(deleted) != 0 {
+		t.Fatalf("deleted %v at the first read, want nothing (its picks were just counted)", deleted)
+	}
+	m.readTraffic() // no growth, not in the tree: stale
+	if len(deleted) != 1 || deleted[0].Backend != gone.Backend {
+		t.Fatalf("deleted %v, want only %s", deleted, gone.Backend)
+	}
+	m.readTraffic()
+	if len(deleted) != 1 {
+		t.Fatalf("deleted %v; a live endpoint's count must stay", deleted)
+	}
+	counts = append(counts, tc(nodeZ1, 0, apiVIP, "127.0.0.9:80", 2)) // picked again from zero
+	m.readTraffic()
+	want := map[[2]string]uint64{{"z1", "z1"}: 6, {"z1", "(unknown)"}: 6}
+	if !maps.Equal(m.tally.pairs, want) {
+		t.Fatalf("pairs %v, want %v", m.tally.pairs, want)
+	}
+}

@@ -223,7 +223,7 @@ func capacityFlags(cmd *cobra.Command, c *kernel.Capacity) {
 	f.Uint32Var(&c.Services, "max-services", d.Services, "capacity: services with a VIP (1..65536)")
 	f.Uint32Var(&c.Nodes, "max-nodes", d.Nodes, "capacity: tree nodes of all services and their child tables, about 3 entries per node (updates need room for old and new copies; 1..2^26)")
 	f.Uint32Var(&c.Endpoints, "max-endpoints", d.Endpoints, "capacity: eligible endpoints of all services (updates need room for old and new copies; 1..2^25)")
-	f.Uint32Var(&c.Traffic, "max-traffic", d.Traffic, "capacity: (source cgroup, service, backend) keys the kernel's traffic counts keep (1..2^24); new picks of more count in loctree_traffic_connections_total as (other)")
+	f.Uint32Var(&c.Traffic, "max-traffic", d.Traffic, "capacity: (source cgroup, service, backend) keys the kernel's traffic counts keep at once (1..2^24; keys of endpoints gone from the tree are freed); new picks of more count in loctree_traffic_connections_total as (other)")
 	f.Uint32Var(&c.Sockets, "max-sockets", d.Sockets, "capacity: redirected sockets open at once (beyond it new ones are redirected without getpeername rewrite or connection count; 1..2^24); also the consistent_hash session affinities (client × service) kept, least recently used dropped first")
 }
 

@@ -52,6 +52,23 @@ func (in *Installer) Traffic() (counts []TrafficCount, other uint64, err error) 
 	return counts, sum(per), nil
 }
 
+// ForgetTraffic deletes the counts of keys the caller has read and will
+// never see grow again (a backend or a service no installed tree has), so
+// that endpoints that come and go (pod IPs) do not fill the map until
+// every new key counts as (other). A count that grew after the caller
+// read it loses that growth: call it only for keys of endpoints the
+// programs can no longer pick. It returns how many of counts, from the
+// first, the map no longer holds (all of them unless the error is not nil).
+func (in *Installer) ForgetTraffic(counts []TrafficCount) (int, error) {
+	for i, c := range counts {
+		k := bpf.TrafficKey{Src: c.Cgroup, Fe: FrontendOf(c.Frontend), Backend: FrontendOf(c.Backend)}
+		if err := in.k.objs.LtTraffic.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return i, fmt.Errorf("forget traffic counts: %w", err)
+		}
+	}
+	return len(counts), nil
+}
+
 // trafficBatch is how many keys one batch lookup reads.
 const trafficBatch = 1024
 

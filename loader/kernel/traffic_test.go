@@ -171,3 +171,45 @@ func TestAddrPortOf(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetTrafficFreesKeys: in a map of two keys full after two
+// backends, forgetting the counts read frees their keys, so the third
+// backend gets a key of its own instead of counting as (other), and a
+// forgotten backend picked again counts from one.
+func TestForgetTrafficFreesKeys(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	top := trafficTopology()
+	kerneltest.Backends(t, backendsOf(top))
+	elsewhere := shared.Locality{"region": "r9", "zone": "z9"} // every endpoint a candidate
+	in, _ := setupWith(t, mustBuild(t, top, 1), Config{Locality: elsewhere, Capacity: Capacity{Traffic: 2}})
+	seen := map[string]bool{}
+	for n := 0; len(seen) < 2; n++ {
+		got, err := kerneltest.Ask("127.77.25.1:80")
+		if err != nil || n > 500 {
+			t.Fatalf("%d connects: %v, reached %v", n, err, seen)
+		}
+		seen[got] = true
+	}
+	counts, _, err := in.Traffic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := in.ForgetTraffic(counts); n != len(counts) || err != nil {
+		t.Fatalf("ForgetTraffic: %d of %d, %v", n, len(counts), err)
+	}
+	if n, err := in.ForgetTraffic(counts); n != len(counts) || err != nil { // already gone: not an error
+		t.Fatalf("ForgetTraffic again: %d of %d, %v", n, len(counts), err)
+	}
+	want := map[trafficPair]uint64{}
+	for range 2 { // at most two keys: the map holds them again
+		got, err := kerneltest.Ask("127.77.25.1:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[trafficPair{fmt.Sprint(elsewhere), got}]++
+	}
+	got, other := countsOf(t, in)
+	if !maps.Equal(got, want) || other != 0 {
+		t.Fatalf("after forgetting: counts %v, other %d; want %v, other 0", got, other, want)
+	}
+}
