@@ -22,8 +22,50 @@ func (s *builtService) parseNetworkRule(spec *ServiceSpec) error {
 	if err := s.decideNetworkRule(spec); err != nil {
 		return err
 	}
+	s.decideOther()
 	return s.checkFailoverScopes()
 }
+
+// The network_rule byte of a spillover service with copies by its first
+// scope (docs/FORMAT.md, "Copies by the first scope").
+const (
+	// otherRanked: the endpoints of other values of the first scope are
+	// ranked by the scopes after it (Istio's failoverPriority network rule,
+	// or failoverPriority [first] with failover rules: rank × 5 +
+	// LbPriority).
+	otherRanked = 2
+	// otherMerged: they are one priority (failoverPriority = the scopes,
+	// no failover rules: Istio's priority len − 0 for a first label that
+	// differs), drawn by locality across the values.
+	otherMerged = 3
+)
+
+// decideOther decides whether a spillover service ranks the endpoints of
+// other values of its first scope from copies of them sorted by the scopes
+// after it (sortOther): under the network rule, and wherever the first
+// scope is not a locality scope and the second is (a cluster or, under
+// network_rule plain, a network before the region, zone or subzone). Istio
+// ranks them per value of the first scope (applyFailoverPriorityPerLocality
+// at b6787c12) and istiod groups them into localities by region, zone and
+// subzone alone (endpoint_builder.go), so one priority of other values is
+// one tree across the values, as the network rule's is. Not with
+// failover_limit (candidates share the first scope) or distribute (region
+// first).
+func (s *builtService) decideOther() {
+	switch {
+	case !s.spill || s.mode != ModeFailover || s.minRank > 0 || len(s.distribute) > 0 || len(s.scopes) < 2:
+	case s.netRule:
+		s.other = otherRanked
+	case !isLocalityScope(s.scopes[0]) && isLocalityScope(s.scopes[1]):
+		s.other = otherMerged
+		if len(s.failover) > 0 {
+			s.other = otherRanked
+		}
+	}
+}
+
+// isLocalityScope says whether a scope is one of Envoy's locality fields.
+func isLocalityScope(sc string) bool { return slices.Contains(localityScopes[:], sc) }
 
 func (s *builtService) decideNetworkRule(spec *ServiceSpec) error {
 	switch spec.NetworkRule {
@@ -60,22 +102,19 @@ func (s *builtService) networkRuleApplies() string {
 // checkFailoverScopes refuses failover rules where Istio's priorities,
 // failoverPriority rank × 5 + LbPriority (applyLocalityFailover over
 // applyFailoverPriorities, istio/istio loadbalancer.go at b6787c12, line
-// 212), are not nested ranges of the trees: a scope before region other
-// than network under the network rule (Istio's failoverPriority with
-// failover rules; each of its ranks is split again by region, zone and
-// subzone, which no order of the endpoints keeps contiguous), or network
-// after it, or zone and subzone not right after region in that order
-// (LbPriority ranks by them wherever they are).
+// 212), are not nested ranges of the trees: two or more scopes before
+// region (each rank of the scopes before it is split again by region, zone
+// and subzone; the copies by the first scope, sortOther, hold that split
+// for one scope only), unless a failover_limit keeps every candidate on
+// the source's values of them; or zone and subzone not right after region
+// in that order (LbPriority ranks by them wherever they are).
 func (s *builtService) checkFailoverScopes() error {
 	if len(s.failover) == 0 {
 		return nil
 	}
 	at := slices.Index(s.scopes, "region")
-	// network before region: the other networks ranked by the rule, or in
-	// no priority (a failover_limit of at least network)
-	networkFirst := at == 1 && s.scopes[0] == "network" && (s.netRule || s.minRank >= 1)
-	if at > 1 || (at == 1 && !networkFirst) {
-		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes only with region first or with network before it under network_rule ztunnel (or a failover_limit that keeps the other networks out); put region first or network, region", s.name, s.scopes)
+	if at > 1 && s.minRank < at || at == 1 && s.other == 0 && s.minRank < 1 {
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes for one scope before region (with spillover) but not for %d; put at most one scope before region, or a failover_limit of %s", s.name, s.scopes, at, s.scopes[at-1])
 	}
 	next := at + 1
 	for _, name := range []string{"zone", "subzone"} {
@@ -107,11 +146,11 @@ func OtherNetworkLabel() uint64 { return otherNetwork }
 // eligible set is, but by the scopes after network; with spillover, the
 // other-network copies (sortOther).
 func (s *builtService) sortNetwork() {
-	if !s.netRule {
+	if s.other != 0 {
+		s.sortOther()
 		return
 	}
-	if s.spill {
-		s.sortOther()
+	if !s.netRule {
 		return
 	}
 	L := len(s.scopes)
@@ -258,10 +297,12 @@ func (s *Service) netCopies() uint32 {
 // the number of aux nodes of the tree.
 func (s *Service) decodeNetworkRule(t *Tree, p []byte, nAux uint64) error {
 	rule, count := p[wire.PNetworkRule], le.Uint32(p[wire.PNetworkCount:])
-	s.networkRule, s.netOther = rule == 1, rule == 2 // s.lay holds the network tree's place (wire.ServiceLayout)
+	s.networkRule, s.netOther, s.otherMerged = rule == 1, rule == otherRanked || rule == otherMerged, rule == otherMerged // s.lay holds the network tree's place (wire.ServiceLayout)
 	switch {
-	case rule > 2, (rule != 0) != (count > 0):
+	case rule > otherMerged, (rule != 0) != (count > 0):
 		return corrupt("network rule %d with a network tree of %d nodes", rule, count)
+	case rule == otherMerged && p[wire.PFailoverCount] != 0:
+		return corrupt("network rule %d (other values in one priority) with %d failover rules", rule, p[wire.PFailoverCount])
 	case uint64(s.lay.NetRoot)+uint64(count) > nAux:
 		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.lay.NetRoot, count, nAux)
 	}
@@ -282,7 +323,11 @@ func (s *Service) checkNetworkRule() error {
 	if !s.networkRule && !s.netOther {
 		return nil
 	}
-	if s.scopes[0] != "network" || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
+	// the network rule has network first; copies by the first scope
+	// (otherwise) a first scope that is no locality scope, ranked by them
+	// only under the network rule or with failover rules
+	first := s.scopes[0] == "network" || s.netOther && !isLocalityScope(s.scopes[0]) && (s.otherMerged || len(s.failover) > 0)
+	if !first || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
 		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.scopes, s.mode, s.minRank, s.overprovision)
 	}
 	return nil
@@ -431,6 +476,15 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 			l.reach[t] = -1
 			continue
 		}
-		l.walk(s, t, d, want[:len(labels)], levels)
+		if !s.otherMerged {
+			l.walk(s, t, d, want[:len(labels)], levels)
+			continue
+		}
+		// one priority of the other values: the walk stops at them, and
+		// the deeper ranges are empty
+		l.walk(s, t, d, want[:len(labels)], 1)
+		for j := 3; j <= levels+1; j++ {
+			l.path[t][j], l.node[t][j] = l.path[t][2], l.node[t][2]
+		}
 	}
 }

@@ -271,14 +271,14 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 	}
 }
 
-// refusedBeforeRegion says whether Build refuses a spec for a scope other
-// than network before region under failover rules: Istio's priorities
-// then split every rank of that scope again by region, zone and subzone
-// (rank × 5 + LbPriority), which the tree does not hold (docs/TOPOLOGY.md,
+// refusedBeforeRegion says whether Build refuses a spec for two or more
+// scopes before region under failover rules: Istio's priorities then split
+// every rank of those scopes again by region, zone and subzone (rank × 5 +
+// LbPriority), which the tree holds for one scope before region (its
+// copies by the first scope) but not for more (docs/TOPOLOGY.md,
 // "failover"); the oracle above still computes them.
 func refusedBeforeRegion(spec *ServiceSpec) bool {
-	at := slices.Index(spec.Scopes, "region")
-	return len(spec.Failover) > 0 && (at > 1 || (at == 1 && spec.Scopes[0] != "network"))
+	return len(spec.Failover) > 0 && slices.Index(spec.Scopes, "region") > 1
 }
 
 // buildOrRefused builds spec, or checks that Build refuses it as
@@ -327,13 +327,14 @@ func TestIstioNetworkVectorsShared(t *testing.T) {
 // sets are Istio's and Envoy's.
 func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 34))
-	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"}}
+	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"},
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone", "subzone"}}
 	for it := range 2000 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]
 		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
 		spec := ServiceSpec{Name: "fp", Scopes: scopes, Spillover: &SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
-		if slices.Contains(scopes, "subzone") && rng.IntN(2) == 0 {
+		if slices.Contains(scopes, "region") && slices.Contains(scopes, "subzone") && rng.IntN(2) == 0 {
 			spec.Failover = []FailoverSpec{{From: "region-1", To: "region-2"}}
 		}
 		for i := range 2 + rng.IntN(20) {
@@ -368,7 +369,8 @@ func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 35))
 	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "region", "zone", "subzone", "node"},
-		{"network", "zone"}, {"network", "cluster", "node"}}
+		{"network", "zone"}, {"network", "cluster", "node"},
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone"}, {"cluster", "region", "zone", "subzone", "node"}}
 	for it := range 120 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]

@@ -64,6 +64,10 @@ type Service struct {
 	// set's endpoints not on m (network.go sortOther).
 	netOther    bool
 	otherCopies uint32
+	// otherMerged (format version 7, network_rule 3): the copies are by a
+	// first scope other than network without failover rules, and the
+	// other values' endpoints are one priority (network.go decideOther).
+	otherMerged bool
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1
