@@ -114,7 +114,7 @@ func (s *builtService) checkFailoverScopes() error {
 	}
 	at := slices.Index(s.scopes, "region")
 	if at > 1 && s.minRank < at || at == 1 && s.other == 0 && s.minRank < 1 {
-		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes for one scope before region (with spillover) but not for %d; put at most one scope before region, or a failover_limit of %s", s.name, s.scopes, at, s.scopes[at-1])
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the %d scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree holds for one scope before region, not more; put at most one scope before region, or failover_limit: %s", s.name, s.scopes, at, s.scopes[at-1])
 	}
 	next := at + 1
 	for _, name := range []string{"zone", "subzone"} {

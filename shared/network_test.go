@@ -56,8 +56,9 @@ func TestNetworkRule(t *testing.T) {
 // TestNetworkRuleRefused: an explicit network_rule that cannot apply, or
 // a typo, is an error naming it; spillover with network first builds with
 // the rule (Istio's failoverPriority network rule), explicit or not, and
-// refuses failover rules with network before region under the plain rule
-// (Istio ranks the other networks by region, zone and subzone then).
+// refuses failover rules with two scopes before region (Istio ranks each
+// rank of them again by region, zone and subzone; the copies by the first
+// scope hold that for one).
 func TestNetworkRuleRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -70,11 +71,7 @@ func TestNetworkRuleRefused(t *testing.T) {
 		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
 		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
 		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
-		{"plain failover", "network before it under network_rule ztunnel", func(s *ServiceSpec) {
-			s.NetworkRule, s.Spillover, s.Scopes = "plain", &SpilloverSpec{}, []string{"network", "region"}
-			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
-		}},
-		{"cluster before region", "put region first", func(s *ServiceSpec) {
+		{"network and cluster before region", "put at most one scope before region, or failover_limit: cluster", func(s *ServiceSpec) {
 			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "region"}
 			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
 		}},
@@ -229,7 +226,8 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 3", "network rule 3", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
+		{"rule 4", "network rule 4", func(b []byte) { b[pol+wire.PNetworkRule] = 4 }},
+		{"rule 3 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
 		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
 		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
 		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+wire.PNetworkCount:], 100) }},
