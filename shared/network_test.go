@@ -147,7 +147,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -275,10 +275,19 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 // by zone. The other-network tree follows the two empty aux roots: its
 // root, the set's child (label 1), a child per network, then the zones.
 // Policy byte 26 is 2, bytes 28..31 the tree's 9 nodes.
-func TestExactBytesNetworkPriorities(t *testing.T) {
-	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"network", "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
-		{Address: "127.0.0.1:8080", Locality: Locality{"network": "x", "zone": "b"}},
-		{Address: "127.0.0.2:8080", Locality: Locality{"network": "y", "zone": "a"}},
+func TestExactBytesNetworkPriorities(t *testing.T) { exactBytesOtherCopies(t, "network", 2) }
+
+// TestExactBytesFirstScopeCopies writes a format-7 tree by hand from
+// docs/FORMAT.md ("Copies by the first scope"): the tree of
+// TestExactBytesNetworkPriorities with cluster for network, the same
+// copies and other-value tree; policy byte 26 is 3, the other clusters'
+// endpoints being one priority (no failover rules).
+func TestExactBytesFirstScopeCopies(t *testing.T) { exactBytesOtherCopies(t, "cluster", 3) }
+
+func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{first, "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{first: "x", "zone": "b"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{first: "y", "zone": "a"}},
 	}}}}
 	tree, err := Build(top, BuildOptions{Generation: 9})
 	if err != nil {
@@ -299,7 +308,7 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
 	var meta []byte
-	for _, s := range []string{"n", "", "network", "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
+	for _, s := range []string{"n", "", first, "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
 		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
 		meta = append(meta, s...)
 	}
@@ -307,7 +316,7 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -364,14 +373,14 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 		ranges[m] = copyRange{lo, at}
 	}
 	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
-	// factor 140, panic 50, network_rule 2, other-network tree of 9 nodes
+	// factor 140, panic 50, network_rule 2 (3), other-network tree of 9 nodes
 	u32(0)
 	u32(1)
 	u32(1)
 	u32(1)
 	u32(0)
 	u16(140)
-	b = append(b, 50, 0, 0, 0, 2, 0)
+	b = append(b, 50, 0, 0, 0, rule, 0)
 	u32(9)
 	// aux: the two empty roots; the other-network tree (aux 2..10): its
 	// root over the copies [2, 6), the eligible set's child (label 1), the
@@ -380,14 +389,14 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	node(0, 2, 2, 0, 0)
 	node(0, 2, 6, 3, 1)
 	node(1, 2, 6, 4, 3)
-	first := uint32(7)
+	child := uint32(7)
 	for _, m := range others {
 		n := uint32(1)
 		if m == "\x00" {
 			n = 2
 		}
-		node(Label(m), ranges[m].lo, ranges[m].hi, first, n)
-		first += n
+		node(Label(m), ranges[m].lo, ranges[m].hi, child, n)
+		child += n
 	}
 	for _, m := range others {
 		k := ranges[m].lo
