@@ -92,7 +92,10 @@ struct lt_service {
 	 * rule", Istio's failoverPriority network rule): the other-network
 	 * tree (lt_service.other_root) follows the unhealthy tree, its records
 	 * mapped by aux_delta, over copies that follow the service's
-	 * endpoints (priority.h walks it as three more trees). */
+	 * endpoints (priority.h walks it as three more trees). 3 (format 7,
+	 * "Copies by the first scope"): the same tree and copies by a first
+	 * scope other than network, whose other values are one priority
+	 * (priority.h walks their copies one level). */
 	/* The child table (struct lt_kid): kid_slots home slots from map index
 	 * kids, in this service's node region after every other record, then
 	 * the slots of keys placed past the last home slot and a free slot.

@@ -197,6 +197,9 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.Rules = aux + auxLen(s)
 	if s.NetworkPriorities() {
 		v.NetRule, v.OtherRoot = 2, aux+l.AuxLen()
+		if s.OtherValuesMerged() {
+			v.NetRule = 3 // priority.h walks the copies one level: the other values are one priority
+		}
 	}
 	v.RuleCount = uint8(len(s.Failover()))
 	v.DistCount = uint8(len(s.Distribute()))
