@@ -4,7 +4,9 @@
  * steps 1-6), for services whose lt_service.of is non-zero: three tree
  * walks (eligible, degraded, unhealthy; six with the network rule, whose
  * other-network trees rank the other networks' endpoints: "Network rule
- * with a priority load") record the source's range at every depth; the priorities are the ranks, deepest first, each at most two
+ * with a priority load", or the other values of another first scope,
+ * net_rule 3 one level deep: "Copies by the first scope") record the
+ * source's range at every depth; the priorities are the ranks, deepest first, each at most two
  * spans per set (three where a failover rule splits the region's rank);
  * their loads follow Envoy's recalculatePerPriorityState and panic rules in
  * integers; choosePriority draws one and the service's policy picks inside
