@@ -113,7 +113,7 @@ func (s *builtService) checkFailoverScopes() error {
 		return nil
 	}
 	at := slices.Index(s.scopes, "region")
-	if at > 1 && s.minRank < at || at == 1 && s.other == 0 && s.minRank < 1 {
+	if at > 1 && s.minRank < at || at == 1 && s.other == 0 && s.minRank < 1 && !isLocalityScope(s.scopes[0]) {
 		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the %d scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree holds for one scope before region, not more; put at most one scope before region, or failover_limit: %s", s.name, s.scopes, at, s.scopes[at-1])
 	}
 	next := at + 1
