@@ -27,17 +27,23 @@ func (s *builtService) parseNetworkRule(spec *ServiceSpec) error {
 }
 
 // The network_rule byte of a spillover service with copies by its first
-// scope (docs/FORMAT.md, "Copies by the first scope").
+// scope (docs/FORMAT.md, "Network rule with a priority load" and "Copies
+// by the first scope").
 const (
-	// otherRanked: the endpoints of other values of the first scope are
-	// ranked by the scopes after it (Istio's failoverPriority network rule,
-	// or failoverPriority [first] with failover rules: rank × 5 +
-	// LbPriority).
+	// otherRanked: the endpoints of the other networks are ranked by every
+	// scope after network (Istio's failoverPriority network rule, "ignore
+	// network": the match goes on over the labels after it).
 	otherRanked = 2
-	// otherMerged: they are one priority (failoverPriority = the scopes,
-	// no failover rules: Istio's priority len − 0 for a first label that
-	// differs), drawn by locality across the values.
+	// otherMerged: the endpoints of the other values of the first scope
+	// are one priority (failoverPriority = the scopes, no failover rules:
+	// Istio's priority len − 0 for a first label that differs), drawn by
+	// locality across the values.
 	otherMerged = 3
+	// otherLocality: they are ranked by region, zone and subzone only
+	// (failover rules: failoverPriority rank × 5 + LbPriority, the rank
+	// being the same for all of them, and LbPriority blind to the scopes
+	// after subzone).
+	otherLocality = 4
 )
 
 // decideOther decides whether a spillover service ranks the endpoints of
@@ -59,7 +65,7 @@ func (s *builtService) decideOther() {
 	case !isLocalityScope(s.scopes[0]) && isLocalityScope(s.scopes[1]):
 		s.other = otherMerged
 		if len(s.failover) > 0 {
-			s.other = otherRanked
+			s.other = otherLocality
 		}
 	}
 }
@@ -297,12 +303,15 @@ func (s *Service) netCopies() uint32 {
 // the number of aux nodes of the tree.
 func (s *Service) decodeNetworkRule(t *Tree, p []byte, nAux uint64) error {
 	rule, count := p[wire.PNetworkRule], le.Uint32(p[wire.PNetworkCount:])
-	s.networkRule, s.netOther, s.otherMerged = rule == 1, rule == otherRanked || rule == otherMerged, rule == otherMerged // s.lay holds the network tree's place (wire.ServiceLayout)
+	s.networkRule, s.netOther = rule == 1, rule >= otherRanked // s.lay holds the network tree's place (wire.ServiceLayout)
+	if s.netOther {
+		s.otherRule = rule
+	}
 	switch {
-	case rule > otherMerged, (rule != 0) != (count > 0):
+	case rule > otherLocality, (rule != 0) != (count > 0):
 		return corrupt("network rule %d with a network tree of %d nodes", rule, count)
-	case rule == otherMerged && p[wire.PFailoverCount] != 0:
-		return corrupt("network rule %d (other values in one priority) with %d failover rules", rule, p[wire.PFailoverCount])
+	case rule == otherMerged && p[wire.PFailoverCount] != 0, rule == otherLocality && p[wire.PFailoverCount] == 0:
+		return corrupt("network rule %d with %d failover rules (3 has none, 4 some)", rule, p[wire.PFailoverCount])
 	case uint64(s.lay.NetRoot)+uint64(count) > nAux:
 		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.lay.NetRoot, count, nAux)
 	}
@@ -323,10 +332,12 @@ func (s *Service) checkNetworkRule() error {
 	if !s.networkRule && !s.netOther {
 		return nil
 	}
-	// the network rule has network first; copies by the first scope
-	// (otherwise) a first scope that is no locality scope, ranked by them
-	// only under the network rule or with failover rules
-	first := s.scopes[0] == "network" || s.netOther && !isLocalityScope(s.scopes[0]) && (s.otherMerged || len(s.failover) > 0)
+	// the network rule has network first; copies by another first scope
+	// one that is no locality scope
+	first := s.scopes[0] == "network"
+	if s.otherRule > otherRanked {
+		first = !isLocalityScope(s.scopes[0])
+	}
 	if !first || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
 		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.scopes, s.mode, s.minRank, s.overprovision)
 	}
@@ -476,15 +487,25 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 			l.reach[t] = -1
 			continue
 		}
-		if !s.otherMerged {
-			l.walk(s, t, d, want[:len(labels)], levels)
-			continue
-		}
-		// one priority of the other values: the walk stops at them, and
-		// the deeper ranges are empty
-		l.walk(s, t, d, want[:len(labels)], 1)
-		for j := 3; j <= levels+1; j++ {
-			l.path[t][j], l.node[t][j] = l.path[t][2], l.node[t][2]
+		stop := min(s.OtherWalkDepth(), levels)
+		l.walk(s, t, d, want[:len(labels)], stop)
+		for j := stop + 2; j <= levels+1; j++ { // below the stop: empty ranges, as below a mismatch
+			l.path[t][j], l.node[t][j] = l.path[t][stop+1], l.node[t][stop+1]
 		}
 	}
+}
+
+// OtherWalkDepth is how deep a source walks each set's other-value tree
+// (its set node at depth 0) of a service with NetworkPriorities: 1 when
+// the other values of the first scope are one priority, the locality depth
+// when they are ranked by region, zone and subzone only, else MaxLevels+1
+// (every scope: the network rule). The ranks below it are one.
+func (s *Service) OtherWalkDepth() int {
+	switch s.otherRule {
+	case otherMerged:
+		return 1
+	case otherLocality:
+		return localityDepth(s.scopes)
+	}
+	return MaxLevels + 1
 }

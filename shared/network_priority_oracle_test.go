@@ -474,3 +474,35 @@ func noShare(shares map[string]float64) bool {
 	}
 	return true
 }
+
+// TestOtherClustersRankedByLocalityOnly: with failover rules and a scope
+// after subzone, Istio ranks the other clusters' endpoints by
+// failoverPriority rank × 5 + LbPriority, and LbPriority (util.LbPriority)
+// looks at region, zone and subzone only: two endpoints of other clusters
+// in the source's subzone are one priority whatever their node, while the
+// source's own cluster ranks by node too (its failoverPriority rank). The
+// oracle says so (one priority of .1 and .2); ranking the copies by every
+// scope after cluster, as the network rule ranks the other networks, put
+// .1 (the source's node) before .2.
+func TestOtherClustersRankedByLocalityOnly(t *testing.T) {
+	src := Locality{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n2"}
+	spec := ServiceSpec{Name: "clu", Scopes: []string{"cluster", "region", "zone", "subzone", "node"}, Spillover: &SpilloverSpec{},
+		Failover: []FailoverSpec{{From: "r2", To: "r1"}}}
+	for i, e := range []Locality{
+		{"cluster": "c2", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n2"},
+		{"cluster": "c1", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n1"},
+		{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n1"},
+		{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n3"},
+	} {
+		spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.38.%d:80", i+1), Locality: e})
+	}
+	want := networkPriorityOracle(&spec, src, DefaultOverprovisioningFactor, DefaultPanicThreshold)
+	if len(want) != 2 || len(want[1].all) != 2 {
+		t.Fatalf("oracle: %+v, want the source's cluster's two nodes, then the other clusters' subzone as one priority", want)
+	}
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+	l := tree.Services()[0].Loads(src)
+	if err := comparePriorities(tree, &l, want); err != nil {
+		t.Fatal(err)
+	}
+}

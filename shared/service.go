@@ -95,7 +95,7 @@ func (s *Service) NetworkPriorities() bool { return s.netOther }
 // the endpoints of the other values of its first scope in one priority
 // (network_rule 3: a first scope other than network, no failover rules)
 // rather than ranking them by the scopes after it.
-func (s *Service) OtherValuesMerged() bool { return s.otherMerged }
+func (s *Service) OtherValuesMerged() bool { return s.otherRule == otherMerged }
 
 // NetworkCopies is the number of endpoint records the network rule adds
 // after the service's EndpointCount (0 without it).

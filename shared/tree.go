@@ -64,10 +64,11 @@ type Service struct {
 	// set's endpoints not on m (network.go sortOther).
 	netOther    bool
 	otherCopies uint32
-	// otherMerged (format version 7, network_rule 3): the copies are by a
-	// first scope other than network without failover rules, and the
-	// other values' endpoints are one priority (network.go decideOther).
-	otherMerged bool
+	// otherRule is the network_rule byte of a service with netOther: 2
+	// the network rule, or (format version 7) copies by a first scope
+	// whose other values are one priority (3) or ranked by the locality
+	// scopes only (4; network.go decideOther).
+	otherRule uint8
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1

@@ -4,8 +4,8 @@
  * steps 1-6), for services whose lt_service.of is non-zero: three tree
  * walks (eligible, degraded, unhealthy; six with the network rule, whose
  * other-network trees rank the other networks' endpoints: "Network rule
- * with a priority load", or the other values of another first scope,
- * net_rule 3 one level deep: "Copies by the first scope") record the
+ * with a priority load", or the other values of another first scope to
+ * other_depth: "Copies by the first scope") record the
  * source's range at every depth; the priorities are the ranks, deepest first, each at most two
  * spans per set (three where a failover rule splits the region's rank);
  * their loads follow Envoy's recalculatePerPriorityState and panic rules in
@@ -34,7 +34,7 @@ static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 se
  * with the network rule of a spillover service their other-network trees. */
 static __always_inline __u32 lt_trees(const struct lt_service *svc)
 {
-	return svc->net_rule >= 2 ? LT_TREES : LT_SETS;
+	return svc->net_rule == 2 ? LT_TREES : LT_SETS;
 }
 
 /* lt_on_network says whether an endpoint of the service is on the
@@ -75,10 +75,6 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 	l->path[set][d + 1] = lt_span_of(svc, ch, &bad);
 	l->node[set][d + 1] = at;
 	l->reach[set] = d + 1;
-	/* net_rule 3: the other values of the first scope are one priority,
-	 * so the walk of their copies stops at the source's value (the set's
-	 * copies for it); deeper ranges stay empty (shared/network.go). */
-	l->stop[set] |= set >= LT_SETS && svc->net_rule == 3;
 	return bad;
 }
 
@@ -159,6 +155,11 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 
 		if (set >= trees)
 			break;
+		/* Copies by a first scope other than network: the ranks below
+		 * other_depth are one, as if the walk stopped there
+		 * (shared/network.go walkOther). */
+		if (set >= LT_SETS && r > svc->other_depth)
+			l->reach[set] = r = svc->other_depth;
 		if (r >= LT_DEPTHS)
 			return LT_STAT_BAD_INDEX;
 		lt_bounded(r);
@@ -352,7 +353,7 @@ static long lt_rank_cb(__u64 i, void *data)
 	struct lt_loads *l = c->l;
 	__u32 other = i > LT_MAX_LEVELS, b = other ? LT_SETS : 0;
 	int r = (int)c->svc->levels - (int)(other ? i - LT_MAX_LEVELS - 1 : i);
-	int lowest = c->svc->net_rule >= 2 ? 1 : (int)c->svc->min_rank;
+	int lowest = c->svc->net_rule == 2 ? 1 : (int)c->svc->min_rank;
 	struct lt_hosts n;
 
 	if (i > 2 * LT_MAX_LEVELS + 1 || r < 0 || r < lowest)
@@ -520,7 +521,7 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 		ret = lt_failover(svc, labels, l, &c);
 	if (ret != LT_OK)
 		return ret;
-	bpf_loop((LT_MAX_LEVELS + 1) * (svc->net_rule >= 2 ? 2 : 1), lt_rank_cb, &c, 0);
+	bpf_loop((LT_MAX_LEVELS + 1) * (svc->net_rule == 2 ? 2 : 1), lt_rank_cb, &c, 0);
 	if (l->n == 0)
 		return LT_STAT_NO_CANDIDATE;
 	lt_priority_loads(svc, l, &c);

@@ -56,7 +56,7 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	r->hi = l->path[0][m].hi;
 	r->node = l->node[0][m];
 	r->depth = l->reach[0];
-	if (svc->net_rule >= 2) { /* candidates in the copies too: the whole region */
+	if (svc->net_rule == 2) { /* candidates in the copies too: the whole region */
 		r->lo = svc->ep_base;
 		r->hi = svc->ep_base + svc->ep_len;
 	}

@@ -40,8 +40,8 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 	switch {
 	case netFirst: // the network rule: Istio's priorities across networks (issue 26 items 3, 4)
 		scopes = networkFirstScopes
-	case rng.IntN(3) == 0: // a cluster first: the copies by the first scope (network_rule 2 with failover, 3 without)
-		scopes = clusterFirstScopes
+	case rng.IntN(3) == 0: // a cluster first: the copies by the first scope (network_rule 4 with failover, 3 without)
+		scopes, levels = clusterFirstScopes, max(levels, 2+rng.IntN(4)) // node after subzone, which failover rules do not rank
 	}
 	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: scopes[:levels], VIP: treetest.VIP(i, false),
 		Policy: loadsPolicies[rng.IntN(len(loadsPolicies))]}
