@@ -99,7 +99,16 @@ func TestConnectNetworkPriorities(t *testing.T) {
 // r1/z3/s1 1: .3 and .5 1.4/3.8 = 36.8 % each, .7 26.3 %. A locality
 // per cluster (the tree without the copies by the first scope) gives .3
 // 1.4/3.4 = 41.2 %, .5 and .7 29.4 % each.
-func clusterPriorityCase() loadsCase {
+//
+// With the failover rule r1 → r2 (clusterFailoverCase), Istio's
+// failoverPriority [cluster] with the rule (rank × 5 + LbPriority) gives
+// networkPriorityCase's priorities with cluster for network: .3 46 %,
+// .5 31.5 %, .7 22.5 %.
+func clusterPriorityCase() loadsCase { return clusterCase(false) }
+
+func clusterFailoverCase() loadsCase { return clusterCase(true) }
+
+func clusterCase(failover bool) loadsCase {
 	of, threshold := uint32(140), uint32(50)
 	spec := shared.ServiceSpec{Name: "clu", VIP: "127.77.37.1:80", Scopes: []string{"cluster", "region", "zone", "subzone"},
 		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
@@ -111,9 +120,13 @@ func clusterPriorityCase() loadsCase {
 		{"c1", "r1", "z1", false, 0}, {"c1", "r3", "z1", false, 0}, {"c2", "r1", "z1", true, 100 * 1.4 / 3.8}, {"c2", "r1", "z1", false, 0},
 		{"c2", "r1", "z2", true, 100 * 1.4 / 3.8}, {"c3", "r1", "z2", false, 0}, {"c2", "r1", "z3", true, 100 / 3.8}, {"c3", "r1", "z1", false, 0},
 	}
-	c := loadsCase{}
+	if failover {
+		spec.Name, spec.VIP, spec.Failover = "clufo", "127.77.37.2:80", []shared.FailoverSpec{{From: "r1", To: "r2"}}
+		eps[2].share, eps[4].share, eps[6].share = 46, 54*1.4/2.4, 54/2.4
+	}
+	c, first := loadsCase{}, map[bool]int{false: 1, true: 11}[failover]
 	for i, e := range eps {
-		addr := fmt.Sprintf("127.0.37.%d:9137", i+1)
+		addr := fmt.Sprintf("127.0.37.%d:9137", i+first)
 		es := shared.EndpointSpec{Address: addr, Locality: shared.Locality{"cluster": e.cluster, "region": e.region, "zone": e.zone, "subzone": "s1"}}
 		if !e.healthy {
 			es.Healthy = boolp(false)
@@ -127,22 +140,24 @@ func clusterPriorityCase() loadsCase {
 
 // TestConnectClusterPriorities: real connects through the programs from a
 // node in c1 land on each endpoint as Istio's priorities and Envoy's
-// locality weights across clusters say (chi-square at p = 1e-5, chi2Crit;
+// locality weights across clusters say, without and with the failover rule (chi-square at p = 1e-5, chi2Crit;
 // never on an endpoint without a share).
 func TestConnectClusterPriorities(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	c := clusterPriorityCase()
-	install(t, specsOf([]loadsCase{c}, loadsCase.specOf), shared.Locality{"cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"})
+	cases := []loadsCase{clusterPriorityCase(), clusterFailoverCase()}
+	install(t, specsOf(cases, loadsCase.specOf), shared.Locality{"cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"})
 	const connects = 4000
-	seen := map[string]int{}
-	for range connects {
-		got, err := kerneltest.Ask(c.spec.VIP)
-		if err != nil {
-			t.Fatalf("%s: %v", c.spec.VIP, err)
+	for _, c := range cases {
+		seen := map[string]int{}
+		for range connects {
+			got, err := kerneltest.Ask(c.spec.VIP)
+			if err != nil {
+				t.Fatalf("%s: %v", c.spec.VIP, err)
+			}
+			seen[got]++
 		}
-		seen[got]++
+		checkShares(t, c, seen)
 	}
-	checkShares(t, c, seen)
 }
 
 // TestOtherNetworkLabelMatchesHeader: the kernel's label of the copies
