@@ -171,11 +171,13 @@ func (s *builtService) sortNetwork() {
 
 // sortOther fills s.netOrder, s.netLabel and s.netSet with the copies of a
 // spillover service under the network rule (docs/FORMAT.md, "Network
-// rule"): per set (eligible, degraded, unhealthy) and per network m of the
-// service's endpoints, in label order with otherNetwork among them, the
-// set's endpoints that are not on m, sorted by the scopes after network. A
-// source on network m ranks the other networks' endpoints of a set by that
-// copy: Istio's failoverPriority network rule (istio/istio b6787c12). Every
+// rule"), or by another first scope ("Copies by the first scope"; below,
+// its values are the networks): per set (eligible, degraded, unhealthy)
+// and per network m of the service's endpoints, in label order with
+// otherNetwork among them, the set's endpoints that are not on m, sorted
+// by the scopes after network. A source on network m ranks the other
+// networks' endpoints of a set by that copy: Istio's failoverPriority
+// network rule (istio/istio b6787c12). Every
 // set has a copy for every network (a set none of whose endpoints is on m
 // is copied whole), so that a locality of the copies for m is the same
 // label path in every set: Envoy weighs it by its endpoints in all three.

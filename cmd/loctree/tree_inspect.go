@@ -172,7 +172,7 @@ func drawTree(w io.Writer, in *treeInput) {
 		case s.NetworkPriorities() && first == "network":
 			fmt.Fprintf(w, "  network rule: ztunnel (after the source's network, the other networks' endpoints in priorities by %s: Istio's failoverPriority network rule)\n", joinSafe(s.Scopes()[1:], "/"))
 		case s.NetworkPriorities():
-			fmt.Fprintf(w, "  other %s values: after the source's %s, in priorities by %s (Istio's failoverPriority with failover rules)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:], "/"))
+			fmt.Fprintf(w, "  other %s values: after the source's %s, in priorities by %s (Istio's failoverPriority with failover rules)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:min(s.OtherWalkDepth(), s.Levels())], "/"))
 		}
 		drawChildren(w, s, states, t.Node(s.Root()), "  ")
 		if s.EndpointCount() > s.EligibleCount() {
