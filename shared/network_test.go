@@ -226,7 +226,8 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 4", "network rule 4", func(b []byte) { b[pol+wire.PNetworkRule] = 4 }},
+		{"rule 5", "network rule 5 with a network tree", func(b []byte) { b[pol+wire.PNetworkRule] = 5 }},
+		{"rule 4 without failover rules", "network rule 4 with 0 failover rules", func(b []byte) { b[pol+wire.PNetworkRule] = 4 }},
 		{"rule 3 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
 		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
 		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
@@ -414,5 +415,32 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	}
 	if OtherNetworkLabel() != Label("\x00") {
 		t.Fatalf("OtherNetworkLabel %#x, Label(\"\\x00\") %#x", OtherNetworkLabel(), Label("\x00"))
+	}
+}
+
+// TestDecodeRejectsOtherRuleMismatch: a cluster-first spillover service
+// with a failover rule has network_rule 4 (the other clusters ranked by
+// region, zone and subzone); the same bytes with 3 (one priority, which
+// Build writes only without failover rules) or 2 (the network rule, which
+// needs network first) are corrupt, as a reader would rank them otherwise.
+func TestDecodeRejectsOtherRuleMismatch(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "c", Scopes: []string{"cluster", "region"}, Spillover: &SpilloverSpec{},
+		Failover: []FailoverSpec{{From: "r1", To: "r2"}}, Endpoints: []EndpointSpec{
+			{Address: "127.0.0.1:80", Locality: Locality{"cluster": "c1", "region": "r1"}},
+			{Address: "127.0.0.2:80", Locality: Locality{"cluster": "c2", "region": "r2"}},
+		}}}}
+	tree := mustBuild(t, top)
+	orig := tree.Bytes()
+	pol := int(le.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*int(le.Uint32(orig[wire.HEndpointCnt:]))
+	if orig[pol+wire.PNetworkRule] != 4 {
+		t.Fatalf("network_rule %d, want 4", orig[pol+wire.PNetworkRule])
+	}
+	for rule, want := range map[byte]string{3: "network rule 3 with 1 failover rules", 2: "network rule with scopes [cluster region]"} {
+		b := bytes.Clone(orig)
+		b[pol+wire.PNetworkRule] = rule
+		le.PutUint32(b[wire.HChecksum:], checksum(b))
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+			t.Errorf("rule %d: %v, want ErrCorrupt mentioning %q", rule, err, want)
+		}
 	}
 }
