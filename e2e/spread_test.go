@@ -72,7 +72,8 @@ var locShares = map[string]map[string]float64{
 // them by health (distLocShares). And round_robin and least_request weigh
 // the candidates as Envoy's EDF schedule does (issue 26 item 6,
 // weightedPlanes). And Istio's priorities across networks with a failover
-// rule (issue 26 items 3 and 4, netShares) from the node source.
+// rule (issue 26 items 3 and 4, netShares) and across clusters (a cluster
+// before region, cluShares) from the node source.
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -96,6 +97,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		checkDistLocality(t, "tree pick", s, pickLocality(t, cli, s, distLocHost))
 	}
 	checkNetwork(t, "tree pick", pickLocality(t, cli, onNetwork(spreadSources[0]), netHost))
+	checkCluster(t, "tree pick", pickLocality(t, cli, inCluster(spreadSources[0]), cluHost))
 
 	cg := kerneltest.Cgroup(t)
 	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
@@ -103,7 +105,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 	args := []string{"agent", "-f", "testdata/spill.yaml", "--cgroup", cg, "--bpffs", fs, "--listen", listen}
 	for _, s := range spreadSources {
 		if s.name == "node" {
-			args = append(args, "--locality", flagLocality(onNetwork(s).loc))
+			args = append(args, "--locality", flagLocality(inCluster(onNetwork(s)).loc))
 			continue
 		}
 		childCgroup(t, cg, s.name)
@@ -117,11 +119,12 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		p := &planes{t: t, cg: cg}
 		kernel, kernelDist, kernelLoc, kernelDL := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		var kernelW map[string]map[string]int
-		kernelNet := map[string]int{}
+		kernelNet, kernelClu := map[string]int{}, map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
 			if s.name == "node" {
 				kernelW = weightedConnects(t, s.name)
 				connects(t, s.name, netVIP, kernelNet)
+				connects(t, s.name, cluVIP, kernelClu)
 			}
 			connects(t, s.name, spillVIP, kernel)
 			connects(t, s.name, locVIP, kernelLoc)
@@ -133,7 +136,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		checkSpread(t, "kernel", s, top, kernel)
 		checkLocality(t, "kernel", s.name, kernelLoc)
 		checkDistLocality(t, "kernel", s, kernelDL)
-		proxy := spreadProxy(t, cli, wasm, listen, onNetwork(s))
+		proxy := spreadProxy(t, cli, wasm, listen, inCluster(onNetwork(s)))
 		filter := requests(t, s.name, proxy, spillHost)
 		checkSpread(t, "filter", s, top, filter)
 		checkLocality(t, "filter", s.name, requests(t, s.name, proxy, locHost))
@@ -146,6 +149,8 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 			weightedPlanes(t, cli, proxy, s, kernelW)
 			checkNetwork(t, "kernel", kernelNet)
 			checkNetwork(t, "filter", requests(t, s.name, proxy, netHost))
+			checkCluster(t, "kernel", kernelClu)
+			checkCluster(t, "filter", requests(t, s.name, proxy, cluHost))
 		}
 	}
 }

@@ -48,3 +48,42 @@ func TestNetworkPrioritiesWasm(t *testing.T) {
 	c := networkWasm()
 	checkPickShares(t, c.run(t), c.shares, "Istio and Envoy")
 }
+
+// clusterWasm is networkWasm's service with cluster for network (issue 26:
+// a scope before region other than a leading network), from c1/r1/z1/s1.
+// With the failover rule, Istio's failoverPriority [cluster] plus failover
+// (rank × 5 + LbPriority) gives networkWasm's priorities and shares. Without
+// it, failoverPriority [cluster, region, zone, subzone] puts every other
+// cluster in one priority (applyFailoverPriorityPerLocality: len − 0),
+// health 140·3/6 = 70, all the load; its localities across clusters weigh
+// r1/z1/s1 3·min(1, 1.4·1/3) = 1.4, r1/z2/s1 2·min(1, 1.4·1/2) = 1.4 and
+// r1/z3/s1 1: .3 and .5 1.4/3.8 each, .7 1/3.8 (a locality per cluster
+// gives .3 1.4/3.4 and .5, .7 1/3.4).
+func clusterWasm(failover bool) localityWasmCase {
+	c := networkWasm()
+	c.name, c.spec.Name, c.spec.Scopes = "cluster", "clu", []string{"cluster", "region", "zone", "subzone"}
+	c.src = shared.Locality{"cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"}
+	for i := range c.spec.Endpoints {
+		loc := c.spec.Endpoints[i].Locality
+		loc["cluster"] = "c" + loc["network"][1:]
+		delete(loc, "network")
+	}
+	if !failover {
+		c.spec.Failover = nil
+		c.shares = map[string]float64{"127.0.136.3:80": 1.4 / 3.8, "127.0.136.5:80": 1.4 / 3.8, "127.0.136.7:80": 1 / 3.8}
+	}
+	return c
+}
+
+// TestClusterPrioritiesWasm: the real filter module spreads the picks of a
+// spillover service with cluster before region as Istio's priorities and
+// Envoy's localities across clusters say, with the failover rule and
+// without (chi-square at z = 4).
+func TestClusterPrioritiesWasm(t *testing.T) {
+	for _, failover := range []bool{true, false} {
+		t.Run(fmt.Sprintf("failover=%v", failover), func(t *testing.T) {
+			c := clusterWasm(failover)
+			checkPickShares(t, c.run(t), c.shares, "Istio and Envoy")
+		})
+	}
+}

@@ -60,6 +60,7 @@ type builtService struct {
 	nodes      []builtNode    // breadth-first, root first; indices relative to the service
 	aux        [3][]builtNode // the trees over the degraded and the unhealthy endpoints, and the network tree
 	netRule    bool           // the network rule is in force (docs/FORMAT.md, "Network rule")
+	other      uint8          // a spillover service's copies by its first scope: 0 none, else its network_rule byte (otherRanked, otherMerged; network.go)
 	spill      bool           // priority load (Spillover) is on
 	of         uint32         // overprovisioning factor, percent
 	panic      uint32         // panic threshold, percent
@@ -607,7 +608,7 @@ func (s *builtService) layoutNodes(specs []EndpointSpec, labels map[uint64]strin
 		return err
 	}
 	switch {
-	case s.netRule && s.spill:
+	case s.other != 0:
 		s.aux[2], err = s.layoutOther(labels)
 	case s.netRule:
 		end := uint32(len(s.eps) + len(s.netOrder))

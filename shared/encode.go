@@ -97,10 +97,10 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 	b[wire.PFailoverCount] = byte(len(s.failover))
 	b[wire.PDistributeCount] = byte(len(s.distribute))
 	b[wire.PMinRank] = byte(s.minRank)
-	if s.netRule {
+	if s.netRule || s.other != 0 {
 		b[wire.PNetworkRule] = 1
-		if s.spill {
-			b[wire.PNetworkRule] = 2
+		if s.other != 0 {
+			b[wire.PNetworkRule] = s.other
 		}
 		le.PutUint32(b[wire.PNetworkCount:], uint32(len(s.aux[2])))
 	}

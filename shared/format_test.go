@@ -98,7 +98,7 @@ func exactBytes(t *testing.T, la *LoadAwareSpec, high, low uint16) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -212,18 +212,19 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsOlderBytes holds formats 3, 4, 5 and 6 to their promise: a
-// tree without distribute rules (format 3), without the network rule
-// (format 4), without it under spillover (format 5) and without load_aware
-// (format 6) is byte for byte its older encoding (testdata/mesh.v2.golden.bin
-// to mesh.v5.golden.bin, written by the format-2 to -5 encoders) but for the
-// version field (the checksum starts at byte 12, after it).
+// TestGoldenKeepsOlderBytes holds formats 3 to 7 to their promise: a tree
+// without distribute rules (format 3), without the network rule (format 4),
+// without it under spillover (format 5), without load_aware (format 6) and
+// without copies by a first scope other than network (format 7) is byte for
+// byte its older encoding (testdata/mesh.v2.golden.bin to mesh.v6.golden.bin,
+// written by the format-2 to -6 encoders) but for the version field (the
+// checksum starts at byte 12, after it).
 func TestGoldenKeepsOlderBytes(t *testing.T) {
 	now := goldenTree(t).Bytes()
-	if now[wire.HVersion] != 6 {
-		t.Fatalf("version %d, want 6", now[wire.HVersion])
+	if now[wire.HVersion] != 7 {
+		t.Fatalf("version %d, want 7", now[wire.HVersion])
 	}
-	for _, v := range []byte{2, 3, 4, 5} {
+	for _, v := range []byte{2, 3, 4, 5, 6} {
 		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +235,7 @@ func TestGoldenKeepsOlderBytes(t *testing.T) {
 		b := slices.Clone(now)
 		b[wire.HVersion] = v
 		if !bytes.Equal(old, b) {
-			t.Fatalf("the format-6 golden tree differs from the format-%d one beyond the version", v)
+			t.Fatalf("the format-7 golden tree differs from the format-%d one beyond the version", v)
 		}
 	}
 }
@@ -266,7 +267,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

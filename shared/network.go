@@ -22,8 +22,56 @@ func (s *builtService) parseNetworkRule(spec *ServiceSpec) error {
 	if err := s.decideNetworkRule(spec); err != nil {
 		return err
 	}
+	s.decideOther()
 	return s.checkFailoverScopes()
 }
+
+// The network_rule byte of a spillover service with copies by its first
+// scope (docs/FORMAT.md, "Network rule with a priority load" and "Copies
+// by the first scope").
+const (
+	// otherRanked: the endpoints of the other networks are ranked by every
+	// scope after network (Istio's failoverPriority network rule, "ignore
+	// network": the match goes on over the labels after it).
+	otherRanked = 2
+	// otherMerged: the endpoints of the other values of the first scope
+	// are one priority (failoverPriority = the scopes, no failover rules:
+	// Istio's priority len − 0 for a first label that differs), drawn by
+	// locality across the values.
+	otherMerged = 3
+	// otherLocality: they are ranked by region, zone and subzone only
+	// (failover rules: failoverPriority rank × 5 + LbPriority, the rank
+	// being the same for all of them, and LbPriority blind to the scopes
+	// after subzone).
+	otherLocality = 4
+)
+
+// decideOther decides whether a spillover service ranks the endpoints of
+// other values of its first scope from copies of them sorted by the scopes
+// after it (sortOther): under the network rule, and wherever the first
+// scope is not a locality scope and the second is (a cluster or, under
+// network_rule plain, a network before the region, zone or subzone). Istio
+// ranks them per value of the first scope (applyFailoverPriorityPerLocality
+// at b6787c12) and istiod groups them into localities by region, zone and
+// subzone alone (endpoint_builder.go), so one priority of other values is
+// one tree across the values, as the network rule's is. Not with
+// failover_limit (candidates share the first scope) or distribute (region
+// first).
+func (s *builtService) decideOther() {
+	switch {
+	case !s.spill || s.mode != ModeFailover || s.minRank > 0 || len(s.distribute) > 0 || len(s.scopes) < 2:
+	case s.netRule:
+		s.other = otherRanked
+	case !isLocalityScope(s.scopes[0]) && isLocalityScope(s.scopes[1]):
+		s.other = otherMerged
+		if len(s.failover) > 0 {
+			s.other = otherLocality
+		}
+	}
+}
+
+// isLocalityScope says whether a scope is one of Envoy's locality fields.
+func isLocalityScope(sc string) bool { return slices.Contains(localityScopes[:], sc) }
 
 func (s *builtService) decideNetworkRule(spec *ServiceSpec) error {
 	switch spec.NetworkRule {
@@ -60,22 +108,19 @@ func (s *builtService) networkRuleApplies() string {
 // checkFailoverScopes refuses failover rules where Istio's priorities,
 // failoverPriority rank × 5 + LbPriority (applyLocalityFailover over
 // applyFailoverPriorities, istio/istio loadbalancer.go at b6787c12, line
-// 212), are not nested ranges of the trees: a scope before region other
-// than network under the network rule (Istio's failoverPriority with
-// failover rules; each of its ranks is split again by region, zone and
-// subzone, which no order of the endpoints keeps contiguous), or network
-// after it, or zone and subzone not right after region in that order
-// (LbPriority ranks by them wherever they are).
+// 212), are not nested ranges of the trees: two or more scopes before
+// region (each rank of the scopes before it is split again by region, zone
+// and subzone; the copies by the first scope, sortOther, hold that split
+// for one scope only), unless a failover_limit keeps every candidate on
+// the source's values of them; or zone and subzone not right after region
+// in that order (LbPriority ranks by them wherever they are).
 func (s *builtService) checkFailoverScopes() error {
 	if len(s.failover) == 0 {
 		return nil
 	}
 	at := slices.Index(s.scopes, "region")
-	// network before region: the other networks ranked by the rule, or in
-	// no priority (a failover_limit of at least network)
-	networkFirst := at == 1 && s.scopes[0] == "network" && (s.netRule || s.minRank >= 1)
-	if at > 1 || (at == 1 && !networkFirst) {
-		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree computes only with region first or with network before it under network_rule ztunnel (or a failover_limit that keeps the other networks out); put region first or network, region", s.name, s.scopes)
+	if at > 1 && s.minRank < at || at == 1 && s.other == 0 && s.minRank < 1 && !isLocalityScope(s.scopes[0]) {
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the %d scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the tree holds for one scope before region, not more; put at most one scope before region, or failover_limit: %s", s.name, s.scopes, at, s.scopes[at-1])
 	}
 	next := at + 1
 	for _, name := range []string{"zone", "subzone"} {
@@ -107,11 +152,11 @@ func OtherNetworkLabel() uint64 { return otherNetwork }
 // eligible set is, but by the scopes after network; with spillover, the
 // other-network copies (sortOther).
 func (s *builtService) sortNetwork() {
-	if !s.netRule {
+	if s.other != 0 {
+		s.sortOther()
 		return
 	}
-	if s.spill {
-		s.sortOther()
+	if !s.netRule {
 		return
 	}
 	L := len(s.scopes)
@@ -126,11 +171,13 @@ func (s *builtService) sortNetwork() {
 
 // sortOther fills s.netOrder, s.netLabel and s.netSet with the copies of a
 // spillover service under the network rule (docs/FORMAT.md, "Network
-// rule"): per set (eligible, degraded, unhealthy) and per network m of the
-// service's endpoints, in label order with otherNetwork among them, the
-// set's endpoints that are not on m, sorted by the scopes after network. A
-// source on network m ranks the other networks' endpoints of a set by that
-// copy: Istio's failoverPriority network rule (istio/istio b6787c12). Every
+// rule"), or by another first scope ("Copies by the first scope"; below,
+// its values are the networks): per set (eligible, degraded, unhealthy)
+// and per network m of the service's endpoints, in label order with
+// otherNetwork among them, the set's endpoints that are not on m, sorted
+// by the scopes after network. A source on network m ranks the other
+// networks' endpoints of a set by that copy: Istio's failoverPriority
+// network rule (istio/istio b6787c12). Every
 // set has a copy for every network (a set none of whose endpoints is on m
 // is copied whole), so that a locality of the copies for m is the same
 // label path in every set: Envoy weighs it by its endpoints in all three.
@@ -258,10 +305,15 @@ func (s *Service) netCopies() uint32 {
 // the number of aux nodes of the tree.
 func (s *Service) decodeNetworkRule(t *Tree, p []byte, nAux uint64) error {
 	rule, count := p[wire.PNetworkRule], le.Uint32(p[wire.PNetworkCount:])
-	s.networkRule, s.netOther = rule == 1, rule == 2 // s.lay holds the network tree's place (wire.ServiceLayout)
+	s.networkRule, s.netOther = rule == 1, rule >= otherRanked // s.lay holds the network tree's place (wire.ServiceLayout)
+	if s.netOther {
+		s.otherRule = rule
+	}
 	switch {
-	case rule > 2, (rule != 0) != (count > 0):
+	case rule > otherLocality, (rule != 0) != (count > 0):
 		return corrupt("network rule %d with a network tree of %d nodes", rule, count)
+	case rule == otherMerged && p[wire.PFailoverCount] != 0, rule == otherLocality && p[wire.PFailoverCount] == 0:
+		return corrupt("network rule %d with %d failover rules (3 has none, 4 some)", rule, p[wire.PFailoverCount])
 	case uint64(s.lay.NetRoot)+uint64(count) > nAux:
 		return corrupt("network tree at %d (+%d) outside %d aux nodes", s.lay.NetRoot, count, nAux)
 	}
@@ -282,7 +334,13 @@ func (s *Service) checkNetworkRule() error {
 	if !s.networkRule && !s.netOther {
 		return nil
 	}
-	if s.scopes[0] != "network" || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
+	// the network rule has network first; copies by another first scope
+	// one that is no locality scope
+	first := s.scopes[0] == "network"
+	if s.otherRule > otherRanked {
+		first = !isLocalityScope(s.scopes[0])
+	}
+	if !first || len(s.scopes) < 2 || s.mode != ModeFailover || s.minRank != 0 || (s.overprovision != 0) != s.netOther || len(s.distribute) > 0 {
 		return corrupt("network rule with scopes %v, mode %s, min_rank %d, overprovisioning factor %d", s.scopes, s.mode, s.minRank, s.overprovision)
 	}
 	return nil
@@ -431,6 +489,25 @@ func (l *Loads) walkOther(s *Service, labels []uint64, levels int) {
 			l.reach[t] = -1
 			continue
 		}
-		l.walk(s, t, d, want[:len(labels)], levels)
+		stop := min(s.OtherWalkDepth(), levels)
+		l.walk(s, t, d, want[:len(labels)], stop)
+		for j := stop + 2; j <= levels+1; j++ { // below the stop: empty ranges, as below a mismatch
+			l.path[t][j], l.node[t][j] = l.path[t][stop+1], l.node[t][stop+1]
+		}
 	}
+}
+
+// OtherWalkDepth is how deep a source walks each set's other-value tree
+// (its set node at depth 0) of a service with NetworkPriorities: 1 when
+// the other values of the first scope are one priority, the locality depth
+// when they are ranked by region, zone and subzone only, else MaxLevels+1
+// (every scope: the network rule). The ranks below it are one.
+func (s *Service) OtherWalkDepth() int {
+	switch s.otherRule {
+	case otherMerged:
+		return 1
+	case otherLocality:
+		return localityDepth(s.scopes)
+	}
+	return MaxLevels + 1
 }

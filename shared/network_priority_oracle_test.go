@@ -271,14 +271,14 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 	}
 }
 
-// refusedBeforeRegion says whether Build refuses a spec for a scope other
-// than network before region under failover rules: Istio's priorities
-// then split every rank of that scope again by region, zone and subzone
-// (rank × 5 + LbPriority), which the tree does not hold (docs/TOPOLOGY.md,
+// refusedBeforeRegion says whether Build refuses a spec for two or more
+// scopes before region under failover rules: Istio's priorities then split
+// every rank of those scopes again by region, zone and subzone (rank × 5 +
+// LbPriority), which the tree holds for one scope before region (its
+// copies by the first scope) but not for more (docs/TOPOLOGY.md,
 // "failover"); the oracle above still computes them.
 func refusedBeforeRegion(spec *ServiceSpec) bool {
-	at := slices.Index(spec.Scopes, "region")
-	return len(spec.Failover) > 0 && (at > 1 || (at == 1 && spec.Scopes[0] != "network"))
+	return len(spec.Failover) > 0 && slices.Index(spec.Scopes, "region") > 1
 }
 
 // buildOrRefused builds spec, or checks that Build refuses it as
@@ -327,13 +327,14 @@ func TestIstioNetworkVectorsShared(t *testing.T) {
 // sets are Istio's and Envoy's.
 func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 34))
-	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"}}
+	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"},
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone", "subzone"}}
 	for it := range 2000 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]
 		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
 		spec := ServiceSpec{Name: "fp", Scopes: scopes, Spillover: &SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
-		if slices.Contains(scopes, "subzone") && rng.IntN(2) == 0 {
+		if slices.Contains(scopes, "region") && slices.Contains(scopes, "subzone") && rng.IntN(2) == 0 {
 			spec.Failover = []FailoverSpec{{From: "region-1", To: "region-2"}}
 		}
 		for i := range 2 + rng.IntN(20) {
@@ -368,7 +369,8 @@ func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 35))
 	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "region", "zone", "subzone", "node"},
-		{"network", "zone"}, {"network", "cluster", "node"}}
+		{"network", "zone"}, {"network", "cluster", "node"},
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone"}, {"cluster", "region", "zone", "subzone", "node"}}
 	for it := range 120 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]
@@ -471,4 +473,36 @@ func noShare(shares map[string]float64) bool {
 		}
 	}
 	return true
+}
+
+// TestOtherClustersRankedByLocalityOnly: with failover rules and a scope
+// after subzone, Istio ranks the other clusters' endpoints by
+// failoverPriority rank × 5 + LbPriority, and LbPriority (util.LbPriority)
+// looks at region, zone and subzone only: two endpoints of other clusters
+// in the source's subzone are one priority whatever their node, while the
+// source's own cluster ranks by node too (its failoverPriority rank). The
+// oracle says so (one priority of .1 and .2); ranking the copies by every
+// scope after cluster, as the network rule ranks the other networks, put
+// .1 (the source's node) before .2.
+func TestOtherClustersRankedByLocalityOnly(t *testing.T) {
+	src := Locality{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n2"}
+	spec := ServiceSpec{Name: "clu", Scopes: []string{"cluster", "region", "zone", "subzone", "node"}, Spillover: &SpilloverSpec{},
+		Failover: []FailoverSpec{{From: "r2", To: "r1"}}}
+	for i, e := range []Locality{
+		{"cluster": "c2", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n2"},
+		{"cluster": "c1", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n1"},
+		{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n1"},
+		{"cluster": "c3", "region": "r2", "zone": "z2", "subzone": "s2", "node": "n3"},
+	} {
+		spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.0.38.%d:80", i+1), Locality: e})
+	}
+	want := networkPriorityOracle(&spec, src, DefaultOverprovisioningFactor, DefaultPanicThreshold)
+	if len(want) != 2 || len(want[1].all) != 2 {
+		t.Fatalf("oracle: %+v, want the source's cluster's two nodes, then the other clusters' subzone as one priority", want)
+	}
+	tree := mustBuild(t, &Topology{Services: []ServiceSpec{spec}})
+	l := tree.Services()[0].Loads(src)
+	if err := comparePriorities(tree, &l, want); err != nil {
+		t.Fatal(err)
+	}
 }

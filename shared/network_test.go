@@ -56,8 +56,9 @@ func TestNetworkRule(t *testing.T) {
 // TestNetworkRuleRefused: an explicit network_rule that cannot apply, or
 // a typo, is an error naming it; spillover with network first builds with
 // the rule (Istio's failoverPriority network rule), explicit or not, and
-// refuses failover rules with network before region under the plain rule
-// (Istio ranks the other networks by region, zone and subzone then).
+// refuses failover rules with two scopes before region (Istio ranks each
+// rank of them again by region, zone and subzone; the copies by the first
+// scope hold that for one).
 func TestNetworkRuleRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -70,11 +71,7 @@ func TestNetworkRuleRefused(t *testing.T) {
 		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
 		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
 		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
-		{"plain failover", "network before it under network_rule ztunnel", func(s *ServiceSpec) {
-			s.NetworkRule, s.Spillover, s.Scopes = "plain", &SpilloverSpec{}, []string{"network", "region"}
-			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
-		}},
-		{"cluster before region", "put region first", func(s *ServiceSpec) {
+		{"network and cluster before region", "put at most one scope before region, or failover_limit: cluster", func(s *ServiceSpec) {
 			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "region"}
 			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
 		}},
@@ -150,7 +147,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -229,7 +226,9 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 3", "network rule 3", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
+		{"rule 5", "network rule 5 with a network tree", func(b []byte) { b[pol+wire.PNetworkRule] = 5 }},
+		{"rule 4 without failover rules", "network rule 4 with 0 failover rules", func(b []byte) { b[pol+wire.PNetworkRule] = 4 }},
+		{"rule 3 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
 		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
 		{"rule off, tree on", "network rule 0", func(b []byte) { b[pol+wire.PNetworkRule] = 0 }},
 		{"tree past the aux nodes", "network tree at", func(b []byte) { le.PutUint32(b[pol+wire.PNetworkCount:], 100) }},
@@ -277,10 +276,19 @@ func TestNetworkRuleAllocatesNothing(t *testing.T) {
 // by zone. The other-network tree follows the two empty aux roots: its
 // root, the set's child (label 1), a child per network, then the zones.
 // Policy byte 26 is 2, bytes 28..31 the tree's 9 nodes.
-func TestExactBytesNetworkPriorities(t *testing.T) {
-	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"network", "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
-		{Address: "127.0.0.1:8080", Locality: Locality{"network": "x", "zone": "b"}},
-		{Address: "127.0.0.2:8080", Locality: Locality{"network": "y", "zone": "a"}},
+func TestExactBytesNetworkPriorities(t *testing.T) { exactBytesOtherCopies(t, "network", 2) }
+
+// TestExactBytesFirstScopeCopies writes a format-7 tree by hand from
+// docs/FORMAT.md ("Copies by the first scope"): the tree of
+// TestExactBytesNetworkPriorities with cluster for network, the same
+// copies and other-value tree; policy byte 26 is 3, the other clusters'
+// endpoints being one priority (no failover rules).
+func TestExactBytesFirstScopeCopies(t *testing.T) { exactBytesOtherCopies(t, "cluster", 3) }
+
+func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{first, "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{first: "x", "zone": "b"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{first: "y", "zone": "a"}},
 	}}}}
 	tree, err := Build(top, BuildOptions{Generation: 9})
 	if err != nil {
@@ -301,7 +309,7 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
 	var meta []byte
-	for _, s := range []string{"n", "", "network", "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
+	for _, s := range []string{"n", "", first, "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
 		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
 		meta = append(meta, s...)
 	}
@@ -309,7 +317,7 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(6)
+	u16(7)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -366,14 +374,14 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 		ranges[m] = copyRange{lo, at}
 	}
 	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
-	// factor 140, panic 50, network_rule 2, other-network tree of 9 nodes
+	// factor 140, panic 50, network_rule 2 (3), other-network tree of 9 nodes
 	u32(0)
 	u32(1)
 	u32(1)
 	u32(1)
 	u32(0)
 	u16(140)
-	b = append(b, 50, 0, 0, 0, 2, 0)
+	b = append(b, 50, 0, 0, 0, rule, 0)
 	u32(9)
 	// aux: the two empty roots; the other-network tree (aux 2..10): its
 	// root over the copies [2, 6), the eligible set's child (label 1), the
@@ -382,14 +390,14 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	node(0, 2, 2, 0, 0)
 	node(0, 2, 6, 3, 1)
 	node(1, 2, 6, 4, 3)
-	first := uint32(7)
+	child := uint32(7)
 	for _, m := range others {
 		n := uint32(1)
 		if m == "\x00" {
 			n = 2
 		}
-		node(Label(m), ranges[m].lo, ranges[m].hi, first, n)
-		first += n
+		node(Label(m), ranges[m].lo, ranges[m].hi, child, n)
+		child += n
 	}
 	for _, m := range others {
 		k := ranges[m].lo
@@ -407,5 +415,32 @@ func TestExactBytesNetworkPriorities(t *testing.T) {
 	}
 	if OtherNetworkLabel() != Label("\x00") {
 		t.Fatalf("OtherNetworkLabel %#x, Label(\"\\x00\") %#x", OtherNetworkLabel(), Label("\x00"))
+	}
+}
+
+// TestDecodeRejectsOtherRuleMismatch: a cluster-first spillover service
+// with a failover rule has network_rule 4 (the other clusters ranked by
+// region, zone and subzone); the same bytes with 3 (one priority, which
+// Build writes only without failover rules) or 2 (the network rule, which
+// needs network first) are corrupt, as a reader would rank them otherwise.
+func TestDecodeRejectsOtherRuleMismatch(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "c", Scopes: []string{"cluster", "region"}, Spillover: &SpilloverSpec{},
+		Failover: []FailoverSpec{{From: "r1", To: "r2"}}, Endpoints: []EndpointSpec{
+			{Address: "127.0.0.1:80", Locality: Locality{"cluster": "c1", "region": "r1"}},
+			{Address: "127.0.0.2:80", Locality: Locality{"cluster": "c2", "region": "r2"}},
+		}}}}
+	tree := mustBuild(t, top)
+	orig := tree.Bytes()
+	pol := int(le.Uint32(orig[wire.HEndpointsOff:])) + wire.EndpointRecordSize*int(le.Uint32(orig[wire.HEndpointCnt:]))
+	if orig[pol+wire.PNetworkRule] != 4 {
+		t.Fatalf("network_rule %d, want 4", orig[pol+wire.PNetworkRule])
+	}
+	for rule, want := range map[byte]string{3: "network rule 3 with 1 failover rules", 2: "network rule with scopes [cluster region]"} {
+		b := bytes.Clone(orig)
+		b[pol+wire.PNetworkRule] = rule
+		le.PutUint32(b[wire.HChecksum:], checksum(b))
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+			t.Errorf("rule %d: %v, want ErrCorrupt mentioning %q", rule, err, want)
+		}
 	}
 }

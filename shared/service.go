@@ -83,12 +83,19 @@ func (s *Service) MinRank() int { return s.minRank }
 func (s *Service) NetworkRule() bool { return s.networkRule }
 
 // NetworkPriorities reports whether the service, a spillover service with
-// network first, ranks the other networks' endpoints by the scopes after
-// network (Istio's failoverPriority network rule, istio/istio b6787c12):
-// its other-network tree follows its unhealthy tree in the aux section
-// and NetworkCopies endpoint records follow its own (docs/FORMAT.md,
-// "Network rule").
+// network first (or another scope before its locality scopes), ranks the
+// endpoints of the other values of its first scope from copies (Istio's
+// failoverPriority network rule, istio/istio b6787c12; docs/FORMAT.md,
+// "Copies by the first scope"): its other-network tree follows its
+// unhealthy tree in the aux section and NetworkCopies endpoint records
+// follow its own (docs/FORMAT.md, "Network rule").
 func (s *Service) NetworkPriorities() bool { return s.netOther }
+
+// OtherValuesMerged reports whether a service with NetworkPriorities puts
+// the endpoints of the other values of its first scope in one priority
+// (network_rule 3: a first scope other than network, no failover rules)
+// rather than ranking them by the scopes after it.
+func (s *Service) OtherValuesMerged() bool { return s.otherRule == otherMerged }
 
 // NetworkCopies is the number of endpoint records the network rule adds
 // after the service's EndpointCount (0 without it).

@@ -64,6 +64,11 @@ type Service struct {
 	// set's endpoints not on m (network.go sortOther).
 	netOther    bool
 	otherCopies uint32
+	// otherRule is the network_rule byte of a service with netOther: 2
+	// the network rule, or (format version 7) copies by a first scope
+	// whose other values are one priority (3) or ranked by the locality
+	// scopes only (4; network.go decideOther).
+	otherRule uint8
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1

@@ -109,12 +109,15 @@ func buildWarnings(top *Topology, svcs []*builtService) []Warning {
 }
 
 // localityWarnings warn of a spillover service whose priorities may span
-// endpoints of several values of a scope before region (other than a
-// leading network under the network rule, whose other networks' localities
-// the tree merges): inside such a priority the tree draws a locality per
-// value, where Envoy draws one region/zone/subzone across them, as istiod
-// groups endpoints by locality alone (docs/FORMAT.md, "Priority load"). The
-// shares differ when a locality's parts differ in health or weight.
+// endpoints of several values of a scope before region that the tree does
+// not merge: the first one is merged when the copies by the first scope
+// rank its other values (network.go decideOther: a leading network under
+// the network rule, or a first scope right before region, zone or
+// subzone); a second scope before region is not. Inside such a priority
+// the tree draws a locality per value, where Envoy draws one
+// region/zone/subzone across them, as istiod groups endpoints by locality
+// alone (docs/FORMAT.md, "Priority load"). The shares differ when a
+// locality's parts differ in health or weight.
 func (s *builtService) localityWarnings() []Warning {
 	g := slices.Index(s.scopes, "region")
 	if !s.spill || g <= 0 {
@@ -122,7 +125,7 @@ func (s *builtService) localityWarnings() []Warning {
 	}
 	var out []Warning
 	for d := max(s.minRank, 0); d < g; d++ {
-		if d == 0 && s.netRule {
+		if d == 0 && s.other != 0 {
 			continue
 		}
 		values := map[uint64]bool{}

@@ -113,13 +113,14 @@ func TestWarningKnownIsACopy(t *testing.T) {
 	}
 }
 
-// Issue 26: inside a priority that spans several clusters (scopes
-// [cluster, region, zone], the source's cluster drained) the tree draws a
-// locality per cluster, where Envoy draws one region/zone across them
-// (docs/FORMAT.md, "Priority load"); Build says so instead of splitting
-// differently without a word. Not for one cluster, nor for a leading
-// network under the network rule (its other networks' localities are
-// merged), nor for a service that never leaves its cluster (failover_limit).
+// Issue 26: inside a priority that spans several values of a scope before
+// region the tree would draw a locality per value, where Envoy draws one
+// region/zone across them (docs/FORMAT.md, "Priority load"). The copies by
+// the first scope merge them for one scope before region (a cluster, a
+// network under either rule); Build warns of a second one (scopes
+// [network, cluster, region, zone], the source's cluster drained), not of
+// one cluster, nor of a service that never leaves its cluster
+// (failover_limit).
 func TestLocalitiesAcrossClustersWarn(t *testing.T) {
 	svc := func(scopes []string, clusters ...string) ServiceSpec {
 		s := ServiceSpec{Name: "api", Scopes: scopes, Spillover: &SpilloverSpec{}}
@@ -138,11 +139,12 @@ func TestLocalitiesAcrossClustersWarn(t *testing.T) {
 		spec ServiceSpec
 		want string // the scope warned of, "" none
 	}{
-		{"two clusters", svc([]string{"cluster", "region", "zone"}, "c1", "c2", "c2"), "cluster"},
+		{"two clusters", svc([]string{"cluster", "region", "zone"}, "c1", "c2", "c2"), ""},
+		{"two clusters, a label between", svc([]string{"cluster", "example.com/rack", "region", "zone"}, "c1", "c2", "c2"), "cluster"},
 		{"network, then two clusters", svc([]string{"network", "cluster", "region", "zone"}, "c1", "c1", "c2"), "cluster"},
 		{"one cluster", svc([]string{"cluster", "region", "zone"}, "c1", "c1"), ""},
 		{"two networks under the network rule", svc([]string{"network", "region", "zone"}, "c1", "c2"), ""},
-		{"two networks, plain rule", plain, "network"},
+		{"two networks, plain rule", plain, ""},
 		{"never leaves its cluster", limited, ""},
 		{"no region", svc([]string{"cluster", "zone"}, "c1", "c2"), ""},
 	}

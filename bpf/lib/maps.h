@@ -92,7 +92,9 @@ struct lt_service {
 	 * rule", Istio's failoverPriority network rule): the other-network
 	 * tree (lt_service.other_root) follows the unhealthy tree, its records
 	 * mapped by aux_delta, over copies that follow the service's
-	 * endpoints (priority.h walks it as three more trees). */
+	 * endpoints (priority.h walks it as three more trees). Also 2 for the
+	 * copies by a first scope other than network (format 7, "Copies by the
+	 * first scope"), whose walk stops at other_depth. */
 	/* The child table (struct lt_kid): kid_slots home slots from map index
 	 * kids, in this service's node region after every other record, then
 	 * the slots of keys placed past the last home slot and a free slot.
@@ -111,7 +113,13 @@ struct lt_service {
 	__u32 loc;
 	__u32 loc_n[4];           /* eligible, degraded, then (net_rule 2) the other-network trees' */
 	__u8 loc_depth;
-	__u8 loc_pad[3];
+	/* net_rule 2: the depth at which the walk of each set's other-value
+	 * tree stops (priority.h lt_step): 1 when the other values of the
+	 * first scope are one priority, the locality depth when they are
+	 * ranked by region, zone and subzone only, LT_MAX_LEVELS + 1 (never)
+	 * under the network rule. */
+	__u8 other_depth;
+	__u8 loc_pad[2];
 	__u32 other_root;         /* net_rule 2: map index of the other-network tree's root */
 	/* Load-aware widening (widen.h): the band in connections per eligible
 	 * endpoint (load_high 0: the service does not widen), and where the

@@ -4,7 +4,9 @@
  * steps 1-6), for services whose lt_service.of is non-zero: three tree
  * walks (eligible, degraded, unhealthy; six with the network rule, whose
  * other-network trees rank the other networks' endpoints: "Network rule
- * with a priority load") record the source's range at every depth; the priorities are the ranks, deepest first, each at most two
+ * with a priority load", or the other values of another first scope to
+ * other_depth: "Copies by the first scope") record the
+ * source's range at every depth; the priorities are the ranks, deepest first, each at most two
  * spans per set (three where a failover rule splits the region's rank);
  * their loads follow Envoy's recalculatePerPriorityState and panic rules in
  * integers; choosePriority draws one and the service's policy picks inside
@@ -153,6 +155,11 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 
 		if (set >= trees)
 			break;
+		/* Copies by a first scope other than network: the ranks below
+		 * other_depth are one, as if the walk stopped there
+		 * (shared/network.go walkOther). */
+		if (set >= LT_SETS && r > svc->other_depth)
+			l->reach[set] = r = svc->other_depth;
 		if (r >= LT_DEPTHS)
 			return LT_STAT_BAD_INDEX;
 		lt_bounded(r);

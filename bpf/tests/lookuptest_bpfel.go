@@ -173,7 +173,8 @@ type lookuptestLtService struct {
 	Loc             uint32
 	LocN            [4]uint32
 	LocDepth        uint8
-	LocPad          [3]uint8
+	OtherDepth      uint8
+	LocPad          [2]uint8
 	OtherRoot       uint32
 	Widen           uint32
 	WidenLeaves     uint32

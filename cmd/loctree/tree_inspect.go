@@ -166,8 +166,13 @@ func drawTree(w io.Writer, in *treeInput) {
 		if s.NetworkRule() {
 			fmt.Fprintf(w, "  network rule: ztunnel (a source on a network without endpoints gets the others ranked by %s)\n", joinSafe(s.Scopes()[1:], "/"))
 		}
-		if s.NetworkPriorities() {
+		switch first := s.Scopes()[0]; {
+		case s.NetworkPriorities() && s.OtherValuesMerged():
+			fmt.Fprintf(w, "  other %s values: one priority after the source's %s, its localities %s across them (Istio's failoverPriority)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:], "/"))
+		case s.NetworkPriorities() && first == "network":
 			fmt.Fprintf(w, "  network rule: ztunnel (after the source's network, the other networks' endpoints in priorities by %s: Istio's failoverPriority network rule)\n", joinSafe(s.Scopes()[1:], "/"))
+		case s.NetworkPriorities():
+			fmt.Fprintf(w, "  other %s values: after the source's %s, in priorities by %s (Istio's failoverPriority with failover rules)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:min(s.OtherWalkDepth(), s.Levels())], "/"))
 		}
 		drawChildren(w, s, states, t.Node(s.Root()), "  ")
 		if s.EndpointCount() > s.EligibleCount() {

@@ -110,6 +110,14 @@ type priorityLoad struct {
 	// failoverPriority network rule); Matched counts the scopes after
 	// network they share with the source.
 	OtherNetworks bool `json:"other_networks,omitempty"`
+	// OtherValues: the priority's endpoints have other values of the
+	// service's first scope than the source's (named here: "network",
+	// "cluster"), ranked from the copies by that scope; with network first
+	// OtherNetworks is set too. OneRank: they are one priority (a first
+	// scope other than network, no failover rules), drawn by locality
+	// across those values.
+	OtherValues string `json:"other_values,omitempty"`
+	OneRank     bool   `json:"one_rank,omitempty"`
 	// Localities: where istiod turns Envoy's locality weighted LB on, the
 	// localities the priority's load is drawn among (shared's
 	// Service.LocalityShares); empty when it draws none.
@@ -228,12 +236,14 @@ func pickLoads(in *treeInput, svc *shared.Service, src shared.Locality, o *treeP
 	l := svc.Loads(src)
 	for p := range l.N {
 		c := l.Counts[p]
-		matched := int(l.Rank[p])
+		matched, other := int(l.Rank[p]), ""
 		if l.Other[p] {
-			matched-- // network is not matched: the scopes after it
+			matched-- // the first scope is not matched: the scopes after it
+			other = svc.Scopes()[0]
 		}
 		res.Loads = append(res.Loads, priorityLoad{
-			Priority: p, Matched: matched, Failover: [3]string{"", "to", "other"}[l.Failover[p]], OtherNetworks: l.Other[p],
+			Priority: p, Matched: matched, Failover: [3]string{"", "to", "other"}[l.Failover[p]],
+			OtherNetworks: l.Other[p] && other == "network", OtherValues: other, OneRank: l.Other[p] && svc.OtherValuesMerged(),
 			Healthy: int(c.Healthy), Degraded: int(c.Degraded), Total: int(c.Total),
 			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
 			Localities: localityLoads(in, svc, &l, p),
@@ -429,8 +439,15 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 			fo = " (failover " + l.Failover + ")"
 		}
 		what := fmt.Sprintf("matched %d of %d%s", l.Matched, svc.Levels(), fo)
+		others := "other " + l.OtherValues + " values"
 		if l.OtherNetworks {
-			what = fmt.Sprintf("other networks, matched %d of the %d after network%s", l.Matched, svc.Levels()-1, fo)
+			others = "other networks"
+		}
+		switch {
+		case l.OneRank:
+			what = others + ", one priority"
+		case l.OtherValues != "":
+			what = fmt.Sprintf("%s, matched %d of the %d after %s%s", others, l.Matched, svc.Levels()-1, l.OtherValues, fo)
 		}
 		if res.Distribute != nil {
 			what = "the distribute targets"

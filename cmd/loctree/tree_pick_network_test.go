@@ -73,3 +73,56 @@ func TestPickNetworkPriorities(t *testing.T) {
 		t.Fatalf("table (exit %d, %s):\n%s", code, errs, out)
 	}
 }
+
+// TestPickClusterPriorities: networkPickDoc's service with cluster for
+// network and no failover rule (issue 26: a scope before region other than
+// a leading network). Istio's failoverPriority [cluster, region, zone,
+// subzone] puts every other cluster in one priority (len − 0 at b6787c12),
+// so tree pick -o json reports it as one (other_values "cluster",
+// one_rank) and its localities across the clusters, worked by hand from
+// Envoy's effectiveLocalityWeight: r1/z1/s1 (.3 healthy of .3, .4, .8)
+// 3·min(1, 1.4·1/3) = 1.4, r1/z2/s1 (.5 of .5, .6) 1.4, r1/z3/s1 (.7) 1:
+// 36.84 %, 36.84 %, 26.32 %. A locality per cluster (without the copies by
+// the first scope) splits r1/z1/s1 into c2's (1.4) and c3's (0).
+func TestPickClusterPriorities(t *testing.T) {
+	doc := strings.ReplaceAll(networkPickDoc, "network: n", "cluster: c")
+	doc = strings.Replace(doc, "scopes: [network,", "scopes: [cluster,", 1)
+	doc = strings.Replace(doc, "    failover: [{from: r1, to: r2}]\n", "", 1)
+	top := filepath.Join(t.TempDir(), "clu.yaml")
+	if err := os.WriteFile(top, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"tree", "pick", "-f", top, "--service", "net", "--from", "cluster=c1,region=r1,zone=z1,subzone=s1", "--count", "1000", "--seed", "1"}
+	code, out, errs := runCLI(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Loads []struct {
+			OtherValues string `json:"other_values"`
+			OneRank     bool   `json:"one_rank"`
+			Network     bool   `json:"other_networks"`
+			HealthyLoad int    `json:"healthy_load"`
+			Localities  []struct {
+				Locality     string  `json:"locality"`
+				HealthyShare float64 `json:"healthy_share"`
+			} `json:"localities"`
+		} `json:"loads"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Loads) != 3 || res.Loads[1].OtherValues != "" || res.Loads[2].OtherValues != "cluster" || !res.Loads[2].OneRank || res.Loads[2].Network || res.Loads[2].HealthyLoad != 100 {
+		t.Fatalf("priorities:\n%s", out)
+	}
+	got := map[string]float64{}
+	for _, l := range res.Loads[2].Localities {
+		got[l.Locality] = l.HealthyShare
+	}
+	if len(got) != 3 || got["*/r1/z1/s1"] != 36.84 || got["*/r1/z2/s1"] != 36.84 || got["*/r1/z3/s1"] != 26.32 {
+		t.Fatalf("P2 localities %v, want */r1/z1/s1 and */r1/z2/s1 36.84, */r1/z3/s1 26.32:\n%s", got, out)
+	}
+	if code, out, errs = runCLI(t, args...); code != 0 || !strings.Contains(out, "P2  other cluster values, one priority") {
+		t.Fatalf("table (exit %d, %s):\n%s", code, errs, out)
+	}
+}

@@ -188,13 +188,15 @@ func BenchmarkConnect(b *testing.B) {
 	locVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 5}, Port: 80}
 	netSpillVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 6}, Port: 80}
 	laVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 7}, Port: 80}
+	cluVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 8}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
 			top.Services = append(top.Services, spilloverService("spill", "127.77.3.2:80", n, port),
 				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port),
 				localityService("loc", "127.77.3.5:80", n, port), networkSpillService("netspill", "127.77.3.6:80", n, port),
-				loadAwareService("la", "127.77.3.7:80", n, port))
+				loadAwareService("la", "127.77.3.7:80", n, port),
+				clusterSpillService("cluspill", "127.77.3.8:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -207,6 +209,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Run(fmt.Sprintf("spillover-locality/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, locVIP, direct) })
 			b.Run(fmt.Sprintf("spillover-network/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netSpillVIP, direct) })
 			b.Run(fmt.Sprintf("load_aware/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, laVIP, direct) })
+			b.Run(fmt.Sprintf("spillover-cluster/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, cluVIP, direct) })
 		}
 	}
 }
@@ -306,6 +309,20 @@ func networkSpillService(name, vip string, n, port int) shared.ServiceSpec {
 	s.Scopes = append([]string{"network"}, s.Scopes...)
 	for i := range s.Endpoints {
 		s.Endpoints[i].Locality["network"] = fmt.Sprintf("net-%d", i%3+1)
+	}
+	return s
+}
+
+// clusterSpillService is localityService with cluster before region and
+// no failover rule (docs/FORMAT.md "Copies by the first scope", network_rule
+// 3): the listeners have no cluster, as the source, the rest are in three
+// clusters, so a connect also walks the copies of the other clusters one
+// level and draws the zone's priority as localityService does.
+func clusterSpillService(name, vip string, n, port int) shared.ServiceSpec {
+	s := localityService(name, vip, n, port)
+	s.Scopes, s.Failover = append([]string{"cluster"}, s.Scopes...), nil
+	for i := 2; i < len(s.Endpoints); i++ {
+		s.Endpoints[i].Locality["cluster"] = fmt.Sprintf("c-%d", i%3+1)
 	}
 	return s
 }

@@ -37,8 +37,11 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 		levels = shared.MaxLevels
 	}
 	scopes, netFirst := treetest.Scopes, rng.IntN(4) == 0
-	if netFirst { // the network rule: Istio's priorities across networks (issue 26 items 3, 4)
+	switch {
+	case netFirst: // the network rule: Istio's priorities across networks (issue 26 items 3, 4)
 		scopes = networkFirstScopes
+	case rng.IntN(3) == 0: // a cluster first: the copies by the first scope (network_rule 4 with failover, 3 without)
+		scopes, levels = clusterFirstScopes, max(levels, 2+rng.IntN(4)) // node after subzone, which failover rules do not rank
 	}
 	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: scopes[:levels], VIP: treetest.VIP(i, false),
 		Policy: loadsPolicies[rng.IntN(len(loadsPolicies))]}
@@ -76,6 +79,9 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 
 // networkFirstScopes are scopes with network first, region after it.
 var networkFirstScopes = []string{"network", "region", "zone", "subzone", "node", "cluster", "rack", "topology.istio.io/cluster"}
+
+// clusterFirstScopes are scopes with cluster first, region after it.
+var clusterFirstScopes = []string{"cluster", "region", "zone", "subzone", "node", "network", "rack", "topology.istio.io/cluster"}
 
 // loadsFailover are random failover rules between the regions the
 // endpoints and sources draw from (region-1, region-2), and one that
@@ -139,7 +145,8 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit", "other networks"} {
+	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit", "other networks",
+		"other clusters ranked", "other clusters merged"} {
 		if seen[c] == 0 {
 			t.Errorf("no pair had %s: the generator misses a case (%v)", c, seen)
 		}
@@ -186,8 +193,13 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 		if w.Failover != 0 {
 			seen["failover split"]++
 		}
-		if w.Other {
+		switch {
+		case w.Other && s.Scopes()[0] == "network":
 			seen["other networks"]++
+		case w.Other && s.OtherValuesMerged():
+			seen["other clusters merged"]++
+		case w.Other:
+			seen["other clusters ranked"]++
 		}
 	}
 	if allPanic {

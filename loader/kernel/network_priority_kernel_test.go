@@ -80,6 +80,86 @@ func TestConnectNetworkPriorities(t *testing.T) {
 	checkShares(t, c, seen)
 }
 
+// clusterPriorityCase is a spillover service with cluster before region
+// and no failover rules (failoverPriority [cluster, region, zone, subzone]
+// in Istio's terms), for a node in c1 r1/z1/s1; the shares are worked by
+// hand from Istio's priorities (applyFailoverPriorityPerLocality at
+// b6787c12: len − j for the first label j that differs) and Envoy's loads
+// and locality weights (factor 140, panic 50), not by loctree:
+//
+//   - P0 c1 r1/z1/s1: .1 unhealthy; P1 c1, another region: .2 unhealthy;
+//     both health 0 (in panic, without load);
+//   - P2 every other cluster: .3 (c2) healthy, .4 (c2) and .8 (c3)
+//     unhealthy in r1/z1/s1; .5 (c2) healthy and .6 (c3) unhealthy in
+//     r1/z2/s1; .7 (c2) healthy in r1/z3/s1: health 140·3/6 = 70, all
+//     the load, not in panic (100·3 is not below 50·6).
+//
+// P2's localities are istiod's, across clusters: r1/z1/s1 weight 3,
+// effective 3·min(1, 1.4·1/3) = 1.4; r1/z2/s1 2·min(1, 1.4·1/2) = 1.4;
+// r1/z3/s1 1: .3 and .5 1.4/3.8 = 36.8 % each, .7 26.3 %. A locality
+// per cluster (the tree without the copies by the first scope) gives .3
+// 1.4/3.4 = 41.2 %, .5 and .7 29.4 % each.
+//
+// With the failover rule r1 → r2 (clusterFailoverCase), Istio's
+// failoverPriority [cluster] with the rule (rank × 5 + LbPriority) gives
+// networkPriorityCase's priorities with cluster for network: .3 46 %,
+// .5 31.5 %, .7 22.5 %.
+func clusterPriorityCase() loadsCase { return clusterCase(false) }
+
+func clusterFailoverCase() loadsCase { return clusterCase(true) }
+
+func clusterCase(failover bool) loadsCase {
+	of, threshold := uint32(140), uint32(50)
+	spec := shared.ServiceSpec{Name: "clu", VIP: "127.77.37.1:80", Scopes: []string{"cluster", "region", "zone", "subzone"},
+		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+	eps := []struct {
+		cluster, region, zone string
+		healthy               bool
+		share                 float64
+	}{
+		{"c1", "r1", "z1", false, 0}, {"c1", "r3", "z1", false, 0}, {"c2", "r1", "z1", true, 100 * 1.4 / 3.8}, {"c2", "r1", "z1", false, 0},
+		{"c2", "r1", "z2", true, 100 * 1.4 / 3.8}, {"c3", "r1", "z2", false, 0}, {"c2", "r1", "z3", true, 100 / 3.8}, {"c3", "r1", "z1", false, 0},
+	}
+	if failover {
+		spec.Name, spec.VIP, spec.Failover = "clufo", "127.77.37.2:80", []shared.FailoverSpec{{From: "r1", To: "r2"}}
+		eps[2].share, eps[4].share, eps[6].share = 46, 54*1.4/2.4, 54/2.4
+	}
+	c, first := loadsCase{}, map[bool]int{false: 1, true: 11}[failover]
+	for i, e := range eps {
+		addr := fmt.Sprintf("127.0.37.%d:9137", i+first)
+		es := shared.EndpointSpec{Address: addr, Locality: shared.Locality{"cluster": e.cluster, "region": e.region, "zone": e.zone, "subzone": "s1"}}
+		if !e.healthy {
+			es.Healthy = boolp(false)
+		}
+		spec.Endpoints = append(spec.Endpoints, es)
+		c.eps = append(c.eps, loadsEndpoint{addr: addr, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
+	}
+	c.spec = spec
+	return c
+}
+
+// TestConnectClusterPriorities: real connects through the programs from a
+// node in c1 land on each endpoint as Istio's priorities and Envoy's
+// locality weights across clusters say, without and with the failover rule (chi-square at p = 1e-5, chi2Crit;
+// never on an endpoint without a share).
+func TestConnectClusterPriorities(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	cases := []loadsCase{clusterPriorityCase(), clusterFailoverCase()}
+	install(t, specsOf(cases, loadsCase.specOf), shared.Locality{"cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"})
+	const connects = 4000
+	for _, c := range cases {
+		seen := map[string]int{}
+		for range connects {
+			got, err := kerneltest.Ask(c.spec.VIP)
+			if err != nil {
+				t.Fatalf("%s: %v", c.spec.VIP, err)
+			}
+			seen[got]++
+		}
+		checkShares(t, c, seen)
+	}
+}
+
 // TestOtherNetworkLabelMatchesHeader: the kernel's label of the copies
 // for a network no endpoint is on is shared's.
 func TestOtherNetworkLabelMatchesHeader(t *testing.T) {

@@ -196,7 +196,7 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.AuxRoot = [2]uint32{aux, aux + l.AuxCount[0]}
 	v.Rules = aux + auxLen(s)
 	if s.NetworkPriorities() {
-		v.NetRule, v.OtherRoot = 2, aux+l.AuxLen()
+		v.NetRule, v.OtherRoot, v.OtherDepth = 2, aux+l.AuxLen(), uint8(s.OtherWalkDepth())
 	}
 	v.RuleCount = uint8(len(s.Failover()))
 	v.DistCount = uint8(len(s.Distribute()))

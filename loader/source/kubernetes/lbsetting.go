@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,15 +77,37 @@ func failoverSettings(base settings, set *LocalityLBSetting, od *outlierDetectio
 	out.mode, out.localityLB = shared.ModeFailover.String(), nil
 	out.spillover = &shared.SpilloverSpec{PanicThreshold: panicThreshold(od, td)}
 	if len(set.FailoverPriority) > 0 {
-		if len(set.Failover) > 0 {
-			return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority ranks by the labels and then by region, zone and subzone within each rank; the tree ranks by one scope list")
-		}
 		scopes, err := priorityScopes(set.FailoverPriority)
-		out.scopes, out.failover = scopes, nil
-		return out, err
+		if err != nil || len(set.Failover) == 0 {
+			out.scopes, out.failover = scopes, nil
+			return out, err
+		}
+		return failoverWithPriority(out, base, scopes, set.Failover)
 	}
 	rules, err := failoverRules(set.Failover)
 	out.scopes, out.failover = localityScopes, rules
+	return out, err
+}
+
+// failoverWithPriority is failover rules together with a failoverPriority
+// of one label: Istio ranks by the label and then by region, zone and
+// subzone within each rank, failoverPriority rank × 5 + LbPriority
+// (applyLocalityFailover over applyFailoverPriorities, loadbalancer.go at
+// b6787c12): the scopes [label, region, zone, subzone] with the rules,
+// whose other values the tree ranks from its copies by the first scope
+// (docs/FORMAT.md "Copies by the first scope"). Two labels or more, a
+// label with a value, or a locality label are not held.
+func failoverWithPriority(out, base settings, scopes []string, rules []localityFailover) (settings, error) {
+	switch {
+	case len(scopes) > 1:
+		return base, fmt.Errorf("localityLbSetting: failover together with a failoverPriority of %d labels ranks each rank of every label again by region, zone and subzone; the tree holds that for one label", len(scopes))
+	case strings.Contains(scopes[0], "="):
+		return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: a label with a value before region is not held with failover rules; drop the value or the failover rules", scopes[0])
+	case slices.Contains(localityScopes, scopes[0]):
+		return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: the tree ranks region, zone and subzone by the failover rules; drop the failoverPriority", scopes[0])
+	}
+	fo, err := failoverRules(rules)
+	out.scopes, out.failover = append(scopes, localityScopes...), fo
 	return out, err
 }
 

@@ -121,8 +121,9 @@ func randomPolicy(rng *rand.Rand, ports bool) *oPolicy {
 	return p
 }
 
-// randomLB is a localityLbSetting the tree can honour: no distribute, no
-// failover together with failoverPriority.
+// randomLB is a localityLbSetting the tree can honour: no distribute, and
+// failover together with failoverPriority only for one label that is not
+// a locality label and has no value.
 func randomLB(rng *rand.Rand, mesh bool) *oLB {
 	l := &oLB{}
 	if rng.IntN(3) == 0 {
@@ -132,6 +133,9 @@ func randomLB(rng *rand.Rand, mesh bool) *oLB {
 		return l
 	}
 	if rng.IntN(2) == 0 {
+		if rng.IntN(3) == 0 { // Istio's failoverPriority rank × 5 + LbPriority
+			l.failoverPriority = []string{pick(rng, []string{LabelNetwork, "topology.istio.io/cluster", "kubernetes.io/hostname"})}
+		}
 		for _, from := range []string{"r1", "r2", "r3", "r4"} {
 			if rng.IntN(2) == 0 {
 				to := pick(rng, regions)
@@ -305,7 +309,7 @@ func TestRandomRulesMatchIstio(t *testing.T) {
 		t.Errorf("only %d service ports compared", compared)
 	}
 	t.Logf("%d service ports × 7 sources compared: %v", compared, kinds)
-	for _, k := range []string{"locality off", "failover", "failover rules", "failoverPriority", "failoverPriority label=value", "panic threshold set", "unready left out"} {
+	for _, k := range []string{"locality off", "failover", "failover rules", "failoverPriority", "failoverPriority label=value", "failoverPriority with failover rules", "panic threshold set", "unready left out"} {
 		if kinds[k] == 0 {
 			t.Errorf("no case of %s", k)
 		}
@@ -384,6 +388,8 @@ func specKind(s shared.ServiceSpec) string {
 	switch {
 	case s.LocalityLB != nil:
 		return "locality off"
+	case len(s.Failover) > 0 && !slices.Equal(s.Scopes, localityScopes):
+		return "failoverPriority with failover rules"
 	case len(s.Failover) > 0:
 		return "failover rules"
 	case slices.ContainsFunc(s.Scopes, func(sc string) bool { return strings.Contains(sc, "=") }):
