@@ -21,11 +21,13 @@ import (
 // the programs check before use, so each is kept when it still fits.
 var treeMaps = []string{bpf.MapFrontends, bpf.MapNodes, bpf.MapEndpoints, bpf.MapRR, bpf.MapAffinityEps}
 
-// sockMaps are replaced together too: the load-aware counts and the
-// sockets that give them back at close. Counts kept with their sockets
-// gone would never come down (a node wide for ever), and sockets kept
-// with the counts new would take back what they never added.
-var sockMaps = []string{bpf.MapSocks, bpf.MapWiden}
+// sockMaps are replaced together too: the sockets and the counts they
+// give back at close (load-aware counts per node, least_connections
+// counts per backend). Counts kept with their sockets gone would never
+// come down (a node wide for ever, a backend that looks busy for ever),
+// and sockets kept with the counts new would take back what they never
+// added.
+var sockMaps = []string{bpf.MapSocks, bpf.MapWiden, bpf.MapConns}
 
 // incompatiblePins lists the maps pinned in dir that spec cannot re-adopt
 // (created with other capacities, or by an agent with another map

@@ -490,7 +490,7 @@ func TestLoadAwareCountsAcrossRestart(t *testing.T) {
 }
 
 // TestReplaceSocketsReplacesCounts: an agent that must replace the pinned
-// sockets map (another --max-sockets) replaces the load-aware counts with
+// sockets map (another --max-sockets) replaces the load-aware and the least_connections counts with
 // it, and the re-adopted load-aware tree gets its entries in the new
 // counts map at the first Apply.
 func TestReplaceSocketsReplacesCounts(t *testing.T) {
@@ -510,8 +510,8 @@ func TestReplaceSocketsReplacesCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	if !slices.Contains(second.k.replaced, bpf.MapSocks) || !slices.Contains(second.k.replaced, bpf.MapWiden) {
-		t.Fatalf("replaced %v; want the sockets map and the load-aware counts together", second.k.replaced)
+	if !slices.Contains(second.k.replaced, bpf.MapSocks) || !slices.Contains(second.k.replaced, bpf.MapWiden) || !slices.Contains(second.k.replaced, bpf.MapConns) {
+		t.Fatalf("replaced %v; want the sockets map, the load-aware counts and the least_connections counts together", second.k.replaced)
 	}
 	if _, err := second.Apply(mustBuild(t, laTopology(""), 2)); err != nil {
 		t.Fatal(err)
