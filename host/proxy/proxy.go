@@ -33,7 +33,8 @@ type Proxy struct {
 	Header string
 	// Allowed says whether an address may be forwarded to.
 	Allowed func(netip.AddrPort) bool
-	// Client forwards requests; nil means a default transport.
+	// Client forwards requests; nil means a client of the package's own
+	// that keeps up to MaxIdlePerEndpoint idle connections per endpoint.
 	Client *http.Client
 	// Timeout bounds one request end to end; 0 means 30s.
 	Timeout time.Duration
@@ -209,10 +210,27 @@ func (p *Proxy) target(v string) (netip.AddrPort, error) {
 	return ap, nil
 }
 
+// MaxIdlePerEndpoint is how many idle connections the default client keeps
+// to each endpoint. net/http's default keeps 2, so a proxy forwarding more
+// than two requests at once to an endpoint would open and close a
+// connection for nearly every request past them; Envoy keeps its upstream
+// connections in a pool per host, reused, whatever the concurrency.
+const MaxIdlePerEndpoint = 128
+
+// defaultClient is the client of proxies without one: net/http's default
+// transport (proxy from the environment, dial and TLS timeouts, HTTP/2),
+// with MaxIdlePerEndpoint.
+var defaultClient = sync.OnceValue(func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = MaxIdlePerEndpoint
+	t.MaxIdleConns = 4096 // across all endpoints, beside MaxIdlePerEndpoint each
+	return &http.Client{Transport: t}
+})
+
 func (p *Proxy) roundTrip(out *http.Request) (*host.Response, error) {
 	client := p.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient()
 	}
 	resp, err := client.Do(out)
 	if err != nil {

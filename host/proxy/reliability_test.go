@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,5 +95,42 @@ func TestReliabilityResponseHeld(t *testing.T) {
 	}
 	if used := defaultMaxBuffered - p.budget(responseBodies).free; held.Load() != 5 || used != 5 {
 		t.Fatalf("held %d, budget used %d; want 5 and 5", held.Load(), used)
+	}
+}
+
+// TestDefaultClientReusesConnections: 16 requests at a time to one
+// endpoint, 8 rounds, through a proxy with no Client of its own, reuse
+// their connections: the endpoint sees at most the 16 of the first round
+// (net/http's default client keeps 2 idle per host: it opened a new
+// connection for 14 requests of every round).
+func TestDefaultClientReusesConnections(t *testing.T) {
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(5 * time.Millisecond) // the 16 overlap
+		w.Write([]byte("ok"))
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	p := &Proxy{Header: "h"}
+	const parallel, rounds = 16, 8
+	for range rounds {
+		var wg sync.WaitGroup
+		for range parallel {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
+				if _, err := p.roundTrip(req); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := conns.Load(); n > parallel {
+		t.Fatalf("%d connections for %d rounds of %d requests, want at most %d (idle ones reused)", n, rounds, parallel, parallel)
 	}
 }
