@@ -261,8 +261,8 @@ func TestLeastRequestReleasedOnDelete(t *testing.T) {
 }
 
 // TestBadConfigsFailPluginStart: every bad configuration fails plugin start
-// (proxy_on_configure returns false) with one critical log line; none traps
-// the VM.
+// (proxy_on_configure returns false) with one critical log line, which the
+// host's error carries; none traps the VM.
 func TestBadConfigsFailPluginStart(t *testing.T) {
 	for _, cfg := range []string{
 		``, `null`, `not json`, `[]`, `{"tree":{"cluster":""}}`, `{"tree":{"cluster":"a","path":"x"}}`,
@@ -272,8 +272,8 @@ func TestBadConfigsFailPluginStart(t *testing.T) {
 	} {
 		h := newHost(t, cfg, host.Options{})
 		_, err := h.NewVM(context.Background())
-		if !errors.Is(err, host.ErrPluginStart) {
-			t.Errorf("config %q: %v, want ErrPluginStart", cfg, err)
+		if !errors.Is(err, host.ErrPluginStart) || err == nil || !strings.Contains(err.Error(), "the plugin logged: loctree: plugin start failed: ") {
+			t.Errorf("config %q: %v, want ErrPluginStart with the plugin's reason", cfg, err)
 		}
 		if n := countLogs(h, "loctree: plugin start failed: "); n != 1 {
 			t.Errorf("config %q: %d plugin-start log lines, want 1: %v", cfg, n, h.Logs())

@@ -119,6 +119,9 @@ func hcLog(vm *VM, st []uint64) Status {
 		return StatusInvalidMemoryAccess
 	}
 	vm.h.emit(LogEntry{VM: vm.id, Level: LogLevel(st[0]), Message: msg})
+	if vm.configuring && LogLevel(st[0]) >= LogWarn {
+		vm.configureLog = msg
+	}
 	return StatusOK
 }
 

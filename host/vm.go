@@ -47,6 +47,9 @@ type VM struct {
 	// rootCreated: the plugin's root context exists (not in a base VM).
 	rootCreated bool
 	configuring bool // inside proxy_on_configure
+	// configureLog is the last warning or error the plugin logged inside
+	// proxy_on_configure: the reason ErrPluginStart gives.
+	configureLog string
 	logging     bool // inside a stream's proxy_on_log
 
 	tickPeriod time.Duration
@@ -137,6 +140,9 @@ func (vm *VM) start(plugin bool) error {
 	}
 	if vm.fn.configure != nil && uint32(ok) == 0 {
 		vm.h.log.Error("wasm plugin start failed: proxy_on_configure returned false; check the plugin configuration and the plugin's log", "vm", vm.id)
+		if vm.configureLog != "" {
+			return fmt.Errorf("vm %d: %w: the plugin logged: %s", vm.id, ErrPluginStart, vm.configureLog)
+		}
 		return fmt.Errorf("vm %d: %w", vm.id, ErrPluginStart)
 	}
 	return nil
