@@ -50,7 +50,7 @@ type VM struct {
 	// configureLog is the last warning or error the plugin logged inside
 	// proxy_on_configure: the reason ErrPluginStart gives.
 	configureLog string
-	logging     bool // inside a stream's proxy_on_log
+	logging      bool // inside a stream's proxy_on_log
 
 	tickPeriod time.Duration
 	tickStop   chan struct{}
