@@ -35,41 +35,16 @@ const networkPickDoc = `services:
 // zones) 54 %, r1/z2/s1 (n2's healthy .5 with n3's unhealthy .6: 1.4)
 // 58.33 % of it, r1/z3/s1 (1) 41.67 %. The table says "other networks".
 func TestPickNetworkPriorities(t *testing.T) {
-	top := filepath.Join(t.TempDir(), "net.yaml")
-	if err := os.WriteFile(top, []byte(networkPickDoc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"tree", "pick", "-f", top, "--service", "net", "--from", "network=n1,region=r1,zone=z1,subzone=s1", "--count", "1000", "--seed", "1"}
-	code, out, errs := runCLI(t, append(args, "-o", "json")...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	var res struct {
-		Loads []struct {
-			Matched     int  `json:"matched"`
-			Other       bool `json:"other_networks"`
-			HealthyLoad int  `json:"healthy_load"`
-			Localities  []struct {
-				Locality     string  `json:"locality"`
-				HealthyShare float64 `json:"healthy_share"`
-			} `json:"localities"`
-		} `json:"loads"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
+	res, out, args := pickNet(t, networkPickDoc, "network=n1,region=r1,zone=z1,subzone=s1")
 	if len(res.Loads) != 4 || res.Loads[1].Other || !res.Loads[2].Other || !res.Loads[3].Other ||
 		res.Loads[2].Matched != 3 || res.Loads[3].Matched != 1 || res.Loads[2].HealthyLoad != 46 || res.Loads[3].HealthyLoad != 54 {
 		t.Fatalf("priorities:\n%s", out)
 	}
-	got := map[string]float64{}
-	for _, l := range res.Loads[3].Localities {
-		got[l.Locality] = l.HealthyShare
-	}
+	got := res.shares(3)
 	if len(got) != 2 || got["*/r1/z2/s1"] != 58.33 || got["*/r1/z3/s1"] != 41.67 {
 		t.Fatalf("P3 localities %v, want */r1/z2/s1 58.33 and */r1/z3/s1 41.67:\n%s", got, out)
 	}
-	if code, out, errs = runCLI(t, args...); code != 0 || !strings.Contains(out, "P3  other networks, matched 1 of the 3 after network") {
+	if code, out, errs := runCLI(t, args...); code != 0 || !strings.Contains(out, "P3  other networks, matched 1 of the 3 after network") {
 		t.Fatalf("table (exit %d, %s):\n%s", code, errs, out)
 	}
 }
@@ -88,41 +63,60 @@ func TestPickClusterPriorities(t *testing.T) {
 	doc := strings.ReplaceAll(networkPickDoc, "network: n", "cluster: c")
 	doc = strings.Replace(doc, "scopes: [network,", "scopes: [cluster,", 1)
 	doc = strings.Replace(doc, "    failover: [{from: r1, to: r2}]\n", "", 1)
-	top := filepath.Join(t.TempDir(), "clu.yaml")
+	res, out, args := pickNet(t, doc, "cluster=c1,region=r1,zone=z1,subzone=s1")
+	if len(res.Loads) != 3 || res.Loads[1].OtherValues != "" || res.Loads[2].OtherValues != "cluster" || !res.Loads[2].OneRank || res.Loads[2].Other || res.Loads[2].HealthyLoad != 100 {
+		t.Fatalf("priorities:\n%s", out)
+	}
+	got := res.shares(2)
+	if len(got) != 3 || got["*/r1/z1/s1"] != 36.84 || got["*/r1/z2/s1"] != 36.84 || got["*/r1/z3/s1"] != 26.32 {
+		t.Fatalf("P2 localities %v, want */r1/z1/s1 and */r1/z2/s1 36.84, */r1/z3/s1 26.32:\n%s", got, out)
+	}
+	if code, out, errs := runCLI(t, args...); code != 0 || !strings.Contains(out, "P2  other cluster values, one priority") {
+		t.Fatalf("table (exit %d, %s):\n%s", code, errs, out)
+	}
+}
+
+// pickPriorities is what these tests read of tree pick -o json.
+type pickPriorities struct {
+	Loads []struct {
+		Matched     int    `json:"matched"`
+		Other       bool   `json:"other_networks"`
+		OtherValues string `json:"other_values"`
+		OneRank     bool   `json:"one_rank"`
+		HealthyLoad int    `json:"healthy_load"`
+		Localities  []struct {
+			Locality     string  `json:"locality"`
+			HealthyShare float64 `json:"healthy_share"`
+		} `json:"localities"`
+	} `json:"loads"`
+}
+
+// shares are priority p's localities' healthy shares by locality.
+func (r *pickPriorities) shares(p int) map[string]float64 {
+	got := map[string]float64{}
+	for _, l := range r.Loads[p].Localities {
+		got[l.Locality] = l.HealthyShare
+	}
+	return got
+}
+
+// pickNet runs tree pick of service net in doc from source, 1,000 picks,
+// and returns its -o json answer, the answer itself, and the arguments
+// without -o (for the table).
+func pickNet(t *testing.T, doc, from string) (*pickPriorities, string, []string) {
+	t.Helper()
+	top := filepath.Join(t.TempDir(), "net.yaml")
 	if err := os.WriteFile(top, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"tree", "pick", "-f", top, "--service", "net", "--from", "cluster=c1,region=r1,zone=z1,subzone=s1", "--count", "1000", "--seed", "1"}
+	args := []string{"tree", "pick", "-f", top, "--service", "net", "--from", from, "--count", "1000", "--seed", "1"}
 	code, out, errs := runCLI(t, append(args, "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var res struct {
-		Loads []struct {
-			OtherValues string `json:"other_values"`
-			OneRank     bool   `json:"one_rank"`
-			Network     bool   `json:"other_networks"`
-			HealthyLoad int    `json:"healthy_load"`
-			Localities  []struct {
-				Locality     string  `json:"locality"`
-				HealthyShare float64 `json:"healthy_share"`
-			} `json:"localities"`
-		} `json:"loads"`
-	}
+	var res pickPriorities
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Loads) != 3 || res.Loads[1].OtherValues != "" || res.Loads[2].OtherValues != "cluster" || !res.Loads[2].OneRank || res.Loads[2].Network || res.Loads[2].HealthyLoad != 100 {
-		t.Fatalf("priorities:\n%s", out)
-	}
-	got := map[string]float64{}
-	for _, l := range res.Loads[2].Localities {
-		got[l.Locality] = l.HealthyShare
-	}
-	if len(got) != 3 || got["*/r1/z1/s1"] != 36.84 || got["*/r1/z2/s1"] != 36.84 || got["*/r1/z3/s1"] != 26.32 {
-		t.Fatalf("P2 localities %v, want */r1/z1/s1 and */r1/z2/s1 36.84, */r1/z3/s1 26.32:\n%s", got, out)
-	}
-	if code, out, errs = runCLI(t, args...); code != 0 || !strings.Contains(out, "P2  other cluster values, one priority") {
-		t.Fatalf("table (exit %d, %s):\n%s", code, errs, out)
-	}
+	return &res, out, args
 }
