@@ -33,6 +33,9 @@ var hooks = []hook{
 	{"lt_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(p *bpf.Objects) *ebpf.Program { return p.LtGetpeername4 }},
 	{"lt_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *bpf.Objects) *ebpf.Program { return p.LtGetpeername6 }},
 	{"lt_sock_release", ebpf.AttachCgroupInetSockRelease, func(p *bpf.Objects) *ebpf.Program { return p.LtSockRelease }},
+	// Last: until it is attached, connections are redirected but their
+	// bytes are not counted, which loses nothing else.
+	{"lt_sockops", ebpf.AttachCGroupSockOps, func(p *bpf.Objects) *ebpf.Program { return p.LtSockops }},
 }
 
 func linkPin(dir, name string) string { return filepath.Join(dir, "link_"+name) }

@@ -45,7 +45,7 @@ func countsOf(t *testing.T, in *Installer) (map[trafficPair]uint64, uint64) {
 		}
 		out[trafficPair{fmt.Sprint(c.Source), c.Backend.String()}] += c.Picks
 	}
-	return out, other
+	return out, other.Picks
 }
 
 // TestTrafficCounts: real connects from the node's cgroup and from two
