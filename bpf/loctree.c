@@ -228,11 +228,14 @@ int lt_sock_release(struct bpf_sock *sk)
 
 /*
  * lt_sockops counts the bytes of the TCP connections loctree redirected,
- * once per connection: at the connect it asks for state changes of a
- * socket that has an entry in lt_socks (one lookup; any other socket is
- * left alone and never calls back), and at its TCP_CLOSE it adds the
- * socket's bytes_acked and bytes_received to its pick's traffic counts.
- * No per-packet work: the kernel keeps those counters anyway.
+ * once per connection: once the connect is established it asks for state
+ * changes of a socket that has an entry in lt_socks (one lookup; any other
+ * socket is left alone and never calls back), and at its TCP_CLOSE it adds
+ * the socket's bytes_acked and bytes_received to its pick's traffic
+ * counts. No per-packet work: the kernel keeps those counters anyway.
+ * Armed at ACTIVE_ESTABLISHED, not at TCP_CONNECT: the SYN_SENT ->
+ * ESTABLISHED change would call it once more per connect, for nothing, and
+ * a connect that never establishes has no bytes.
  */
 SEC("sockops")
 int lt_sockops(struct bpf_sock_ops *ctx)
@@ -241,14 +244,14 @@ int lt_sockops(struct bpf_sock_ops *ctx)
 	struct lt_sock *s;
 	__u32 was;
 
-	if (ctx->op != BPF_SOCK_OPS_TCP_CONNECT_CB &&
+	if (ctx->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB &&
 	    (ctx->op != BPF_SOCK_OPS_STATE_CB || ctx->args[1] != BPF_TCP_CLOSE))
 		return 1;
 	cookie = bpf_get_socket_cookie(ctx);
 	s = bpf_map_lookup_elem(&lt_socks, &cookie);
 	if (!s)
 		return 1;
-	if (ctx->op == BPF_SOCK_OPS_TCP_CONNECT_CB) {
+	if (ctx->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB) {
 		s->bytes = LT_BYTES_ARMED;
 		bpf_sock_ops_cb_flags_set(ctx, ctx->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 		return 1;
