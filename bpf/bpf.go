@@ -91,10 +91,14 @@ const (
 	MapWiden = loctreeMapLtWiden
 	// MapPrioPicks counts new picks by priority and availability.
 	MapPrioPicks = loctreeMapLtPrioPicks
-	// MapTraffic counts new picks by source, service and backend;
-	// MapTrafficOther those that found it full.
+	// MapTraffic counts new picks by source, service and backend, and
+	// the bytes of their TCP connections once closed; MapTrafficOther
+	// those that found it full.
 	MapTraffic      = loctreeMapLtTraffic
 	MapTrafficOther = loctreeMapLtTrafficOther
+	// MapTrafficZero is the zero value a new traffic key starts from: not
+	// pinned, never written.
+	MapTrafficZero = loctreeMapLtTrafficZero
 	// MapSrcCgroup notes, per CPU, the cgroup whose locality the last
 	// lookup used, for the traffic count of the pick that follows: not
 	// pinned, nothing in it outlives a connect.
