@@ -315,8 +315,11 @@ func TestTrafficBytes(t *testing.T) {
 			b, sent, received := exchange(t, "127.77.25.1:80", n, j%2 == 0)
 			w := want[trafficPair{fmt.Sprint(src.loc), b}]
 			// The kernel's counters (RFC 4898's octets acked and received)
-			// count sequence numbers: the SYN and the FIN, each acknowledged
-			// once the connection closed in order, and the peer's FIN.
+			// grow by the sequence numbers acknowledged and received
+			// (net/ipv4/tcp_input.c, tcp_snd_una_update and
+			// tcp_rcv_nxt_update), so they count the SYN and the FIN, each
+			// acknowledged once the connection closed in order, and the
+			// peer's FIN.
 			w.Picks++
 			w.Sent += sent + 2
 			w.Received += received + 1
