@@ -4,7 +4,7 @@
 // regenerates them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key -type lt_loads -type lt_traffic_key -type lt_widen_key -type lt_widen_val loctree loctree.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -mcpu=v3 -Wall -Werror -Iinclude" -target bpfel -type lt_node -type lt_endpoint -type lt_addr -type lt_service -type lt_sock -type lt_rev_key -type lt_stat -type lt_locality -type lt_aff_key -type lt_aff -type lt_aff_ep_key -type lt_loads -type lt_traffic_key -type lt_traffic_val -type lt_widen_key -type lt_widen_val loctree loctree.c
 
 import (
 	"fmt"
@@ -45,6 +45,9 @@ type (
 	// node), a service frontend and a backend: the key of the traffic
 	// counts map.
 	TrafficKey = loctreeLtTrafficKey
+	// TrafficVal is a traffic key's new picks and its closed TCP
+	// connections' bytes sent and received, per CPU.
+	TrafficVal = loctreeLtTrafficVal
 	// WidenKey is a tree node's identity across trees (its service and
 	// its label path), the key of the load-aware counts map.
 	WidenKey = loctreeLtWidenKey
@@ -88,10 +91,14 @@ const (
 	MapWiden = loctreeMapLtWiden
 	// MapPrioPicks counts new picks by priority and availability.
 	MapPrioPicks = loctreeMapLtPrioPicks
-	// MapTraffic counts new picks by source, service and backend;
-	// MapTrafficOther those that found it full.
+	// MapTraffic counts new picks by source, service and backend, and
+	// the bytes of their TCP connections once closed; MapTrafficOther
+	// those that found it full.
 	MapTraffic      = loctreeMapLtTraffic
 	MapTrafficOther = loctreeMapLtTrafficOther
+	// MapTrafficZero is the zero value a new traffic key starts from: not
+	// pinned, never written.
+	MapTrafficZero = loctreeMapLtTrafficZero
 	// MapSrcCgroup notes, per CPU, the cgroup whose locality the last
 	// lookup used, for the traffic count of the pick that follows: not
 	// pinned, nothing in it outlives a connect.

@@ -202,7 +202,13 @@ int lt_recvmsg6(struct bpf_sock_addr *ctx)
 	return lt_restore_from(ctx, 1);
 }
 
-/* lt_sock_release forgets a closed socket and gives back its least_connections count. */
+/*
+ * lt_sock_release forgets a closed socket and gives back its
+ * least_connections count. A TCP socket whose bytes lt_sockops counts
+ * keeps its entry, given back, until its TCP_CLOSE (lib/sock.h,
+ * LT_BYTES_*): sock_release runs before the protocol's close, and a
+ * cgroup/sock_release program may not read the TCP byte counters.
+ */
 SEC("cgroup/sock_release")
 int lt_sock_release(struct bpf_sock *sk)
 {
@@ -214,8 +220,49 @@ int lt_sock_release(struct bpf_sock *sk)
 	k.backend = s->backend;
 	lt_uncount(s);
 	bpf_map_delete_elem(&lt_rev, &k); /* earlier backends' entries age out */
+	if (s->bytes == LT_BYTES_ARMED && lt_bytes_swap(s, 1u << LT_BYTES_ARMED, LT_BYTES_RELEASED) == LT_BYTES_ARMED)
+		return SK_PASS; /* given back; lt_sockops deletes it at TCP_CLOSE */
 	bpf_map_delete_elem(&lt_socks, &k.cookie);
 	return SK_PASS;
+}
+
+/*
+ * lt_sockops counts the bytes of the TCP connections loctree redirected,
+ * once per connection: once the connect is established it asks for state
+ * changes of a socket that has an entry in lt_socks (one lookup; any other
+ * socket is left alone and never calls back), and at its TCP_CLOSE it adds
+ * the socket's bytes_acked and bytes_received to its pick's traffic
+ * counts. No per-packet work: the kernel keeps those counters anyway.
+ * Armed at ACTIVE_ESTABLISHED, not at TCP_CONNECT: the SYN_SENT ->
+ * ESTABLISHED change would call it once more per connect, for nothing, and
+ * a connect that never establishes has no bytes.
+ */
+SEC("sockops")
+int lt_sockops(struct bpf_sock_ops *ctx)
+{
+	__u64 cookie;
+	struct lt_sock *s;
+	__u32 was;
+
+	if (ctx->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB &&
+	    (ctx->op != BPF_SOCK_OPS_STATE_CB || ctx->args[1] != BPF_TCP_CLOSE))
+		return 1;
+	cookie = bpf_get_socket_cookie(ctx);
+	s = bpf_map_lookup_elem(&lt_socks, &cookie);
+	if (!s)
+		return 1;
+	if (ctx->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB) {
+		s->bytes = LT_BYTES_ARMED;
+		bpf_sock_ops_cb_flags_set(ctx, ctx->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+		return 1;
+	}
+	was = lt_bytes_swap(s, 1u << LT_BYTES_ARMED | 1u << LT_BYTES_RELEASED, LT_BYTES_CLOSED);
+	if (was != LT_BYTES_ARMED && was != LT_BYTES_RELEASED)
+		return 1;
+	lt_traffic_add(s->src, &s->vip, &s->backend, 0, ctx->bytes_acked, ctx->bytes_received);
+	if (was == LT_BYTES_RELEASED)
+		bpf_map_delete_elem(&lt_socks, &cookie);
+	return 1;
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -196,8 +196,10 @@ type loctreeLtSock struct {
 	Ep          uint32
 	Counted     uint8
 	WidenLevels uint8
-	Pad         [2]uint8
+	Bytes       uint8
+	Pad         uint8
 	Widen       loctreeLtWidenKey
+	Src         uint64
 }
 
 type loctreeLtStat uint32
@@ -217,6 +219,13 @@ type loctreeLtTrafficKey struct {
 	Src     uint64
 	Fe      loctreeLtAddr
 	Backend loctreeLtAddr
+}
+
+type loctreeLtTrafficVal struct {
+	_        structs.HostLayout
+	Picks    uint64
+	Sent     uint64
+	Received uint64
 }
 
 type loctreeLtWidenKey struct {
@@ -254,6 +263,7 @@ const (
 	loctreeMapLtStats         = "lt_stats"
 	loctreeMapLtTraffic       = "lt_traffic"
 	loctreeMapLtTrafficOther  = "lt_traffic_other"
+	loctreeMapLtTrafficZero   = "lt_traffic_zero"
 	loctreeMapLtWiden         = "lt_widen"
 	loctreeProgLtConnect4     = "lt_connect4"
 	loctreeProgLtConnect6     = "lt_connect6"
@@ -264,6 +274,7 @@ const (
 	loctreeProgLtSendmsg4     = "lt_sendmsg4"
 	loctreeProgLtSendmsg6     = "lt_sendmsg6"
 	loctreeProgLtSockRelease  = "lt_sock_release"
+	loctreeProgLtSockops      = "lt_sockops"
 )
 
 // loadLoctree returns the embedded CollectionSpec for loctree.
@@ -317,6 +328,7 @@ type loctreeProgramSpecs struct {
 	LtSendmsg4     *ebpf.ProgramSpec `ebpf:"lt_sendmsg4"`
 	LtSendmsg6     *ebpf.ProgramSpec `ebpf:"lt_sendmsg6"`
 	LtSockRelease  *ebpf.ProgramSpec `ebpf:"lt_sock_release"`
+	LtSockops      *ebpf.ProgramSpec `ebpf:"lt_sockops"`
 }
 
 // loctreeMapSpecs contains maps before they are loaded into the kernel.
@@ -340,6 +352,7 @@ type loctreeMapSpecs struct {
 	LtStats        *ebpf.MapSpec `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.MapSpec `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.MapSpec `ebpf:"lt_traffic_other"`
+	LtTrafficZero  *ebpf.MapSpec `ebpf:"lt_traffic_zero"`
 	LtWiden        *ebpf.MapSpec `ebpf:"lt_widen"`
 }
 
@@ -386,6 +399,7 @@ type loctreeMaps struct {
 	LtStats        *ebpf.Map `ebpf:"lt_stats"`
 	LtTraffic      *ebpf.Map `ebpf:"lt_traffic"`
 	LtTrafficOther *ebpf.Map `ebpf:"lt_traffic_other"`
+	LtTrafficZero  *ebpf.Map `ebpf:"lt_traffic_zero"`
 	LtWiden        *ebpf.Map `ebpf:"lt_widen"`
 }
 
@@ -408,6 +422,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtStats,
 		m.LtTraffic,
 		m.LtTrafficOther,
+		m.LtTrafficZero,
 		m.LtWiden,
 	)
 }
@@ -431,6 +446,7 @@ type loctreePrograms struct {
 	LtSendmsg4     *ebpf.Program `ebpf:"lt_sendmsg4"`
 	LtSendmsg6     *ebpf.Program `ebpf:"lt_sendmsg6"`
 	LtSockRelease  *ebpf.Program `ebpf:"lt_sock_release"`
+	LtSockops      *ebpf.Program `ebpf:"lt_sockops"`
 }
 
 func (p *loctreePrograms) Close() error {
@@ -444,6 +460,7 @@ func (p *loctreePrograms) Close() error {
 		p.LtSendmsg4,
 		p.LtSendmsg6,
 		p.LtSockRelease,
+		p.LtSockops,
 	)
 }
 

@@ -101,7 +101,8 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		"loctree_kernel_refused_total", "loctree_generation", "loctree_tree_generation", "loctree_update_latency_seconds_bucket",
 		"loctree_update_stage_seconds_bucket", "loctree_install_duration_seconds_bucket", "loctree_tree_requests_total",
 		"loctree_traffic_connections_total", "loctree_traffic_requests_total", "loctree_traffic_nolocality_cross_connections_total",
-		"loctree_traffic_nolocality_cross_requests_total", "loctree_traffic_cross_connections_total", "loctree_traffic_cross_requests_total"} {
+		"loctree_traffic_nolocality_cross_requests_total", "loctree_traffic_cross_connections_total", "loctree_traffic_cross_requests_total",
+		"loctree_traffic_sent_bytes_total", "loctree_traffic_received_bytes_total"} {
 		if !queried[want] {
 			t.Errorf("the dashboard does not query %s", want)
 		}

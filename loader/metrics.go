@@ -39,14 +39,14 @@ type Metrics struct {
 	kernelRefused int // services of the installed tree the kernel does not install (kernel.Result.Refused)
 	warnings      int // warnings of the installed tree (agent.warned)
 	kernel        func() ([bpf.StatCount]uint64, error)
-	picks         func() ([]uint64, error)                      // the kernel's picks by priority (kernel.priorityPicks)
-	fetches       treeFetches                                   // the filters' /v1/tree polls (treefetches.go)
-	source        func() error                                  // the source's Health; nil: it has none
-	extra         func(io.Writer) error                         // the source's own metrics (source.Metrics); nil: none
-	traffic       func() ([]kernel.TrafficCount, uint64, error) // the kernel's traffic counts (kernel.Installer.Traffic)
-	forgetTraffic func([]kernel.TrafficCount) (int, error)      // deletes stale ones (kernel.Installer.ForgetTraffic)
-	tally         *trafficTally                                 // those counts at the traffic scope (traffic.go)
-	tree          *shared.Tree                                  // the tree installed last, which places the counts
+	picks         func() ([]uint64, error)                                    // the kernel's picks by priority (kernel.priorityPicks)
+	fetches       treeFetches                                                 // the filters' /v1/tree polls (treefetches.go)
+	source        func() error                                                // the source's Health; nil: it has none
+	extra         func(io.Writer) error                                       // the source's own metrics (source.Metrics); nil: none
+	traffic       func() ([]kernel.TrafficCount, kernel.TrafficTotals, error) // the kernel's traffic counts (kernel.Installer.Traffic)
+	forgetTraffic func([]kernel.TrafficCount) (int, error)                    // deletes stale ones (kernel.Installer.ForgetTraffic)
+	tally         *trafficTally                                               // those counts at the traffic scope (traffic.go)
+	tree          *shared.Tree                                                // the tree installed last, which places the counts
 }
 
 func newMetrics(trafficScope string) *Metrics {

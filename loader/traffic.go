@@ -2,6 +2,7 @@ package loader
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -41,13 +42,13 @@ type trafficKey struct {
 type trafficTally struct {
 	scope      string
 	maxPairs   int // maxTrafficPairs; lower in tests
-	last       map[trafficKey]uint64
-	lastOther  uint64
-	pairs      map[[2]string]uint64 // the matrix; at most maxTrafficPairs, then otherValue
-	depths     map[string]uint64    // by match depth ("0".."8", or unknownDep)
-	placed     uint64               // picks with a source and a destination value
-	cross      uint64               // of those, to another value
-	nolocality float64              // of those, how many would have crossed with no locality
+	last       map[trafficKey]kernel.TrafficTotals
+	lastOther  kernel.TrafficTotals
+	pairs      map[[2]string]kernel.TrafficTotals // the matrices; at most maxTrafficPairs, then otherValue
+	depths     map[string]uint64                  // picks by match depth ("0".."8", or unknownDep)
+	placed     uint64                             // picks with a source and a destination value
+	cross      uint64                             // of those, to another value
+	nolocality float64                            // of those, how many would have crossed with no locality
 	tree       *shared.Tree
 	index      map[netip.AddrPort]*trafficService // the tree's services by VIP
 }
@@ -63,7 +64,7 @@ func newTrafficTally(scope string) *trafficTally {
 	if scope == "" {
 		scope = DefaultTrafficScope
 	}
-	return &trafficTally{scope: scope, maxPairs: maxTrafficPairs, last: map[trafficKey]uint64{}, pairs: map[[2]string]uint64{}, depths: map[string]uint64{}}
+	return &trafficTally{scope: scope, maxPairs: maxTrafficPairs, last: map[trafficKey]kernel.TrafficTotals{}, pairs: map[[2]string]kernel.TrafficTotals{}, depths: map[string]uint64{}}
 }
 
 // update adds the growth of the kernel's counts since the last update.
@@ -71,26 +72,40 @@ func newTrafficTally(scope string) *trafficTally {
 // update and whose endpoint tree no longer has (the programs cannot pick
 // it any more), which the caller may delete from the kernel and then
 // forget.
-func (t *trafficTally) update(tree *shared.Tree, counts []kernel.TrafficCount, other uint64) (stale []kernel.TrafficCount) {
+func (t *trafficTally) update(tree *shared.Tree, counts []kernel.TrafficCount, other kernel.TrafficTotals) (stale []kernel.TrafficCount) {
 	if tree != t.tree {
 		t.tree, t.index = tree, nil
 	}
 	for _, c := range counts {
 		k := trafficKey{c.Cgroup, c.Frontend, c.Backend}
 		last, seen := t.last[k]
-		if c.Picks > last {
-			t.add(c, c.Picks-last)
+		if n, grew := growth(c.TrafficTotals, last); grew {
+			t.add(c, n)
 		} else if _, _, ok := t.endpoint(c.Frontend, c.Backend); seen && !ok {
 			stale = append(stale, c)
 		}
-		t.last[k] = c.Picks
+		t.last[k] = c.TrafficTotals
 	}
-	if other > t.lastOther {
-		t.pairs[[2]string{otherValue, otherValue}] += other - t.lastOther
-		t.depths[unknownDep] += other - t.lastOther
+	if n, grew := growth(other, t.lastOther); grew {
+		t.pairs[[2]string{otherValue, otherValue}] = plus(t.pairs[[2]string{otherValue, otherValue}], n)
+		if n.Picks > 0 {
+			t.depths[unknownDep] += n.Picks
+		}
 		t.lastOther = other
 	}
 	return stale
+}
+
+// growth is how much each of now's counts grew since last, and whether
+// one did. Kernel counts only grow; one that did not counts 0.
+func growth(now, last kernel.TrafficTotals) (kernel.TrafficTotals, bool) {
+	sub := func(a, b uint64) uint64 { return max(a, b) - b }
+	n := kernel.TrafficTotals{Picks: sub(now.Picks, last.Picks), Sent: sub(now.Sent, last.Sent), Received: sub(now.Received, last.Received)}
+	return n, n != kernel.TrafficTotals{}
+}
+
+func plus(a, b kernel.TrafficTotals) kernel.TrafficTotals {
+	return kernel.TrafficTotals{Picks: a.Picks + b.Picks, Sent: a.Sent + b.Sent, Received: a.Received + b.Received}
 }
 
 // forget drops counts the kernel no longer holds: a key that comes back
@@ -101,8 +116,9 @@ func (t *trafficTally) forget(counts []kernel.TrafficCount) {
 	}
 }
 
-// add attributes n new picks of count c.
-func (t *trafficTally) add(c kernel.TrafficCount, n uint64) {
+// add attributes the growth n of count c: its new picks, and its closed
+// connections' bytes.
+func (t *trafficTally) add(c kernel.TrafficCount, n kernel.TrafficTotals) {
 	src, dst, depth := noValue, shared.UnknownValue, unknownDep
 	if c.Source == nil {
 		src = shared.UnknownValue
@@ -116,27 +132,32 @@ func (t *trafficTally) add(c kernel.TrafficCount, n uint64) {
 			depth = strconv.Itoa(s.svc.SharedScopes(c.Source, i))
 		}
 	}
-	t.depths[depth] += n
 	t.count(src, dst, n)
+	if n.Picks == 0 {
+		return // bytes only: the shares are of connections
+	}
+	t.depths[depth] += n.Picks
 	if src == noValue || src == shared.UnknownValue || dst == shared.UnknownValue {
 		return
 	}
-	t.placed += n
+	t.placed += n.Picks
 	if src != dst {
-		t.cross += n
+		t.cross += n.Picks
 	}
 	if p, ok := s.dests.NoLocalityCross(src); ok {
-		t.nolocality += p * float64(n)
+		t.nolocality += p * float64(n.Picks)
 	}
 }
 
-// count adds n to the pair's series, or to (other) past the cap.
-func (t *trafficTally) count(src, dst string, n uint64) {
+// count adds n to the pair's series, or to (other) past the cap: a pair
+// has a series in every matrix (connections, bytes sent, received) or in
+// none.
+func (t *trafficTally) count(src, dst string, n kernel.TrafficTotals) {
 	pair := [2]string{src, dst}
 	if _, ok := t.pairs[pair]; !ok && len(t.pairs) >= t.maxPairs {
 		pair = [2]string{otherValue, otherValue}
 	}
-	t.pairs[pair] += n
+	t.pairs[pair] = plus(t.pairs[pair], n)
 }
 
 // endpoint finds the service at fe and its endpoint at b in the tree.
@@ -168,12 +189,12 @@ func (t *trafficTally) endpoint(fe, b netip.AddrPort) (*trafficService, uint32, 
 
 // write writes the tally's metrics.
 func (t *trafficTally) write(p *promWriter) {
-	scope := "scope=" + strconv.Quote(t.scope)
-	const conns = "loctree_traffic_connections_total"
-	p.printf("# HELP %s New connections (and UDP sockets' first datagram to a backend) the kernel redirected, by the source's value at the scope (its cgroup's locality or the node's) and the picked endpoint's; (none): a source without that scope, (unknown): a service that does not route by the scope, (other): past %d pairs or the kernel's --max-traffic keys.\n# TYPE %s counter\n", conns, maxTrafficPairs, conns)
-	for _, pair := range slices.SortedFunc(maps.Keys(t.pairs), comparePairs) {
-		p.printf("%s{%s,source=%q,destination=%q} %d\n", conns, scope, pair[0], pair[1], t.pairs[pair])
-	}
+	t.matrix(p, "loctree_traffic_connections_total", fmt.Sprintf("New connections (and UDP sockets' first datagram to a backend) the kernel redirected, by the source's value at the scope (its cgroup's locality or the node's) and the picked endpoint's; (none): a source without that scope, (unknown): a service that does not route by the scope, (other): past %d pairs or the kernel's --max-traffic keys.", maxTrafficPairs),
+		func(n kernel.TrafficTotals) uint64 { return n.Picks })
+	t.matrix(p, "loctree_traffic_sent_bytes_total", "Bytes the backends acknowledged on the redirected TCP connections, counted when a connection closes (an open one is not in it yet), by the same pairs as loctree_traffic_connections_total.",
+		func(n kernel.TrafficTotals) uint64 { return n.Sent })
+	t.matrix(p, "loctree_traffic_received_bytes_total", "Bytes received from the backends on the redirected TCP connections, counted when a connection closes, by the same pairs as loctree_traffic_connections_total.",
+		func(n kernel.TrafficTotals) uint64 { return n.Received })
 	const depth = "loctree_traffic_connections_by_depth_total"
 	p.printf("# HELP %s The same connections by match depth: how many leading scopes of its service the picked endpoint shares with the source.\n# TYPE %s counter\n", depth, depth)
 	for _, d := range slices.Sorted(maps.Keys(t.depths)) {
@@ -184,6 +205,15 @@ func (t *trafficTally) write(p *promWriter) {
 	p.labeled("loctree_traffic_nolocality_cross_connections_total", "counter", "How many of the placed connections would have crossed with no locality: for each, the share of its service's eligible endpoints, weighed as its policy weighs them, outside the source's value.", "scope", []labeledValue{{t.scope, t.nolocality}})
 	p.labeled("loctree_traffic_cross_ratio", "gauge", "cross / placed connections since the agent started (0 before any).", "scope", []labeledValue{{t.scope, ratio(float64(t.cross), t.placed)}})
 	p.labeled("loctree_traffic_nolocality_cross_ratio", "gauge", "nolocality_cross / placed connections since the agent started: the share that would have crossed with no locality.", "scope", []labeledValue{{t.scope, ratio(t.nolocality, t.placed)}})
+}
+
+// matrix writes one of the tally's matrices: the value of of every pair.
+func (t *trafficTally) matrix(p *promWriter, name, help string, of func(kernel.TrafficTotals) uint64) {
+	scope := "scope=" + strconv.Quote(t.scope)
+	p.printf("# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+	for _, pair := range slices.SortedFunc(maps.Keys(t.pairs), comparePairs) {
+		p.printf("%s{%s,source=%q,destination=%q} %d\n", name, scope, pair[0], pair[1], of(t.pairs[pair]))
+	}
 }
 
 func ratio(a float64, b uint64) float64 {

@@ -1,12 +1,15 @@
 package loader
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/shared"
@@ -19,6 +22,9 @@ import (
 // exactly as the backends' answers say, the cross count is the
 // off-diagonal, and the no-locality count is, per connection, the share of
 // the three endpoints (random: one each) outside the source's region.
+// Each connection's bytes are in the same pair once it closed: it sent
+// nothing but its SYN and FIN (2, the kernel's counters count sequence
+// numbers) and received the backend's 16-byte address and FIN (17).
 func TestAgentTrafficMetrics(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	regionOf := map[string]string{"127.0.25.11:9125": "r1", "127.0.25.12:9125": "r1", "127.0.25.13:9125": "r2"}
@@ -47,12 +53,18 @@ func TestAgentTrafficMetrics(t *testing.T) {
 	listen := kerneltest.FreeAddr(t)
 	runAgent(t, AgentConfig{Topology: topo, Cgroup: cg, Locality: sources[cg], CgroupLocality: cgroups,
 		Listen: listen, Watch: 10 * time.Millisecond, TrafficScope: "region"})
+	// Ready at the first connect redirected: the sockops program is
+	// attached before the connect programs, so its bytes count too.
 	kerneltest.Eventually(t, 10*time.Second, "the agent ready", func() error {
 		_, err := kerneltest.Ask("127.77.25.9:80")
 		return err
 	})
 	kerneltest.MoveTo(t, cg)
-	before := scrapeTraffic(t, listen) // the readiness probe's connect
+	var before trafficScrape
+	kerneltest.Eventually(t, 5*time.Second, "the readiness probe's bytes", func() error {
+		before = scrapeTraffic(t, listen)
+		return before.settled()
+	})
 	want := map[[2]string]float64{}
 	var cross, noloc float64
 	for dir, loc := range sources {
@@ -70,7 +82,11 @@ func TestAgentTrafficMetrics(t *testing.T) {
 		}
 	}
 	kerneltest.MoveTo(t, cg)
-	after := scrapeTraffic(t, listen)
+	var after trafficScrape
+	kerneltest.Eventually(t, 5*time.Second, "the closed connections' bytes", func() error {
+		after = scrapeTraffic(t, listen)
+		return after.settled()
+	})
 	got := map[[2]string]float64{}
 	for pair, n := range after.pairs {
 		if d := n - before.pairs[pair]; d != 0 {
@@ -89,8 +105,20 @@ func TestAgentTrafficMetrics(t *testing.T) {
 }
 
 type trafficScrape struct {
-	pairs        map[[2]string]float64
-	cross, noloc float64
+	pairs, sent, received map[[2]string]float64
+	cross, noloc          float64
+}
+
+// settled checks that every pair's bytes are those of its connections
+// to kerneltest.Backends, all closed: each sends its SYN and FIN (2) and
+// receives a 16-byte address and the FIN (17).
+func (s trafficScrape) settled() error {
+	for pair, n := range s.pairs {
+		if got := [2]float64{s.sent[pair], s.received[pair]}; got != [2]float64{2 * n, 17 * n} {
+			return fmt.Errorf("pair %v: %v connections sent and received %v bytes, want %v", pair, n, got, [2]float64{2 * n, 17 * n})
+		}
+	}
+	return nil
 }
 
 // scrapeTraffic reads the traffic series at scope region from /metrics.
@@ -100,8 +128,25 @@ func scrapeTraffic(t *testing.T, listen string) trafficScrape {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := trafficScrape{pairs: map[[2]string]float64{}}
-	for _, m := range fams["loctree_traffic_connections_total"].GetMetric() {
+	out := trafficScrape{pairs: map[[2]string]float64{}, sent: map[[2]string]float64{}, received: map[[2]string]float64{}}
+	matrix(t, fams["loctree_traffic_connections_total"].GetMetric(), out.pairs)
+	matrix(t, fams["loctree_traffic_sent_bytes_total"].GetMetric(), out.sent)
+	matrix(t, fams["loctree_traffic_received_bytes_total"].GetMetric(), out.received)
+	one := func(name string) float64 {
+		ms := fams[name].GetMetric()
+		if len(ms) != 1 {
+			t.Fatalf("%s: %d series", name, len(ms))
+		}
+		return ms[0].GetCounter().GetValue()
+	}
+	out.cross, out.noloc = one("loctree_traffic_cross_connections_total"), one("loctree_traffic_nolocality_cross_connections_total")
+	return out
+}
+
+// matrix reads one traffic matrix's series at scope region into out.
+func matrix(t *testing.T, ms []*dto.Metric, out map[[2]string]float64) {
+	t.Helper()
+	for _, m := range ms {
 		var src, dst, scope string
 		for _, l := range m.GetLabel() {
 			switch l.GetName() {
@@ -116,15 +161,6 @@ func scrapeTraffic(t *testing.T, listen string) trafficScrape {
 		if scope != "region" {
 			t.Fatalf("scope %q, want region", scope)
 		}
-		out.pairs[[2]string{src, dst}] = m.GetCounter().GetValue()
+		out[[2]string{src, dst}] = m.GetCounter().GetValue()
 	}
-	one := func(name string) float64 {
-		ms := fams[name].GetMetric()
-		if len(ms) != 1 {
-			t.Fatalf("%s: %d series", name, len(ms))
-		}
-		return ms[0].GetCounter().GetValue()
-	}
-	out.cross, out.noloc = one("loctree_traffic_cross_connections_total"), one("loctree_traffic_nolocality_cross_connections_total")
-	return out
 }

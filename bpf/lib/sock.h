@@ -23,18 +23,61 @@
 /*
  * Per-socket state (lt_socks, by socket cookie): the VIP the socket
  * addressed and the backend it was sent to, for getpeername, for keeping an
- * unconnected UDP socket on one backend, and for least_connections and
- * load-aware counts.
+ * unconnected UDP socket on one backend, for least_connections and
+ * load-aware counts, and for the traffic counts' key of its bytes.
  */
 struct lt_sock {
 	struct lt_addr vip;
 	struct lt_addr backend;
-	__u32 ep;     /* map index of backend when it was picked */
-	__u8 counted; /* 1: lt_conns[backend] was incremented for this socket */
+	__u32 ep; /* map index of backend when it was picked */
+	/* The next four bytes are one aligned word for lt_bytes_swap. */
+	__u8 counted;      /* 1: lt_conns[backend] was incremented for this socket */
 	__u8 widen_levels; /* load-aware: the nodes of widen's path counted, from the leaf up (widen.h) */
-	__u8 pad[2];
+	__u8 bytes;        /* LT_BYTES_*: who counts the socket's bytes and deletes the entry */
+	__u8 pad;
 	struct lt_widen_key widen; /* load-aware: the leaf whose path counts this socket; svc 0: none */
+	__u64 src;                 /* the traffic counts' source of its pick (traffic.h) */
 };
+
+/*
+ * lt_sock.bytes. A TCP socket's entry outlives sock_release until its
+ * TCP_CLOSE state change, where lt_sockops reads its byte counters; which
+ * of the two comes first depends on who closes, so the last one deletes
+ * the entry. The state is a byte of a word the two swap atomically: a
+ * reset may close the socket on another CPU while the process releases
+ * it. (Not a word of its own: lt_redirect's stack has 8 bytes to spare,
+ * which src takes.)
+ */
+#define LT_BYTES_NONE 0     /* not armed: sock_release deletes the entry */
+#define LT_BYTES_ARMED 1    /* lt_sockops counts the bytes at TCP_CLOSE */
+#define LT_BYTES_CLOSED 2   /* counted at TCP_CLOSE before sock_release, which deletes the entry */
+#define LT_BYTES_RELEASED 3 /* released before TCP_CLOSE, which counts and deletes the entry */
+#define LT_BYTES_SHIFT 16   /* lt_sock.bytes in the word at lt_sock.counted (little endian) */
+
+_Static_assert(__builtin_offsetof(struct lt_sock, counted) % 4 == 0 &&
+		       __builtin_offsetof(struct lt_sock, bytes) == __builtin_offsetof(struct lt_sock, counted) + LT_BYTES_SHIFT / 8,
+	       "lt_bytes_swap: counted must start an aligned word holding bytes at LT_BYTES_SHIFT");
+
+/*
+ * lt_bytes_swap moves s's bytes state from one of the states in the mask
+ * from (bit n: state n) to state to, atomically; it returns the state it
+ * found (moved only if in from). Two tries: the only other writer moves
+ * the state once.
+ */
+static __always_inline __u32 lt_bytes_swap(struct lt_sock *s, __u32 from, __u32 to)
+{
+	for (int i = 0; i < 2; i++) {
+		__u32 *word = (__u32 *)&s->counted;
+		__u32 old = *(volatile __u32 *)word, state = (old >> LT_BYTES_SHIFT) & 0xff;
+		__u32 new = (old & ~(0xffu << LT_BYTES_SHIFT)) | (to << LT_BYTES_SHIFT);
+
+		if (!(from & (1u << state)))
+			return state;
+		if (__sync_val_compare_and_swap(word, old, new) == old)
+			return state;
+	}
+	return LT_BYTES_NONE; /* cannot happen: treated as not armed */
+}
 
 /*
  * Key of lt_rev: a socket and a backend it sent datagrams to. recvmsg turns
@@ -213,9 +256,9 @@ static __always_inline void lt_rev_add(__u64 cookie, const struct lt_addr *b, co
 /* lt_remember records the VIP and the new backend of a redirected socket,
  * counted on its endpoint's path when wsvc, its service, is load-aware. */
 static __always_inline void lt_remember(__u64 cookie, const struct lt_sock *old, const struct lt_addr *fe,
-					const struct lt_addr *b, __u32 idx, int count, const struct lt_service *wsvc)
+					const struct lt_addr *b, __u32 idx, int count, const struct lt_service *wsvc, __u64 src)
 {
-	struct lt_sock s = {.vip = *fe, .backend = *b, .ep = idx};
+	struct lt_sock s = {.vip = *fe, .backend = *b, .ep = idx, .src = src};
 
 	if (old) /* a reconnect, or a datagram to another backend */
 		lt_uncount(old);
@@ -256,6 +299,7 @@ static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u
 {
 	struct lt_endpoint *ep = lt_ep_at(idx);
 	struct lt_addr b;
+	__u64 src;
 
 	if (!ep)
 		return lt_refuse(LT_STAT_BAD_INDEX);
@@ -263,10 +307,11 @@ static __always_inline int lt_redirect_to(struct bpf_sock_addr *ctx, int v6, __u
 		return lt_refuse(LT_STAT_BAD_FAMILY);
 	lt_backend_of(ep, &b);
 	lt_set_addr(ctx, v6, &b);
-	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy), wsvc);
+	src = lt_traffic_source();
+	lt_remember(cookie, old, fe, &b, idx, lt_counts(policy), wsvc, src);
 	if (proto == IPPROTO_UDP)
 		lt_rev_add(cookie, &b, fe);
-	lt_count_traffic(fe, &b);
+	lt_traffic_add(src, fe, &b, 1, 0, 0);
 	lt_count(LT_STAT_REDIRECT);
 	return SK_PASS;
 }

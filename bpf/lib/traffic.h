@@ -7,6 +7,9 @@
  * destination the backend's address; the agent turns them into the
  * source's and the endpoint's values at the scope it reports. One per-CPU
  * add per new pick; a socket that keeps its backend is not counted again.
+ * A redirected TCP connection's bytes are added to its pick's key once,
+ * when it closes (lt_sockops in loctree.c): no work per packet, and the
+ * bytes of a connection still open are not in the counts yet.
  */
 #ifndef LOCTREE_LIB_TRAFFIC_H
 #define LOCTREE_LIB_TRAFFIC_H
@@ -24,8 +27,15 @@ struct lt_traffic_key {
 	struct lt_addr backend; /* the picked endpoint */
 };
 
+/* Value of lt_traffic and lt_traffic_other, per CPU. */
+struct lt_traffic_val {
+	__u64 picks;    /* new picks */
+	__u64 sent;     /* bytes the backends acknowledged (bytes_acked) of closed TCP connections */
+	__u64 received; /* bytes received from the backends (bytes_received) of closed TCP connections */
+};
+
 /*
- * New picks per key, per CPU. Not an LRU: an evicted entry would make a
+ * Counts per key, per CPU. Not an LRU: an evicted entry would make a
  * counter go back. When it is full, new keys count in lt_traffic_other,
  * which the agent reports as (other).
  */
@@ -33,14 +43,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, LT_DEF_TRAFFIC);
 	__type(key, struct lt_traffic_key);
-	__type(value, __u64);
+	__type(value, struct lt_traffic_val);
 } lt_traffic SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct lt_traffic_val);
 } lt_traffic_other SEC(".maps");
 
 /* lt_traffic_source is the cgroup whose locality the connect's lookup
@@ -59,24 +69,37 @@ static __always_inline __u64 lt_traffic_source(void)
 	return last ? *last : 0;
 }
 
-/* lt_count_traffic counts one new pick of backend b for the service at fe. */
-static __always_inline void lt_count_traffic(const struct lt_addr *fe, const struct lt_addr *b)
+/* Zeroes a new key's value is copied from: one the connect's stack has no
+ * room for (lt_redirect uses all but the last few bytes). Never written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lt_traffic_val);
+} lt_traffic_zero SEC(".maps");
+
+/* lt_traffic_add adds picks and bytes to the counts of (src, fe, b). */
+static __always_inline void lt_traffic_add(__u64 src, const struct lt_addr *fe, const struct lt_addr *b, __u64 picks,
+					   __u64 sent, __u64 received)
 {
-	struct lt_traffic_key k = {.src = lt_traffic_source(), .fe = *fe, .backend = *b};
-	__u64 one = 1, *v = bpf_map_lookup_elem(&lt_traffic, &k);
+	struct lt_traffic_key k = {.src = src, .fe = *fe, .backend = *b};
+	struct lt_traffic_val *v = bpf_map_lookup_elem(&lt_traffic, &k);
 	__u32 zero = 0;
 
-	if (v) {
-		*v += 1;
-		return;
+	if (!v) {
+		struct lt_traffic_val *z = bpf_map_lookup_elem(&lt_traffic_zero, &zero);
+
+		if (z) /* fails when the map is full, or another CPU added it meanwhile */
+			bpf_map_update_elem(&lt_traffic, &k, z, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&lt_traffic, &k);
 	}
-	if (bpf_map_update_elem(&lt_traffic, &k, &one, BPF_NOEXIST) == 0)
-		return;
-	v = bpf_map_lookup_elem(&lt_traffic, &k); /* another CPU added it meanwhile */
 	if (!v)
 		v = bpf_map_lookup_elem(&lt_traffic_other, &zero);
-	if (v)
-		*v += 1;
+	if (!v)
+		return;
+	v->picks += picks;
+	v->sent += sent;
+	v->received += received;
 }
 
 #endif /* LOCTREE_LIB_TRAFFIC_H */

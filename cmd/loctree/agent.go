@@ -30,7 +30,7 @@ func newAgentCmd() *cobra.Command {
 		Short: "Install the tree into eBPF maps on this node and keep it current",
 		Long: `agent builds the tree of a topology, installs it into BPF maps, attaches
 loctree's programs to a cgroup v2 (connect4/6, sendmsg4/6, recvmsg4/6,
-getpeername4/6, sock_release) and pins everything under --bpffs, so the kernel
+getpeername4/6, sock_release, sockops) and pins everything under --bpffs, so the kernel
 path keeps working while the agent is down. It then watches the topology file
 and applies every change (only changed services are rewritten, each one
 atomically), and serves /healthz, /metrics and /v1/tree on --listen.

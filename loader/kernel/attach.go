@@ -24,6 +24,10 @@ type hook struct {
 }
 
 var hooks = []hook{
+	// First: a socket the connect programs redirect once it is attached is
+	// armed for its bytes (attached after them, the connections made in
+	// between would be counted without their bytes).
+	{"lt_sockops", ebpf.AttachCGroupSockOps, func(p *bpf.Objects) *ebpf.Program { return p.LtSockops }},
 	{"lt_connect4", ebpf.AttachCGroupInet4Connect, func(p *bpf.Objects) *ebpf.Program { return p.LtConnect4 }},
 	{"lt_connect6", ebpf.AttachCGroupInet6Connect, func(p *bpf.Objects) *ebpf.Program { return p.LtConnect6 }},
 	{"lt_sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *bpf.Objects) *ebpf.Program { return p.LtSendmsg4 }},

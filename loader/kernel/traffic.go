@@ -13,10 +13,20 @@ import (
 	"github.com/loctree/loctree/shared"
 )
 
+// TrafficTotals are counts of one traffic key (bpf/lib/traffic.h), or of
+// the picks the programs could not key.
+type TrafficTotals struct {
+	// Picks are new picks: connections, and UDP sockets' first datagram
+	// to a backend; a socket that keeps its backend is not counted again.
+	Picks uint64
+	// Sent and Received are the bytes of the redirected TCP connections
+	// that have closed: the bytes the backend acknowledged and the bytes
+	// it sent. A connection still open is not in them yet.
+	Sent, Received uint64
+}
+
 // TrafficCount is the programs' count of new picks of one backend of one
-// service by one source (bpf/lib/traffic.h): connections, and UDP sockets'
-// first datagram to a backend; a socket that keeps its backend is not
-// counted again.
+// service by one source, and of their closed TCP connections' bytes.
 type TrafficCount struct {
 	// Source is the locality the connects looked the service up with: a
 	// cgroup's own (SetCgroupLocality) or the node's. Nil when the cgroup
@@ -25,31 +35,31 @@ type TrafficCount struct {
 	Cgroup   uint64         // the cgroup whose locality Source is; 0: the node's
 	Frontend netip.AddrPort // the service's VIP
 	Backend  netip.AddrPort // the picked endpoint
-	Picks    uint64
+	TrafficTotals
 }
 
 // Traffic reads the traffic counts: per (source, service, backend), and
-// the new picks the programs could not key because the map was full
+// the counts the programs could not key because the map was full
 // (Capacity.Traffic), which a report shows as (other).
-func (in *Installer) Traffic() (counts []TrafficCount, other uint64, err error) {
+func (in *Installer) Traffic() (counts []TrafficCount, other TrafficTotals, err error) {
 	in.trafficMu.Lock()
 	node, cgroups := maps.Clone(in.trafficNode), maps.Clone(in.cgroupLocs)
 	in.trafficMu.Unlock()
-	err = in.k.eachTraffic(func(k *bpf.TrafficKey, picks uint64) {
-		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), Picks: picks}
+	err = in.k.eachTraffic(func(k *bpf.TrafficKey, t TrafficTotals) {
+		c := TrafficCount{Source: node, Cgroup: k.Src, Frontend: addrPortOf(k.Fe), Backend: addrPortOf(k.Backend), TrafficTotals: t}
 		if k.Src != 0 {
 			c.Source = cgroups[k.Src]
 		}
 		counts = append(counts, c)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
+		return nil, TrafficTotals{}, fmt.Errorf("read traffic counts: %w", err)
 	}
-	var per []uint64
+	var per []bpf.TrafficVal
 	if err := in.k.objs.LtTrafficOther.Lookup(uint32(0), &per); err != nil {
-		return nil, 0, fmt.Errorf("read traffic counts: %w", err)
+		return nil, TrafficTotals{}, fmt.Errorf("read traffic counts: %w", err)
 	}
-	return counts, sum(per), nil
+	return counts, sumTraffic(per), nil
 }
 
 // ForgetTraffic deletes the counts of keys the caller has read and will
@@ -76,18 +86,18 @@ const trafficBatch = 1024
 // sum, read a batch of keys per system call (the agent reads them at each
 // scrape and before each install: one lookup per key took 78 ms at 16,384
 // keys, BenchmarkTraffic).
-func (k *kernel) eachTraffic(f func(*bpf.TrafficKey, uint64)) error {
+func (k *kernel) eachTraffic(f func(*bpf.TrafficKey, TrafficTotals)) error {
 	cpus, err := ebpf.PossibleCPU()
 	if err != nil {
 		return err
 	}
 	keys := make([]bpf.TrafficKey, trafficBatch)
-	vals := make([]uint64, trafficBatch*cpus)
+	vals := make([]bpf.TrafficVal, trafficBatch*cpus)
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := k.objs.LtTraffic.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
-			f(&keys[i], sum(vals[i*cpus:(i+1)*cpus]))
+			f(&keys[i], sumTraffic(vals[i*cpus:(i+1)*cpus]))
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
@@ -132,10 +142,13 @@ func addrPortOf(a bpf.Backend) netip.AddrPort {
 	return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(port[:]))
 }
 
-func sum(per []uint64) uint64 {
-	var n uint64
+// sumTraffic adds up a traffic value's per-CPU copies.
+func sumTraffic(per []bpf.TrafficVal) TrafficTotals {
+	var t TrafficTotals
 	for _, v := range per {
-		n += v
+		t.Picks += v.Picks
+		t.Sent += v.Sent
+		t.Received += v.Received
 	}
-	return n
+	return t
 }

@@ -24,7 +24,7 @@ func BenchmarkTraffic(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	per := make([]uint64, cpus)
+	per := make([]bpf.TrafficVal, cpus)
 	for _, n := range []int{100, 1000, 16384} {
 		for i := range n {
 			k := bpf.TrafficKey{Src: uint64(i % 7), Fe: FrontendOf(netipAddrPort(i)), Backend: FrontendOf(netipAddrPort(i + 1<<20))}

@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loctree/loctree/bpf"
 	"github.com/loctree/loctree/internal/testing/kerneltest"
 	"github.com/loctree/loctree/shared"
 )
@@ -45,7 +48,7 @@ func countsOf(t *testing.T, in *Installer) (map[trafficPair]uint64, uint64) {
 		}
 		out[trafficPair{fmt.Sprint(c.Source), c.Backend.String()}] += c.Picks
 	}
-	return out, other
+	return out, other.Picks
 }
 
 // TestTrafficCounts: real connects from the node's cgroup and from two
@@ -212,4 +215,145 @@ func TestForgetTrafficFreesKeys(t *testing.T) {
 	if !maps.Equal(got, want) || other != 0 {
 		t.Fatalf("after forgetting: counts %v, other %d; want %v, other 0", got, other, want)
 	}
+}
+
+// byteBackends serve the byte test's protocol on addrs: read a 4-byte
+// length n and n bytes, answer with the backend's address and 2n+1 more
+// bytes, and close.
+func byteBackends(t *testing.T, addrs []string) {
+	t.Helper()
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatalf("backend %s: %v", a, err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					var hdr [4]byte
+					if _, err := io.ReadFull(c, hdr[:]); err != nil {
+						return
+					}
+					n := binary.BigEndian.Uint32(hdr[:])
+					if _, err := io.CopyN(io.Discard, c, int64(n)); err != nil {
+						return
+					}
+					c.Write(append([]byte(a), make([]byte, 2*n+1)...))
+				}()
+			}
+		}()
+	}
+}
+
+// exchange connects to addr, sends a request of n payload bytes, reads
+// the answer to its end and closes. With halfClose it shuts its sending
+// side first, so the socket reaches TCP_CLOSE (through TIME_WAIT) before
+// the process closes it; without, the process closes it first (from
+// CLOSE_WAIT). It returns the backend that answered and the bytes the
+// application wrote and read.
+func exchange(t *testing.T, addr string, n int, halfClose bool) (backend string, sent, received uint64) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	req := make([]byte, 4+n)
+	binary.BigEndian.PutUint32(req, uint32(n))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	if halfClose {
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ans, err := io.ReadAll(c)
+	if err != nil || len(ans) < len("127.0.25.1:9125") {
+		t.Fatalf("answer of %d bytes: %v", len(ans), err)
+	}
+	return string(ans[:len("127.0.25.1:9125")]), uint64(len(req)), uint64(len(ans))
+}
+
+// TestTrafficBytes: real TCP connections from the node's cgroup and from
+// a cgroup with its own locality send and receive known byte counts; once
+// they are closed, each (source, backend) key's bytes sent and received
+// are what the applications wrote and read, whichever of the socket's
+// release and its TCP_CLOSE came first, and its picks are its
+// connections. A connection to a backend's own address (not a VIP) is not
+// counted, and no socket entry is left behind.
+func TestTrafficBytes(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	top := trafficTopology()
+	byteBackends(t, backendsOf(top))
+	node := shared.Locality{"region": "r1", "zone": "z1"}
+	in, cg := setupWith(t, mustBuild(t, top, 1), Config{Locality: node})
+	dir := filepath.Join(cg, "z2")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kerneltest.MoveTo(t, cg); os.Remove(dir) })
+	z2 := shared.Locality{"region": "r1", "zone": "z2"}
+	if err := in.SetCgroupLocality(dir, z2); err != nil {
+		t.Fatal(err)
+	}
+	want := map[trafficPair]TrafficTotals{}
+	for i, src := range []struct {
+		dir string
+		loc shared.Locality
+	}{{cg, node}, {dir, z2}, {cg, node}, {dir, z2}} {
+		kerneltest.MoveTo(t, src.dir)
+		for j := range 6 {
+			n := 1000*i + 7919*j + 3 // up to about 43 KB: several segments
+			b, sent, received := exchange(t, "127.77.25.1:80", n, j%2 == 0)
+			w := want[trafficPair{fmt.Sprint(src.loc), b}]
+			// The kernel's counters (RFC 4898's octets acked and received)
+			// grow by the sequence numbers acknowledged and received
+			// (net/ipv4/tcp_input.c, tcp_snd_una_update and
+			// tcp_rcv_nxt_update), so they count the SYN and the FIN, each
+			// acknowledged once the connection closed in order, and the
+			// peer's FIN.
+			w.Picks++
+			w.Sent += sent + 2
+			w.Received += received + 1
+			want[trafficPair{fmt.Sprint(src.loc), b}] = w
+		}
+	}
+	kerneltest.MoveTo(t, cg)
+	exchange(t, "127.0.25.1:9125", 5000, false) // not a VIP: not counted
+	exchange(t, "127.0.25.2:9125", 5000, true)
+	var got map[trafficPair]TrafficTotals
+	kerneltest.Eventually(t, 3*time.Second, "the closed connections' bytes", func() error {
+		counts, other, err := in.Traffic()
+		if err != nil {
+			return err
+		}
+		got = map[trafficPair]TrafficTotals{}
+		for _, c := range counts {
+			got[trafficPair{fmt.Sprint(c.Source), c.Backend.String()}] = c.TrafficTotals
+		}
+		if !maps.Equal(got, want) || other != (TrafficTotals{}) {
+			return fmt.Errorf("counts %v (other %v), want %v", got, other, want)
+		}
+		return nil
+	})
+	kerneltest.Eventually(t, 3*time.Second, "no socket entries left", func() error {
+		var k uint64
+		var v bpf.Sock
+		n := 0
+		for it := in.k.objs.LtSocks.Iterate(); it.Next(&k, &v); {
+			n++
+		}
+		if n != 0 {
+			return fmt.Errorf("%d entries in lt_socks after every socket closed", n)
+		}
+		return nil
+	})
 }
