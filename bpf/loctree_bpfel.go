@@ -54,30 +54,34 @@ type loctreeLtEndpoint struct {
 type loctreeLtLoads struct {
 	_    structs.HostLayout
 	Busy uint32
-	N    uint32
-	Path [6][10]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
+	Pad  uint32
+	St   struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
 	}
-	Node  [6][10]uint32
-	Reach [6]uint32
-	To    [6]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
-	}
-	Healthy  [18]uint32
-	Degraded [18]uint32
-	Total    [18]uint32
-	Rank     [18]uint8
-	Kind     [18]uint8
-	Other    [18]uint8
-	Lh       [18]uint8
-	Ld       [18]uint8
-	_        [2]byte
-	Panic    uint32
-	Pick     [24]struct {
+	Pick [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
@@ -120,6 +124,42 @@ type loctreeLtLoads struct {
 	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
+	Fe        loctreeLtAddr
+	_         [4]byte
+}
+
+type loctreeLtLoadsCached struct {
+	_      structs.HostLayout
+	Busy   uint32
+	Valid  uint32
+	Svc    loctreeLtService
+	Labels [8]uint64
+	St     struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
+	}
 }
 
 type loctreeLtLocality struct {
@@ -244,6 +284,8 @@ const (
 	loctreeMapLtConns         = "lt_conns"
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
+	loctreeMapLtLoadsBlank    = "lt_loads_blank"
+	loctreeMapLtLoadsCache    = "lt_loads_cache"
 	loctreeMapLtNodes         = "lt_nodes"
 	loctreeMapLtPrioPicks     = "lt_prio_picks"
 	loctreeMapLtPrioScratch   = "lt_prio_scratch"
@@ -330,6 +372,8 @@ type loctreeMapSpecs struct {
 	LtConns        *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
+	LtLoadsBlank   *ebpf.MapSpec `ebpf:"lt_loads_blank"`
+	LtLoadsCache   *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
@@ -376,6 +420,8 @@ type loctreeMaps struct {
 	LtConns        *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
+	LtLoadsBlank   *ebpf.Map `ebpf:"lt_loads_blank"`
+	LtLoadsCache   *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.Map `ebpf:"lt_prio_scratch"`
@@ -398,6 +444,8 @@ func (m *loctreeMaps) Close() error {
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,
+		m.LtLoadsBlank,
+		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,
 		m.LtPrioScratch,
