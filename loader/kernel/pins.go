@@ -33,8 +33,15 @@ func (in *Installer) pinMaps() {
 
 // pinnedMap says whether the programs' map name is pinned: every map but
 // the per-connect scratch (the priority load's, the source cgroup noted
-// for the traffic count), which nothing outlives.
-func pinnedMap(name string) bool { return name != bpf.MapPrioScratch && name != bpf.MapSrcCgroup }
+// for the traffic count), which nothing outlives, and the priority loads'
+// cache, which a new agent starts empty.
+func pinnedMap(name string) bool {
+	switch name {
+	case bpf.MapPrioScratch, bpf.MapSrcCgroup, bpf.MapLoadsCache, bpf.MapLoadsBlank:
+		return false
+	}
+	return true
+}
 
 // CheckPins makes sure every map and link the agent pinned is still in its
 // bpffs directory. The agent holds every object open, so the kernel path
