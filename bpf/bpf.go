@@ -102,12 +102,11 @@ const (
 	// MapPrioScratch holds per-connect state of the priority load: not
 	// pinned, nothing in it outlives a connect.
 	MapPrioScratch = loctreeMapLtPrioScratch
-	// MapLoadsCache keeps, per CPU and frontend, the priority loads last
-	// computed with the service value and source labels they came from;
-	// MapLoadsBlank is its zero entry. Not pinned: a cache, each entry
-	// checked against the service it serves, that a new agent starts empty.
+	// MapLoadsCache keeps, per CPU and service slot, the priority loads
+	// last computed with the service value and source labels they came
+	// from. Not pinned: a cache, each entry checked against the service it
+	// serves, that a new agent starts empty.
 	MapLoadsCache = loctreeMapLtLoadsCache
-	MapLoadsBlank = loctreeMapLtLoadsBlank
 )
 
 // MapSet is the maps of o, for loading the maps and the programs in parts.

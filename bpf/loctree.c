@@ -91,7 +91,6 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 		return lt_refuse(LT_STAT_SCRATCH_BUSY);
 	__builtin_memcpy(&l->svc, found, sizeof(l->svc)); /* one copy, as lt_redirect's */
 	__builtin_memset(&l->aff, 0, sizeof(l->aff));
-	l->fe = fe;
 	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH) {
 		l->aff.client = bpf_get_netns_cookie(ctx);
 		l->aff.fe = fe;

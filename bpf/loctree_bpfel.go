@@ -124,8 +124,6 @@ type loctreeLtLoads struct {
 	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
-	Fe        loctreeLtAddr
-	_         [4]byte
 }
 
 type loctreeLtLoadsCached struct {
@@ -284,7 +282,6 @@ const (
 	loctreeMapLtConns         = "lt_conns"
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
-	loctreeMapLtLoadsBlank    = "lt_loads_blank"
 	loctreeMapLtLoadsCache    = "lt_loads_cache"
 	loctreeMapLtNodes         = "lt_nodes"
 	loctreeMapLtPrioPicks     = "lt_prio_picks"
@@ -372,7 +369,6 @@ type loctreeMapSpecs struct {
 	LtConns        *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
-	LtLoadsBlank   *ebpf.MapSpec `ebpf:"lt_loads_blank"`
 	LtLoadsCache   *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.MapSpec `ebpf:"lt_prio_picks"`
@@ -420,7 +416,6 @@ type loctreeMaps struct {
 	LtConns        *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
-	LtLoadsBlank   *ebpf.Map `ebpf:"lt_loads_blank"`
 	LtLoadsCache   *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.Map `ebpf:"lt_prio_picks"`
@@ -444,7 +439,6 @@ func (m *loctreeMaps) Close() error {
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,
-		m.LtLoadsBlank,
 		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,

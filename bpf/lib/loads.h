@@ -103,7 +103,6 @@ struct lt_loads {
 	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
 	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
-	struct lt_addr fe;       /* the service's frontend: its key in lt_loads_cache */
 };
 
 struct {
@@ -114,12 +113,15 @@ struct {
 } lt_prio_scratch SEC(".maps");
 
 /*
- * The priority loads last computed on this CPU for a frontend (lib/select.h
- * lt_loads_cached): the loads are a function of the published service
- * value (its records never change while it is published: the loader
- * replaces the value and reuses the old regions only after a grace period)
- * and of the source labels, so an entry holds both and serves a connect
- * only when both are equal to its own, byte for byte. busy is taken with a
+ * The priority loads last computed on this CPU for a service (lib/select.h
+ * lt_loads_cached), in entry slot % LT_LOADS_CACHE of the service's lt_rr
+ * slot: an array, direct-mapped, so a connect finds its entry without a
+ * hash. The loads are a function of the published service value (its
+ * records never change while it is published: the loader replaces the
+ * value and reuses the old regions only after a grace period) and of the
+ * source labels, so an entry holds both and serves a connect only when
+ * both equal its own, byte for byte; two services of one entry take turns
+ * (each computes where the other's loads were). busy is taken with a
  * compare-and-swap as a scratch slot's is (a preempting connect on the
  * same CPU finds it taken and computes without it).
  */
@@ -131,23 +133,14 @@ struct lt_loads_cached {
 	struct lt_prio_state st;
 };
 
-#define LT_LOADS_CACHE 128 /* frontends per CPU; the least recently used goes */
+#define LT_LOADS_CACHE 128 /* entries per CPU (a power of two) */
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LT_LOADS_CACHE);
-	__type(key, struct lt_addr);
-	__type(value, struct lt_loads_cached);
-} lt_loads_cache SEC(".maps");
-
-/* One zero entry: what a new lt_loads_cache entry starts from (a map
- * update takes its value from memory of the value's size). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct lt_loads_cached);
-} lt_loads_blank SEC(".maps");
+} lt_loads_cache SEC(".maps");
 
 /*
  * Picks by priority (per CPU): entry 2·p + 0 counts the connects and

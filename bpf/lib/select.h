@@ -17,6 +17,7 @@
  * was replaced between the caller's check and its copy). */
 #define LT_NO_LOADS (-1)
 
+_Static_assert((LT_LOADS_CACHE & (LT_LOADS_CACHE - 1)) == 0, "lt_loads_cached masks the slot");
 _Static_assert(sizeof(struct lt_service) % 8 == 0, "lt_same_source compares the service in words");
 
 /* lt_same_source says whether entry c was computed from l's service value
@@ -64,17 +65,10 @@ static __always_inline void lt_loads_keep(struct lt_loads_cached *c, const struc
  */
 static __always_inline int lt_loads_cached(struct lt_loads *l)
 {
-	struct lt_loads_cached *c = bpf_map_lookup_elem(&lt_loads_cache, &l->fe);
-	__u32 zero = 0;
+	__u32 k = l->svc.slot & (LT_LOADS_CACHE - 1);
+	struct lt_loads_cached *c = bpf_map_lookup_elem(&lt_loads_cache, &k);
 	int ret;
 
-	if (!c) {
-		struct lt_loads_cached *blank = bpf_map_lookup_elem(&lt_loads_blank, &zero);
-
-		if (blank)
-			bpf_map_update_elem(&lt_loads_cache, &l->fe, blank, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&lt_loads_cache, &l->fe);
-	}
 	if (!c || __sync_val_compare_and_swap(&c->busy, 0, 1) != 0)
 		return lt_loads_in(l);
 	if (c->valid && lt_same_source(c, l)) {

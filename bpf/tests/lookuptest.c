@@ -360,7 +360,6 @@ int lt_test_loads(struct lt_test_args *args)
 		return 0;
 	}
 	__builtin_memcpy(&c.l->svc, found, sizeof(c.l->svc));
-	c.l->fe = fe;
 	c.out->status = lt_select_in(c.l, labels, &r, &pick);
 	c.out->n = c.l->st.n;
 	c.out->panic = c.l->st.panic;

@@ -124,8 +124,6 @@ type lookuptestLtLoads struct {
 	AffHash   uint64
 	Svc       lookuptestLtService
 	Labels    [8]uint64
-	Fe        lookuptestLtAddr
-	_         [4]byte
 }
 
 type lookuptestLtLoadsCached struct {
@@ -345,7 +343,6 @@ const (
 	lookuptestMapLtConns             = "lt_conns"
 	lookuptestMapLtEndpoints         = "lt_endpoints"
 	lookuptestMapLtFrontends         = "lt_frontends"
-	lookuptestMapLtLoadsBlank        = "lt_loads_blank"
 	lookuptestMapLtLoadsCache        = "lt_loads_cache"
 	lookuptestMapLtNodes             = "lt_nodes"
 	lookuptestMapLtPrioPicks         = "lt_prio_picks"
@@ -432,7 +429,6 @@ type lookuptestMapSpecs struct {
 	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
-	LtLoadsBlank    *ebpf.MapSpec `ebpf:"lt_loads_blank"`
 	LtLoadsCache    *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.MapSpec `ebpf:"lt_prio_picks"`
@@ -483,7 +479,6 @@ type lookuptestMaps struct {
 	LtConns         *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
-	LtLoadsBlank    *ebpf.Map `ebpf:"lt_loads_blank"`
 	LtLoadsCache    *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.Map `ebpf:"lt_prio_picks"`
@@ -510,7 +505,6 @@ func (m *lookuptestMaps) Close() error {
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,
-		m.LtLoadsBlank,
 		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,

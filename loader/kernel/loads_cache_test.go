@@ -80,20 +80,22 @@ func TestLoadsCacheFollowsUpdates(t *testing.T) {
 }
 
 // cachedFor fails unless lt_loads_cache holds, on some CPU, valid loads of
-// the one frontend computed from the service value of tree generation gen:
+// the one service computed from the service value of tree generation gen:
 // the connects keep what they computed.
 func cachedFor(t *testing.T, in *Installer, gen uint64) {
 	t.Helper()
-	var fe bpf.Frontend
+	var slot uint32
 	var perCPU []bpf.LoadsCached
 	var got []string
 	it := in.k.objs.LtLoadsCache.Iterate()
-	for it.Next(&fe, &perCPU) {
+	for it.Next(&slot, &perCPU) {
 		for cpu, c := range perCPU {
 			if c.Valid == 1 && c.Svc.Generation == gen {
 				return
 			}
-			got = append(got, fmt.Sprintf("cpu %d: valid %d generation %d", cpu, c.Valid, c.Svc.Generation))
+			if c.Valid != 0 || c.Svc.Generation != 0 {
+				got = append(got, fmt.Sprintf("slot %d cpu %d: valid %d generation %d", slot, cpu, c.Valid, c.Svc.Generation))
+			}
 		}
 	}
 	if err := it.Err(); err != nil {

@@ -37,7 +37,7 @@ func (in *Installer) pinMaps() {
 // cache, which a new agent starts empty.
 func pinnedMap(name string) bool {
 	switch name {
-	case bpf.MapPrioScratch, bpf.MapSrcCgroup, bpf.MapLoadsCache, bpf.MapLoadsBlank:
+	case bpf.MapPrioScratch, bpf.MapSrcCgroup, bpf.MapLoadsCache:
 		return false
 	}
 	return true
