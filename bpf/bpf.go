@@ -54,6 +54,9 @@ type (
 	// WidenVal is a node's open connections, its widening state and its
 	// parent's key.
 	WidenVal = loctreeLtWidenVal
+	// LoadsCached is one CPU's priority loads of a frontend, with the
+	// service value and source labels they were computed from.
+	LoadsCached = loctreeLtLoadsCached
 	// Objects are the loaded programs and maps.
 	Objects = loctreeObjects
 	// Maps are the loaded maps.
@@ -106,6 +109,11 @@ const (
 	// MapPrioScratch holds per-connect state of the priority load: not
 	// pinned, nothing in it outlives a connect.
 	MapPrioScratch = loctreeMapLtPrioScratch
+	// MapLoadsCache keeps, per CPU and service slot, the priority loads
+	// last computed with the service value and source labels they came
+	// from. Not pinned: a cache, each entry checked against the service it
+	// serves, that a new agent starts empty.
+	MapLoadsCache = loctreeMapLtLoadsCache
 )
 
 // MapSet is the maps of o, for loading the maps and the programs in parts.

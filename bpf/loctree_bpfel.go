@@ -54,30 +54,34 @@ type loctreeLtEndpoint struct {
 type loctreeLtLoads struct {
 	_    structs.HostLayout
 	Busy uint32
-	N    uint32
-	Path [6][10]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
+	Pad  uint32
+	St   struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
 	}
-	Node  [6][10]uint32
-	Reach [6]uint32
-	To    [6]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
-	}
-	Healthy  [18]uint32
-	Degraded [18]uint32
-	Total    [18]uint32
-	Rank     [18]uint8
-	Kind     [18]uint8
-	Other    [18]uint8
-	Lh       [18]uint8
-	Ld       [18]uint8
-	_        [2]byte
-	Panic    uint32
-	Pick     [24]struct {
+	Pick [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
@@ -120,6 +124,40 @@ type loctreeLtLoads struct {
 	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
+}
+
+type loctreeLtLoadsCached struct {
+	_      structs.HostLayout
+	Busy   uint32
+	Valid  uint32
+	Svc    loctreeLtService
+	Labels [8]uint64
+	St     struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
+	}
 }
 
 type loctreeLtLocality struct {
@@ -253,6 +291,7 @@ const (
 	loctreeMapLtConns         = "lt_conns"
 	loctreeMapLtEndpoints     = "lt_endpoints"
 	loctreeMapLtFrontends     = "lt_frontends"
+	loctreeMapLtLoadsCache    = "lt_loads_cache"
 	loctreeMapLtNodes         = "lt_nodes"
 	loctreeMapLtPrioPicks     = "lt_prio_picks"
 	loctreeMapLtPrioScratch   = "lt_prio_scratch"
@@ -342,6 +381,7 @@ type loctreeMapSpecs struct {
 	LtConns        *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.MapSpec `ebpf:"lt_frontends"`
+	LtLoadsCache   *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
@@ -389,6 +429,7 @@ type loctreeMaps struct {
 	LtConns        *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints    *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends    *ebpf.Map `ebpf:"lt_frontends"`
+	LtLoadsCache   *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch  *ebpf.Map `ebpf:"lt_prio_scratch"`
@@ -412,6 +453,7 @@ func (m *loctreeMaps) Close() error {
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,
+		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,
 		m.LtPrioScratch,

@@ -157,7 +157,7 @@ static __always_inline int lt_dist_draw(struct lt_loads *l, struct lt_walk_ctx *
 	__u32 set;
 
 	l->target = -1;
-	if (l->panic) { /* every target's endpoints, all sets */
+	if (l->st.panic) { /* every target's endpoints, all sets */
 		l->dist_set = LT_SETS;
 		bpf_loop(targets * LT_SETS, lt_dist_span_cb, c, 0);
 		return c->bad ? LT_STAT_BAD_INDEX : LT_OK;
@@ -200,20 +200,20 @@ static __always_inline int lt_dist_head(const struct lt_service *svc, struct lt_
 	if (!(f >> 24 & 1))
 		return LT_STAT_NO_CANDIDATE;
 	*targets = h->hi;
-	l->n = 1;
-	l->lh[0] = f & 0xff;
-	l->ld[0] = f >> 8 & 0xff;
-	l->panic = f >> 16 & 1;
-	l->healthy[0] = cnt->lo;
-	l->degraded[0] = cnt->hi;
-	l->total[0] = cnt->first_child;
+	l->st.n = 1;
+	l->st.lh[0] = f & 0xff;
+	l->st.ld[0] = f >> 8 & 0xff;
+	l->st.panic = f >> 16 & 1;
+	l->st.healthy[0] = cnt->lo;
+	l->st.degraded[0] = cnt->hi;
+	l->st.total[0] = cnt->first_child;
 	return LT_OK;
 }
 
 /*
  * lt_dist_in picks for a service with distribute rules, the service and the
  * source labels in l; the candidate range for a kept backend is the
- * eligible tree's (l->path[0][0]), as for a priority load without bound.
+ * eligible tree's (l->st.path[0][0]), as for a priority load without bound.
  * A global function, as lt_loads_in.
  */
 __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
@@ -233,10 +233,10 @@ __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
 	root = lt_node_of(svc, svc->root);
 	if (!root)
 		return LT_STAT_BAD_INDEX;
-	l->path[0][0] = lt_span_of(svc, root, &bad);
-	l->node[0][0] = svc->root;
-	l->reach[0] = 0;
-	l->n = 0;
+	l->st.path[0][0] = lt_span_of(svc, root, &bad);
+	l->st.node[0][0] = svc->root;
+	l->st.reach[0] = 0;
+	l->st.n = 0;
 	l->rule = 0;
 	l->dist_found = 0;
 	for (int i = 0; i < LT_PICK_SPANS; i++)
@@ -249,7 +249,7 @@ __noinline int lt_dist_in(struct lt_loads *l, __u32 *out)
 		return ret;
 	draw = lt_draw(l) % 100 + 1; /* choosePriority, one priority */
 	l->chosen = 0;
-	l->chosen_deg = draw > l->lh[0] && draw <= (__u32)l->lh[0] + l->ld[0];
+	l->chosen_deg = draw > l->st.lh[0] && draw <= (__u32)l->st.lh[0] + l->st.ld[0];
 	ret = lt_dist_draw(l, &c, targets);
 	if (ret != LT_OK)
 		return ret;

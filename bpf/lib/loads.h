@@ -49,10 +49,14 @@ struct lt_span {
 	__u32 hi;
 };
 
-/* The priority loads of one source: map indices, percentages. */
-struct lt_loads {
-	__u32 busy; /* 1 while a program computes in this slot */
-	__u32 n;    /* priorities */
+/*
+ * The priority loads of one source, map indices and percentages: what
+ * lt_loads_compute writes and the pick and its caller read, so what
+ * lt_loads_cache keeps (l->st, copied whole; 8-byte aligned, in words).
+ */
+struct lt_prio_state {
+	__u32 n; /* priorities */
+	__u32 panic; /* bit p: priority p is in panic */
 	struct lt_span path[LT_TREES][LT_DEPTHS];
 	__u32 node[LT_TREES][LT_DEPTHS]; /* the node at each depth (the deepest reached below) */
 	__u32 reach[LT_TREES];           /* depth each walk reached */
@@ -65,7 +69,13 @@ struct lt_loads {
 	__u8 other[LT_MAX_PRIO]; /* 1: of the other-network trees */
 	__u8 lh[LT_MAX_PRIO];    /* healthy load, percent */
 	__u8 ld[LT_MAX_PRIO];    /* degraded load, percent */
-	__u32 panic;             /* bit p: priority p is in panic */
+} __attribute__((aligned(8)));
+
+/* The state of one priority load computation. */
+struct lt_loads {
+	__u32 busy; /* 1 while a program computes in this slot */
+	__u32 pad;
+	struct lt_prio_state st; /* the loads */
 	struct lt_span pick[LT_PICK_SPANS]; /* the chosen priority's spans */
 	__u32 stop[LT_TREES];    /* the walk of a tree has ended */
 	__u64 to_label;          /* the failover rule's to-region */
@@ -101,6 +111,36 @@ struct {
 	__type(key, __u32);
 	__type(value, struct lt_loads);
 } lt_prio_scratch SEC(".maps");
+
+/*
+ * The priority loads last computed on this CPU for a service (lib/select.h
+ * lt_loads_cached), in entry slot % LT_LOADS_CACHE of the service's lt_rr
+ * slot: an array, direct-mapped, so a connect finds its entry without a
+ * hash. The loads are a function of the published service value (its
+ * records never change while it is published: the loader replaces the
+ * value and reuses the old regions only after a grace period) and of the
+ * source labels, so an entry holds both and serves a connect only when
+ * both equal its own, byte for byte; two services of one entry take turns
+ * (each computes where the other's loads were). busy is taken with a
+ * compare-and-swap as a scratch slot's is (a preempting connect on the
+ * same CPU finds it taken and computes without it).
+ */
+struct lt_loads_cached {
+	__u32 busy;
+	__u32 valid;                 /* st holds the loads of svc for labels */
+	struct lt_service svc;
+	__u64 labels[LT_MAX_LEVELS];
+	struct lt_prio_state st;
+};
+
+#define LT_LOADS_CACHE 128 /* entries per CPU (a power of two) */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LT_LOADS_CACHE);
+	__type(key, __u32);
+	__type(value, struct lt_loads_cached);
+} lt_loads_cache SEC(".maps");
 
 /*
  * Picks by priority (per CPU): entry 2·p + 0 counts the connects and

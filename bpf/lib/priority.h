@@ -41,7 +41,7 @@ static __always_inline __u32 lt_trees(const struct lt_service *svc)
  * source's network: a walk of a set's own tree matched it. */
 static __always_inline int lt_on_network(const struct lt_loads *l)
 {
-	return l->reach[0] >= 1 || l->reach[1] >= 1 || l->reach[2] >= 1;
+	return l->st.reach[0] >= 1 || l->st.reach[1] >= 1 || l->st.reach[2] >= 1;
 }
 
 /* lt_step walks tree set one level down from depth d: one child search.
@@ -58,7 +58,7 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 		return 0;
 	lt_bounded(set);
 	lt_tree_root(svc, set, &delta);
-	n = lt_node_of(svc, l->node[set][d]);
+	n = lt_node_of(svc, l->st.node[set][d]);
 	if (!n)
 		return 1;
 	ch = n->child_count ? lt_child_in(svc, n, delta, c->labels[d], &at, &bad) : NULL;
@@ -72,9 +72,9 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 		l->stop[set] = 1;
 		return 0;
 	}
-	l->path[set][d + 1] = lt_span_of(svc, ch, &bad);
-	l->node[set][d + 1] = at;
-	l->reach[set] = d + 1;
+	l->st.path[set][d + 1] = lt_span_of(svc, ch, &bad);
+	l->st.node[set][d + 1] = at;
+	l->st.reach[set] = d + 1;
 	return bad;
 }
 
@@ -115,12 +115,12 @@ static __always_inline int lt_walk_other(const struct lt_service *svc, struct lt
 		__u32 t = LT_SETS + set, at = 0;
 		struct lt_node *d = x->child_count ? lt_child_in(svc, x, svc->aux_delta, set + 1, &at, &bad) : NULL;
 
-		l->reach[t] = 0;
+		l->st.reach[t] = 0;
 		l->stop[t] = d ? 0 : 1;
-		l->node[t][0] = d ? at : svc->other_root;
-		l->path[t][0] = lt_span_of(svc, d ? d : x, &bad);
+		l->st.node[t][0] = d ? at : svc->other_root;
+		l->st.path[t][0] = lt_span_of(svc, d ? d : x, &bad);
 		if (!d)
-			l->path[t][0].hi = l->path[t][0].lo;
+			l->st.path[t][0].hi = l->st.path[t][0].lo;
 	}
 	return bad ? LT_STAT_BAD_INDEX : LT_OK;
 }
@@ -138,9 +138,9 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 
 		if (!n)
 			return LT_STAT_BAD_INDEX;
-		l->path[set][0] = lt_span_of(svc, n, &bad);
-		l->node[set][0] = idx;
-		l->reach[set] = 0;
+		l->st.path[set][0] = lt_span_of(svc, n, &bad);
+		l->st.node[set][0] = idx;
+		l->st.reach[set] = 0;
 		l->stop[set] = 0;
 	}
 	if (bad)
@@ -151,7 +151,7 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
 	for (int set = 0; set < LT_TREES; set++) { /* below the deepest match: the empty range at its lo */
-		__u32 r = l->reach[set];
+		__u32 r = l->st.reach[set];
 
 		if (set >= trees)
 			break;
@@ -159,16 +159,16 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 		 * other_depth are one, as if the walk stopped there
 		 * (shared/network.go walkOther). */
 		if (set >= LT_SETS && r > svc->other_depth)
-			l->reach[set] = r = svc->other_depth;
+			l->st.reach[set] = r = svc->other_depth;
 		if (r >= LT_DEPTHS)
 			return LT_STAT_BAD_INDEX;
 		lt_bounded(r);
 		for (__u32 j = 1; j < LT_DEPTHS; j++) {
 			if (j <= r)
 				continue;
-			l->path[set][j].lo = l->path[set][r].lo;
-			l->path[set][j].hi = l->path[set][r].lo;
-			l->node[set][j] = l->node[set][r];
+			l->st.path[set][j].lo = l->st.path[set][r].lo;
+			l->st.path[set][j].hi = l->st.path[set][r].lo;
+			l->st.node[set][j] = l->st.node[set][r];
 		}
 	}
 	return LT_OK;
@@ -213,19 +213,19 @@ static long lt_to_cb(__u64 i, void *data)
 		return 1;
 	lt_bounded(set);
 	lt_bounded(g);
-	l->to[set].lo = l->path[set][g].lo;
-	l->to[set].hi = l->to[set].lo;
-	if (l->reach[set] < g)
+	l->st.to[set].lo = l->st.path[set][g].lo;
+	l->st.to[set].hi = l->st.to[set].lo;
+	if (l->st.reach[set] < g)
 		return 0;
 	lt_tree_root(svc, set, &delta);
-	n = lt_node_of(svc, l->node[set][g]);
+	n = lt_node_of(svc, l->st.node[set][g]);
 	if (!n)
 		goto bad;
 	ch = lt_child_in(svc, n, delta, l->to_label, &at, &bad);
 	if (bad)
 		goto bad;
 	if (ch)
-		l->to[set] = lt_span_of(svc, ch, &bad);
+		l->st.to[set] = lt_span_of(svc, ch, &bad);
 	if (bad)
 		goto bad;
 	return 0;
@@ -267,7 +267,7 @@ static __always_inline __u32 lt_count_rank(const struct lt_loads *l, __u32 set, 
 		return 0;
 	lt_bounded(set);
 	lt_bounded(r);
-	a = &l->path[set][r];
+	a = &l->st.path[set][r];
 	return lt_len(a[0]) - lt_len(a[1]);
 }
 
@@ -277,7 +277,7 @@ static __always_inline __u32 lt_to_len(const struct lt_loads *l, __u32 t)
 	if (t >= LT_TREES)
 		return 0;
 	lt_bounded(t);
-	return lt_len(l->to[t]);
+	return lt_len(l->st.to[t]);
 }
 
 /* lt_avail is Envoy's per-priority health (or degraded) value,
@@ -314,18 +314,18 @@ static __always_inline struct lt_hosts lt_hosts_minus(struct lt_hosts a, struct 
 static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, __u32 rank, __u8 kind, __u8 other,
 					    struct lt_hosts n)
 {
-	__u32 p = l->n, total = n.healthy + n.degraded + n.unhealthy, a;
+	__u32 p = l->st.n, total = n.healthy + n.degraded + n.unhealthy, a;
 
 	if (total == 0 || p >= LT_MAX_PRIO)
 		return;
 	lt_bounded(p);
-	l->rank[p] = rank;
-	l->kind[p] = kind;
-	l->other[p] = other;
-	l->healthy[p] = n.healthy;
-	l->degraded[p] = n.degraded;
-	l->total[p] = total;
-	l->n = p + 1;
+	l->st.rank[p] = rank;
+	l->st.kind[p] = kind;
+	l->st.other[p] = other;
+	l->st.healthy[p] = n.healthy;
+	l->st.degraded[p] = n.degraded;
+	l->st.total[p] = total;
+	l->st.n = p + 1;
 	if (l->hfirst >= 0)
 		return;
 	a = lt_avail(overprov, n.healthy, total);
@@ -379,11 +379,11 @@ static long lt_avail_cb(__u64 i, void *data)
 	struct lt_loads *l = c->l;
 	__u32 p = i;
 
-	if (p >= LT_MAX_PRIO || p >= l->n)
+	if (p >= LT_MAX_PRIO || p >= l->st.n)
 		return 1;
 	lt_bounded(p);
-	l->avail_h[p] = lt_avail(c->svc->of, l->healthy[p], l->total[p]);
-	l->avail_d[p] = lt_avail(c->svc->of, l->degraded[p], l->total[p]);
+	l->avail_h[p] = lt_avail(c->svc->of, l->st.healthy[p], l->st.total[p]);
+	l->avail_d[p] = lt_avail(c->svc->of, l->st.degraded[p], l->st.total[p]);
 	l->sum += l->avail_h[p] + l->avail_d[p];
 	return 0;
 }
@@ -394,10 +394,10 @@ static long lt_avail_cb(__u64 i, void *data)
 static long lt_spread_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
-	int deg = i >= l->n;
-	__u32 p = deg ? i - l->n : i, a, x;
+	int deg = i >= l->st.n;
+	__u32 p = deg ? i - l->st.n : i, a, x;
 
-	if (p >= LT_MAX_PRIO || p >= l->n || l->nta == 0)
+	if (p >= LT_MAX_PRIO || p >= l->st.n || l->nta == 0)
 		return 0;
 	lt_bounded(p);
 	a = deg ? l->avail_d[p] : l->avail_h[p];
@@ -406,11 +406,11 @@ static long lt_spread_cb(__u64 i, void *data)
 	if (deg) {
 		if (l->first_d < 0 && a > 0)
 			l->first_d = p;
-		l->ld[p] = x;
+		l->st.ld[p] = x;
 	} else {
 		if (l->first_h < 0 && a > 0)
 			l->first_h = p;
-		l->lh[p] = x;
+		l->st.lh[p] = x;
 	}
 	l->rem -= x;
 	return 0;
@@ -424,12 +424,12 @@ static long lt_panic_cb(__u64 i, void *data)
 	struct lt_loads *l = c->l;
 	__u32 p = i;
 
-	if (p >= LT_MAX_PRIO || p >= l->n)
+	if (p >= LT_MAX_PRIO || p >= l->st.n)
 		return 1;
 	lt_bounded(p);
-	if (100 * ((__u64)l->healthy[p] + l->degraded[p]) < (__u64)c->svc->panic * l->total[p])
-		l->panic |= 1U << p;
-	l->hosts += l->total[p];
+	if (100 * ((__u64)l->st.healthy[p] + l->st.degraded[p]) < (__u64)c->svc->panic * l->st.total[p])
+		l->st.panic |= 1U << p;
+	l->hosts += l->st.total[p];
 	return 0;
 }
 
@@ -440,12 +440,12 @@ static long lt_share_cb(__u64 i, void *data)
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
 	__u32 p = i, x;
 
-	if (p >= LT_MAX_PRIO || p >= l->n || l->hosts == 0)
+	if (p >= LT_MAX_PRIO || p >= l->st.n || l->hosts == 0)
 		return 1;
 	lt_bounded(p);
-	x = 100 * (__u64)l->total[p] / l->hosts;
-	l->lh[p] = x;
-	l->ld[p] = 0;
+	x = 100 * (__u64)l->st.total[p] / l->hosts;
+	l->st.lh[p] = x;
+	l->st.ld[p] = 0;
 	l->rem -= x;
 	return 0;
 }
@@ -458,8 +458,8 @@ static __always_inline void lt_priority_loads(const struct lt_service *svc, stru
 	__s32 fh, fd;
 
 	for (int p = 0; p < LT_MAX_PRIO; p++) {
-		l->lh[p] = 0;
-		l->ld[p] = 0;
+		l->st.lh[p] = 0;
+		l->st.ld[p] = 0;
 	}
 	fh = l->hfirst;
 	if (fh >= 0 && fh < LT_MAX_PRIO) {
@@ -469,36 +469,36 @@ static __always_inline void lt_priority_loads(const struct lt_service *svc, stru
 		 * computation, exactly, as shared's healthyFirst). */
 		for (int p = 0; p < LT_MAX_PRIO; p++)
 			if (p < fh)
-				l->lh[p] = l->avail_h[p];
-		l->lh[fh] = 100 - l->hsum;
+				l->st.lh[p] = l->avail_h[p];
+		l->st.lh[fh] = 100 - l->hsum;
 		return;
 	}
 	l->sum = 0;
-	bpf_loop(l->n, lt_avail_cb, c, 0);
+	bpf_loop(l->st.n, lt_avail_cb, c, 0);
 	l->nta = l->sum > 100 ? 100 : l->sum;
 	l->rem = 100;
 	l->first_h = -1;
 	l->first_d = -1;
-	bpf_loop(2 * l->n, lt_spread_cb, c, 0);
+	bpf_loop(2 * l->st.n, lt_spread_cb, c, 0);
 	fh = l->first_h;
 	fd = l->first_d;
 	if (l->nta > 0 && l->rem > 0 && fh >= 0 && fh < LT_MAX_PRIO)
-		l->lh[fh] += l->rem;
+		l->st.lh[fh] += l->rem;
 	else if (l->nta > 0 && l->rem > 0 && fd >= 0 && fd < LT_MAX_PRIO)
-		l->ld[fd] += l->rem;
+		l->st.ld[fd] += l->rem;
 	if (svc->panic == 0 && l->nta == 0) {
-		l->lh[0] = 100;
+		l->st.lh[0] = 100;
 		return;
 	}
 	if (l->nta == 100)
 		return;
 	l->hosts = 0;
-	bpf_loop(l->n, lt_panic_cb, c, 0);
-	if (l->n > LT_MAX_PRIO || l->panic != (1U << l->n) - 1 || l->hosts == 0)
+	bpf_loop(l->st.n, lt_panic_cb, c, 0);
+	if (l->st.n > LT_MAX_PRIO || l->st.panic != (1U << l->st.n) - 1 || l->hosts == 0)
 		return;
 	l->rem = 100;
-	bpf_loop(l->n, lt_share_cb, c, 0);
-	l->lh[0] += l->rem;
+	bpf_loop(l->st.n, lt_share_cb, c, 0);
+	l->st.lh[0] += l->rem;
 }
 
 /*
@@ -512,8 +512,8 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 	struct lt_walk_ctx c = {.svc = svc, .labels = labels, .l = l};
 	int ret;
 
-	l->n = 0;
-	l->panic = 0;
+	l->st.n = 0;
+	l->st.panic = 0;
 	l->hsum = 0;
 	l->hfirst = -1;
 	ret = lt_walk(svc, l, &c);
@@ -522,7 +522,7 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 	if (ret != LT_OK)
 		return ret;
 	bpf_loop((LT_MAX_LEVELS + 1) * (svc->net_rule == 2 ? 2 : 1), lt_rank_cb, &c, 0);
-	if (l->n == 0)
+	if (l->st.n == 0)
 		return LT_STAT_NO_CANDIDATE;
 	lt_priority_loads(svc, l, &c);
 	return LT_OK;
@@ -533,13 +533,13 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 static long lt_choose_cb(__u64 i, void *data)
 {
 	struct lt_loads *l = ((struct lt_walk_ctx *)data)->l;
-	int deg = i >= l->n;
-	__u32 p = deg ? i - l->n : i;
+	int deg = i >= l->st.n;
+	__u32 p = deg ? i - l->st.n : i;
 
-	if (p >= LT_MAX_PRIO || p >= l->n)
+	if (p >= LT_MAX_PRIO || p >= l->st.n)
 		return 0;
 	lt_bounded(p);
-	l->agg += deg ? l->ld[p] : l->lh[p];
+	l->agg += deg ? l->st.ld[p] : l->st.lh[p];
 	if (l->draw > l->agg)
 		return 0;
 	l->chosen = p;
@@ -558,25 +558,25 @@ static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u
 	if (set >= LT_SETS || p >= LT_MAX_PRIO)
 		return;
 	lt_bounded(p);
-	if (l->other[p])
+	if (l->st.other[p])
 		set += LT_SETS;
 	lt_bounded(set);
 	if (set >= LT_TREES)
 		return;
-	r = l->rank[p];
+	r = l->st.rank[p];
 	if (r >= LT_DEPTHS - 1)
 		return;
 	lt_bounded(r);
-	a = l->path[set][r];
-	b = l->path[set][r + 1];
-	to = l->to[set];
-	if (l->kind[p] == LT_FO_TO) {
+	a = l->st.path[set][r];
+	b = l->st.path[set][r + 1];
+	to = l->st.to[set];
+	if (l->st.kind[p] == LT_FO_TO) {
 		out[0] = to;
 		out[1] = (struct lt_span){to.hi, to.hi};
 		out[2] = out[1];
 		return;
 	}
-	if (l->kind[p] == LT_FO_REST && to.hi > to.lo) {
+	if (l->st.kind[p] == LT_FO_REST && to.hi > to.lo) {
 		x = b;
 		y = to;
 		if (to.lo < b.lo || (to.lo == b.lo && to.hi < b.hi)) {
@@ -607,14 +607,14 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 	l->agg = 0;
 	l->chosen = 0;
 	l->chosen_deg = 0;
-	if (l->draw > l->lh[0]) /* else P0 healthy, without a loop */
-		bpf_loop(2 * l->n, lt_choose_cb, &c, 0);
+	if (l->draw > l->st.lh[0]) /* else P0 healthy, without a loop */
+		bpf_loop(2 * l->st.n, lt_choose_cb, &c, 0);
 	p = l->chosen;
 	for (int i = 0; i < LT_PICK_SPANS; i++)
 		l->pick[i] = (struct lt_span){0, 0};
 	if (p >= LT_MAX_PRIO)
 		return LT_STAT_BAD_INDEX;
-	if (l->panic & (1U << p)) {
+	if (l->st.panic & (1U << p)) {
 		lt_spans_of(l, 0, p, &l->pick[0]);
 		lt_spans_of(l, 1, p, &l->pick[3]);
 		lt_spans_of(l, 2, p, &l->pick[6]);
@@ -623,8 +623,8 @@ static __always_inline int lt_pick_loads(const struct lt_service *svc, const __u
 		int ret;
 
 		lt_spans_of(l, set, p, &l->pick[0]);
-		if (svc->loc_depth > l->rank[p]) { /* a locality first (locality.h) */
-			__u32 k = set + (l->other[p] ? 2 : 0), base = svc->loc;
+		if (svc->loc_depth > l->st.rank[p]) { /* a locality first (locality.h) */
+			__u32 k = set + (l->st.other[p] ? 2 : 0), base = svc->loc;
 
 			for (__u32 j = 0; j < 4; j++)
 				if (j < k)

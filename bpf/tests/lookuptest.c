@@ -304,15 +304,15 @@ static long lt_test_copy_prio(__u64 i, void *data)
 	if (p >= LT_MAX_PRIO)
 		return 1;
 	lt_bounded(p);
-	c->out->healthy[p] = c->l->healthy[p];
-	c->out->degraded[p] = c->l->degraded[p];
-	c->out->total[p] = c->l->total[p];
-	c->out->rank[p] = c->l->rank[p];
-	c->out->kind[p] = c->l->kind[p];
-	c->out->lh[p] = c->l->lh[p];
-	c->out->ld[p] = c->l->ld[p];
-	c->out->other[p] = c->l->other[p];
-	if (p >= c->l->n) {
+	c->out->healthy[p] = c->l->st.healthy[p];
+	c->out->degraded[p] = c->l->st.degraded[p];
+	c->out->total[p] = c->l->st.total[p];
+	c->out->rank[p] = c->l->st.rank[p];
+	c->out->kind[p] = c->l->st.kind[p];
+	c->out->lh[p] = c->l->st.lh[p];
+	c->out->ld[p] = c->l->st.ld[p];
+	c->out->other[p] = c->l->st.other[p];
+	if (p >= c->l->st.n) {
 		for (int set = 0; set < LT_SETS; set++)
 			for (int k = 0; k < LT_SPANS; k++)
 				c->out->spans[p][set][k] = (struct lt_span){0, 0};
@@ -361,8 +361,8 @@ int lt_test_loads(struct lt_test_args *args)
 	}
 	__builtin_memcpy(&c.l->svc, found, sizeof(c.l->svc));
 	c.out->status = lt_select_in(c.l, labels, &r, &pick);
-	c.out->n = c.l->n;
-	c.out->panic = c.l->panic;
+	c.out->n = c.l->st.n;
+	c.out->panic = c.l->st.panic;
 	c.out->ep_delta = c.l->svc.ep_delta;
 	c.out->pick = pick;
 	c.out->rule = c.l->rule;

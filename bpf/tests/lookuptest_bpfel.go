@@ -54,30 +54,34 @@ type lookuptestLtEndpoint struct {
 type lookuptestLtLoads struct {
 	_    structs.HostLayout
 	Busy uint32
-	N    uint32
-	Path [6][10]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
+	Pad  uint32
+	St   struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
 	}
-	Node  [6][10]uint32
-	Reach [6]uint32
-	To    [6]struct {
-		_  structs.HostLayout
-		Lo uint32
-		Hi uint32
-	}
-	Healthy  [18]uint32
-	Degraded [18]uint32
-	Total    [18]uint32
-	Rank     [18]uint8
-	Kind     [18]uint8
-	Other    [18]uint8
-	Lh       [18]uint8
-	Ld       [18]uint8
-	_        [2]byte
-	Panic    uint32
-	Pick     [24]struct {
+	Pick [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
@@ -120,6 +124,40 @@ type lookuptestLtLoads struct {
 	AffHash   uint64
 	Svc       lookuptestLtService
 	Labels    [8]uint64
+}
+
+type lookuptestLtLoadsCached struct {
+	_      structs.HostLayout
+	Busy   uint32
+	Valid  uint32
+	Svc    lookuptestLtService
+	Labels [8]uint64
+	St     struct {
+		_     structs.HostLayout
+		N     uint32
+		Panic uint32
+		Path  [6][10]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Node  [6][10]uint32
+		Reach [6]uint32
+		To    [6]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Healthy  [18]uint32
+		Degraded [18]uint32
+		Total    [18]uint32
+		Rank     [18]uint8
+		Kind     [18]uint8
+		Other    [18]uint8
+		Lh       [18]uint8
+		Ld       [18]uint8
+		_        [6]byte
+	}
 }
 
 type lookuptestLtLocality struct {
@@ -305,6 +343,7 @@ const (
 	lookuptestMapLtConns             = "lt_conns"
 	lookuptestMapLtEndpoints         = "lt_endpoints"
 	lookuptestMapLtFrontends         = "lt_frontends"
+	lookuptestMapLtLoadsCache        = "lt_loads_cache"
 	lookuptestMapLtNodes             = "lt_nodes"
 	lookuptestMapLtPrioPicks         = "lt_prio_picks"
 	lookuptestMapLtPrioScratch       = "lt_prio_scratch"
@@ -390,6 +429,7 @@ type lookuptestMapSpecs struct {
 	LtConns         *ebpf.MapSpec `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.MapSpec `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.MapSpec `ebpf:"lt_frontends"`
+	LtLoadsCache    *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.MapSpec `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
@@ -439,6 +479,7 @@ type lookuptestMaps struct {
 	LtConns         *ebpf.Map `ebpf:"lt_conns"`
 	LtEndpoints     *ebpf.Map `ebpf:"lt_endpoints"`
 	LtFrontends     *ebpf.Map `ebpf:"lt_frontends"`
+	LtLoadsCache    *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.Map `ebpf:"lt_prio_picks"`
 	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
@@ -464,6 +505,7 @@ func (m *lookuptestMaps) Close() error {
 		m.LtConns,
 		m.LtEndpoints,
 		m.LtFrontends,
+		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,
 		m.LtPrioScratch,

@@ -34,9 +34,14 @@ func (in *Installer) pinMaps() {
 // pinnedMap says whether the programs' map name is pinned: every map but
 // the per-connect scratch (the priority load's, the source cgroup noted
 // for the traffic count) and the traffic counts' zero value, which
-// nothing outlives.
+// nothing outlives, and the priority loads' cache, which a new agent
+// starts empty.
 func pinnedMap(name string) bool {
-	return name != bpf.MapPrioScratch && name != bpf.MapSrcCgroup && name != bpf.MapTrafficZero
+	switch name {
+	case bpf.MapPrioScratch, bpf.MapSrcCgroup, bpf.MapTrafficZero, bpf.MapLoadsCache:
+		return false
+	}
+	return true
 }
 
 // CheckPins makes sure every map and link the agent pinned is still in its
