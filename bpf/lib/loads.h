@@ -5,7 +5,7 @@
  * per-priority pick counters, and the helpers every step shares (the
  * bpf_loop context, spans, the draw).
  *
- * The state (about 600 bytes) does not fit the BPF stack beside
+ * The state (1,984 bytes, struct lt_loads) does not fit the BPF stack beside
  * lt_redirect's, so it lives in a per-CPU scratch slot. A cgroup socket
  * hook may be preempted (CONFIG_PREEMPT_RCU) by another task's connect on
  * the same CPU, so a slot is taken with a compare-and-swap and given back
