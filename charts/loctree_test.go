@@ -206,7 +206,8 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []map[string]any{{"mode": "ambient"}, {"steering": "sticky"}, {"source": "eds"}, {"wasm": map[string]any{"failStrategy": "NEVER"}}} {
+	for _, bad := range []map[string]any{{"mode": "ambient"}, {"steering": "sticky"}, {"source": "eds"}, {"wasm": map[string]any{"failStrategy": "NEVER"}},
+		{"trafficScope": ""}, {"trafficScope": "zone;x"}, {"trafficScope": "a b"}} {
 		bad["wasm"] = mergeURL(bad["wasm"])
 		if _, err := helmTemplate(t, bad); err == nil {
 			t.Errorf("%v: rendered", bad)
@@ -305,4 +306,31 @@ func renderedNotes(t *testing.T) string {
 		t.Fatal("no templates/NOTES.txt")
 	}
 	return notes
+}
+
+// TestChartTrafficScope: trafficScope reaches both planes' traffic
+// counters (the agent's --traffic-scope, the filter's traffic_scope); the
+// default, zone, renders neither, as the kustomize manifests do not.
+func TestChartTrafficScope(t *testing.T) {
+	out, err := helmTemplate(t, map[string]any{"wasm": map[string]any{"url": testWasmURL}, "trafficScope": "region"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agent, filter bool
+	docs, _ := manifest.Split(out)
+	for _, d := range docs {
+		obj, err := manifest.Decode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch o := obj.(type) {
+		case *istioext.WasmPlugin:
+			filter = o.Spec.PluginConfig.GetFields()["traffic_scope"].GetStringValue() == "region"
+		case *appsv1.DaemonSet:
+			agent = slices.Contains(o.Spec.Template.Spec.Containers[0].Args, "--traffic-scope=region")
+		}
+	}
+	if !agent || !filter {
+		t.Fatalf("trafficScope region: agent flag %v, filter traffic_scope %v; want both", agent, filter)
+	}
 }

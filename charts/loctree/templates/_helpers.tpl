@@ -24,6 +24,9 @@ app.kubernetes.io/part-of: loctree
 {{- if not (has .Values.source (list "kubernetes" "xds")) -}}
 {{- fail (printf "source %q: want kubernetes or xds" .Values.source) -}}
 {{- end -}}
+{{- if not (regexMatch "^[A-Za-z0-9][-A-Za-z0-9_./]*$" (toString .Values.trafficScope)) -}}
+{{- fail (printf "trafficScope %q: want a scope key (zone, region, subzone, node or a label key)" (toString .Values.trafficScope)) -}}
+{{- end -}}
 {{- if not (has .Values.wasm.failStrategy (list "FAIL_OPEN" "FAIL_CLOSE" "FAIL_RELOAD")) -}}
 {{- fail (printf "wasm.failStrategy %q: want FAIL_OPEN, FAIL_CLOSE or FAIL_RELOAD" .Values.wasm.failStrategy) -}}
 {{- end -}}
