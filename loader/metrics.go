@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loctree/loctree/bpf"
+	"github.com/loctree/loctree/internal/promtext"
 	"github.com/loctree/loctree/loader/kernel"
 	"github.com/loctree/loctree/shared"
 )
@@ -118,46 +118,46 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pw := &promWriter{w: w}
-	pw.metric("loctree_installs_total", "counter", "Trees installed into the BPF maps.", float64(m.installs))
-	pw.metric("loctree_install_errors_total", "counter", "Topologies rejected (parse, build or install errors); the installed tree was kept.", float64(m.errors))
-	pw.metric("loctree_services_rewritten_total", "counter", "Services written into the maps because they were new or changed.", float64(m.rewritten))
-	pw.metric("loctree_services", "gauge", "Services with a VIP installed.", float64(m.services))
-	pw.metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
-	pw.metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
-	pw.metric("loctree_services_refused", "gauge", "Services of the source the tree refuses (the agent's log says why); each keeps its last installed version while the others are applied.", float64(m.refused))
-	pw.metric("loctree_kernel_services_refused", "gauge", "Services of the installed tree with a VIP that the kernel does not install because they use a setting its programs do not implement yet (none today); the filters are served them, connections to their VIPs are not redirected (the agent's log says why, once).", float64(m.kernelRefused))
-	pw.metric("loctree_topology_warnings", "gauge", "Warnings of the installed tree: input accepted that most likely does not do what was meant (a failover region no endpoint or node has; the agent's log names each once, with the nearest known region).", float64(m.warnings))
-	pw.metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
+	pw := promtext.New(w)
+	pw.Metric("loctree_installs_total", "counter", "Trees installed into the BPF maps.", float64(m.installs))
+	pw.Metric("loctree_install_errors_total", "counter", "Topologies rejected (parse, build or install errors); the installed tree was kept.", float64(m.errors))
+	pw.Metric("loctree_services_rewritten_total", "counter", "Services written into the maps because they were new or changed.", float64(m.rewritten))
+	pw.Metric("loctree_services", "gauge", "Services with a VIP installed.", float64(m.services))
+	pw.Metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
+	pw.Metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
+	pw.Metric("loctree_services_refused", "gauge", "Services of the source the tree refuses (the agent's log says why); each keeps its last installed version while the others are applied.", float64(m.refused))
+	pw.Metric("loctree_kernel_services_refused", "gauge", "Services of the installed tree with a VIP that the kernel does not install because they use a setting its programs do not implement yet (none today); the filters are served them, connections to their VIPs are not redirected (the agent's log says why, once).", float64(m.kernelRefused))
+	pw.Metric("loctree_topology_warnings", "gauge", "Warnings of the installed tree: input accepted that most likely does not do what was meant (a failover region no endpoint or node has; the agent's log names each once, with the nearest known region).", float64(m.warnings))
+	pw.Metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	unlabelled := []string{""}
-	pw.histogram("loctree_install_duration_seconds", "Time to install one tree into the maps.", unlabelled, &m.install)
-	pw.histogram("loctree_update_latency_seconds", "Time from a change the source saw (a Kubernetes informer event's arrival; the poll that found a topology file changed) to the tree holding it being live in the kernel and served to the filters.", unlabelled, &m.latency)
-	pw.histogram("loctree_update_stage_seconds", "The update latency by stage: build (change seen to tree built, including the Kubernetes source's debounce), kernel (tree built to live in the kernel and served).",
+	writeHistogram(pw, "loctree_install_duration_seconds", "Time to install one tree into the maps.", unlabelled, &m.install)
+	writeHistogram(pw, "loctree_update_latency_seconds", "Time from a change the source saw (a Kubernetes informer event's arrival; the poll that found a topology file changed) to the tree holding it being live in the kernel and served to the filters.", unlabelled, &m.latency)
+	writeHistogram(pw, "loctree_update_stage_seconds", "The update latency by stage: build (change seen to tree built, including the Kubernetes source's debounce), kernel (tree built to live in the kernel and served).",
 		[]string{`stage="build"`, `stage="kernel"`}, &m.stages[0], &m.stages[1])
 	m.fetches.write(pw)
 	if m.source != nil {
-		pw.metric("loctree_source_up", "gauge", "1 while the source reaches where its state comes from (the Kubernetes API server); 0 while it does not and the agent serves its last tree (/healthz says why).", float64(boolToInt(m.source() == nil)))
+		pw.Metric("loctree_source_up", "gauge", "1 while the source reaches where its state comes from (the Kubernetes API server); 0 while it does not and the agent serves its last tree (/healthz says why).", float64(boolToInt(m.source() == nil)))
 	}
-	if m.extra != nil && pw.err == nil {
-		pw.err = m.extra(&countingWriter{pw})
+	if m.extra != nil {
+		m.extra(pw) // an error stays in pw
 	}
 	if m.kernel != nil {
 		if st, err := m.kernel(); err == nil {
-			pw.metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
-			pw.labeled("loctree_kernel_refused_total", "counter", "Connections and datagrams to a VIP refused, by reason: no_candidate (strict mode, beyond failover_limit, or no eligible endpoint), bad_index (a walk left its service's regions), bad_family (an endpoint of another address family), scratch_busy (a priority-load computation found every scratch slot of its CPU in use by preempted connects).",
+			pw.Metric("loctree_kernel_redirects_total", "counter", "Connections and datagrams redirected from a VIP to an endpoint.", float64(st[bpf.StatRedirect]))
+			pw.Labeled("loctree_kernel_refused_total", "counter", "Connections and datagrams to a VIP refused, by reason: no_candidate (strict mode, beyond failover_limit, or no eligible endpoint), bad_index (a walk left its service's regions), bad_family (an endpoint of another address family), scratch_busy (a priority-load computation found every scratch slot of its CPU in use by preempted connects).",
 				"reason", refusals(st))
-			pw.metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
+			pw.Metric("loctree_kernel_sockets_full_total", "counter", "Sockets redirected but not remembered because the socket table was full (--max-sockets): no getpeername rewrite.", float64(st[bpf.StatSockFull]))
 		}
 	}
 	if m.picks != nil {
 		if picks, err := m.picks(); err == nil {
-			pw.priorityPicks(picks)
+			writePriorityPicks(pw, picks)
 		}
 	}
 	if m.readTraffic() {
 		m.tally.write(pw)
 	}
-	return pw.n, pw.err
+	return pw.Written()
 }
 
 // readTraffic adds the kernel's new traffic counts to the tally, placed
@@ -180,77 +180,43 @@ func (m *Metrics) readTraffic() bool {
 // refusals are the kernel's refusal counters by reason label.
 func refusals(st [bpf.StatCount]uint64) []labeledValue {
 	return []labeledValue{
-		{"no_candidate", float64(st[bpf.StatNoCandidate])},
-		{"bad_index", float64(st[bpf.StatBadIndex])},
-		{"bad_family", float64(st[bpf.StatBadFamily])},
-		{"scratch_busy", float64(st[bpf.StatScratchBusy])},
+		{Label: "no_candidate", V: float64(st[bpf.StatNoCandidate])},
+		{Label: "bad_index", V: float64(st[bpf.StatBadIndex])},
+		{Label: "bad_family", V: float64(st[bpf.StatBadFamily])},
+		{Label: "scratch_busy", V: float64(st[bpf.StatScratchBusy])},
 	}
 }
 
-type labeledValue struct {
-	label string
-	v     float64
-}
+// promWriter writes the agent's metrics (internal/promtext).
+type promWriter = promtext.Writer
 
-// countingWriter writes through a promWriter, counting the bytes.
-type countingWriter struct{ p *promWriter }
+// labeledValue is one sample of a one-label metric.
+type labeledValue = promtext.Labeled
 
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.p.w.Write(b)
-	c.p.n += int64(n)
-	return n, err
-}
-
-type promWriter struct {
-	w   io.Writer
-	n   int64
-	err error
-}
-
-func (p *promWriter) printf(format string, args ...any) {
-	if p.err != nil {
-		return
-	}
-	n, err := fmt.Fprintf(p.w, format, args...)
-	p.n += int64(n)
-	p.err = err
-}
-
-func (p *promWriter) metric(name, typ, help string, v float64) {
-	p.printf("# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, typ, name, strconv.FormatFloat(v, 'f', -1, 64))
-}
-
-func (p *promWriter) labeled(name, typ, help, key string, vs []labeledValue) {
-	p.printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	for _, v := range vs {
-		p.printf("%s{%s=%q} %s\n", name, key, v.label, strconv.FormatFloat(v.v, 'f', -1, 64))
-	}
-}
-
-// priorityPicks writes the kernel's picks by priority: picks[2·p] from
+// writePriorityPicks writes the kernel's picks by priority: picks[2·p] from
 // priority p's healthy endpoints, picks[2·p+1] from its degraded ones.
-func (p *promWriter) priorityPicks(picks []uint64) {
+func writePriorityPicks(p *promWriter, picks []uint64) {
 	const name = "loctree_kernel_priority_picks_total"
-	p.printf("# HELP %s %s\n# TYPE %s counter\n", name, "New backends the kernel chose by Envoy's priority load (services with spillover or distribute), by priority (0: the source's deepest match) and availability: healthy (in panic: any) or degraded endpoints. A socket that keeps its backend is not counted again.", name)
+	p.Head(name, "counter", "New backends the kernel chose by Envoy's priority load (services with spillover or distribute), by priority (0: the source's deepest match) and availability: healthy (in panic: any) or degraded endpoints. A socket that keeps its backend is not counted again.")
 	for i, v := range picks {
-		p.printf("%s{priority=\"%d\",availability=%q} %d\n", name, i/2, [2]string{"healthy", "degraded"}[i%2], v)
+		p.Printf("%s{priority=\"%d\",availability=%q} %d\n", name, i/2, [2]string{"healthy", "degraded"}[i%2], v)
 	}
 }
 
-// histogram writes a histogram with one series per labels entry ("" for
+// writeHistogram writes a histogram with one series per labels entry ("" for
 // an unlabelled histogram; else `key="value"`), each in h's order.
-func (p *promWriter) histogram(name, help string, labels []string, h ...*histogram) {
-	p.printf("# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+func writeHistogram(p *promWriter, name, help string, labels []string, h ...*histogram) {
+	p.Head(name, "histogram", help)
 	for i, x := range h {
 		sel, le := "", ""
 		if labels[i] != "" {
 			sel, le = "{"+labels[i]+"}", labels[i]+","
 		}
 		for j, bound := range x.bounds {
-			p.printf("%s_bucket{%sle=\"%g\"} %d\n", name, le, bound, x.counts[j])
+			p.Printf("%s_bucket{%sle=\"%g\"} %d\n", name, le, bound, x.counts[j])
 		}
-		p.printf("%s_bucket{%sle=\"+Inf\"} %d\n", name, le, x.count)
-		p.printf("%s_sum%s %s\n%s_count%s %d\n", name, sel, strconv.FormatFloat(x.sum, 'f', -1, 64), name, sel, x.count)
+		p.Printf("%s_bucket{%sle=\"+Inf\"} %d\n", name, le, x.count)
+		p.Printf("%s_sum%s %s\n%s_count%s %d\n", name, sel, strconv.FormatFloat(x.sum, 'f', -1, 64), name, sel, x.count)
 	}
 }
 

@@ -196,23 +196,23 @@ func (t *trafficTally) write(p *promWriter) {
 	t.matrix(p, "loctree_traffic_received_bytes_total", "Bytes received from the backends on the redirected TCP connections, counted when a connection closes, by the same pairs as loctree_traffic_connections_total.",
 		func(n kernel.TrafficTotals) uint64 { return n.Received })
 	const depth = "loctree_traffic_connections_by_depth_total"
-	p.printf("# HELP %s The same connections by match depth: how many leading scopes of its service the picked endpoint shares with the source.\n# TYPE %s counter\n", depth, depth)
+	p.Head(depth, "counter", "The same connections by match depth: how many leading scopes of its service the picked endpoint shares with the source.")
 	for _, d := range slices.Sorted(maps.Keys(t.depths)) {
-		p.printf("%s{depth=%q} %d\n", depth, d, t.depths[d])
+		p.Printf("%s{depth=%q} %d\n", depth, d, t.depths[d])
 	}
-	p.labeled("loctree_traffic_placed_connections_total", "counter", "Connections whose source and destination both have a value at the scope: the base of the cross shares.", "scope", []labeledValue{{t.scope, float64(t.placed)}})
-	p.labeled("loctree_traffic_cross_connections_total", "counter", "Of the placed connections, those to another value at the scope (cross-zone by default).", "scope", []labeledValue{{t.scope, float64(t.cross)}})
-	p.labeled("loctree_traffic_nolocality_cross_connections_total", "counter", "How many of the placed connections would have crossed with no locality: for each, the share of its service's eligible endpoints, weighed as its policy weighs them, outside the source's value.", "scope", []labeledValue{{t.scope, t.nolocality}})
-	p.labeled("loctree_traffic_cross_ratio", "gauge", "cross / placed connections since the agent started (0 before any).", "scope", []labeledValue{{t.scope, ratio(float64(t.cross), t.placed)}})
-	p.labeled("loctree_traffic_nolocality_cross_ratio", "gauge", "nolocality_cross / placed connections since the agent started: the share that would have crossed with no locality.", "scope", []labeledValue{{t.scope, ratio(t.nolocality, t.placed)}})
+	p.Labeled("loctree_traffic_placed_connections_total", "counter", "Connections whose source and destination both have a value at the scope: the base of the cross shares.", "scope", []labeledValue{{Label: t.scope, V: float64(t.placed)}})
+	p.Labeled("loctree_traffic_cross_connections_total", "counter", "Of the placed connections, those to another value at the scope (cross-zone by default).", "scope", []labeledValue{{Label: t.scope, V: float64(t.cross)}})
+	p.Labeled("loctree_traffic_nolocality_cross_connections_total", "counter", "How many of the placed connections would have crossed with no locality: for each, the share of its service's eligible endpoints, weighed as its policy weighs them, outside the source's value.", "scope", []labeledValue{{Label: t.scope, V: t.nolocality}})
+	p.Labeled("loctree_traffic_cross_ratio", "gauge", "cross / placed connections since the agent started (0 before any).", "scope", []labeledValue{{Label: t.scope, V: ratio(float64(t.cross), t.placed)}})
+	p.Labeled("loctree_traffic_nolocality_cross_ratio", "gauge", "nolocality_cross / placed connections since the agent started: the share that would have crossed with no locality.", "scope", []labeledValue{{Label: t.scope, V: ratio(t.nolocality, t.placed)}})
 }
 
 // matrix writes one of the tally's matrices: the value of of every pair.
 func (t *trafficTally) matrix(p *promWriter, name, help string, of func(kernel.TrafficTotals) uint64) {
 	scope := "scope=" + strconv.Quote(t.scope)
-	p.printf("# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+	p.Head(name, "counter", help)
 	for _, pair := range slices.SortedFunc(maps.Keys(t.pairs), comparePairs) {
-		p.printf("%s{%s,source=%q,destination=%q} %d\n", name, scope, pair[0], pair[1], of(t.pairs[pair]))
+		p.Printf("%s{%s,source=%q,destination=%q} %d\n", name, scope, pair[0], pair[1], of(t.pairs[pair]))
 	}
 }
 

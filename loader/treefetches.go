@@ -39,9 +39,9 @@ func fetchIndex(code int) int {
 func (f *treeFetches) write(pw *promWriter) {
 	vs := make([]labeledValue, len(fetchCodes))
 	for i, c := range fetchCodes {
-		vs[i] = labeledValue{c, float64(f.byCode[i].Load())}
+		vs[i] = labeledValue{Label: c, V: float64(f.byCode[i].Load())}
 	}
-	pw.labeled("loctree_tree_requests_total", "counter", "Requests to /v1/tree by status code (200 tree sent, 304 unchanged, 503 no tree yet): the proxies' filters polling. Zero on a node with meshed pods means no filter runs there.", "code", vs)
+	pw.Labeled("loctree_tree_requests_total", "counter", "Requests to /v1/tree by status code (200 tree sent, 304 unchanged, 503 no tree yet): the proxies' filters polling. Zero on a node with meshed pods means no filter runs there.", "code", vs)
 }
 
 // statusWriter remembers the status code a handler wrote.

@@ -3,11 +3,12 @@ package xds
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/loctree/loctree/internal/promtext"
 )
 
 // stats are the xDS client's state for /metrics and Health.
@@ -74,20 +75,16 @@ func (s *stats) health(address string) error {
 func (s *stats) write(w io.Writer, workloads, services int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
-	p := func(name, typ, help string, v float64, labels string) {
-		if err == nil {
-			_, err = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s%s %s\n", name, help, name, typ, name, labels, strconv.FormatFloat(v, 'f', -1, 64))
-		}
-	}
-	p("loctree_xds_connected", "gauge", "1 while the ADS stream to istiod is up.", b2f(s.up), "")
-	p("loctree_xds_connects_total", "counter", "ADS streams that received a response (1 + reconnects).", float64(s.connects), "")
-	p("loctree_xds_last_acked", "gauge", "The last ACKed WDS response, by its system_version_info and nonce (value: 1).", 1,
-		fmt.Sprintf("{version=%q,nonce=%q}", s.ackedVersion, s.ackedNonce))
-	p("loctree_xds_nacks_total", "counter", "WDS responses NACKed (a resource that does not decode; the log and error_detail name it, the rest applied).", float64(s.nacks), "")
-	p("loctree_xds_workloads", "gauge", "WDS workloads held.", float64(workloads), "")
-	p("loctree_xds_services", "gauge", "WDS services held (managed or not).", float64(services), "")
-	p("loctree_xds_services_unmappable", "gauge", "WDS services the tree cannot hold (a CIDR VIP, an endpoint only reachable by DNS or through a network gateway); each keeps its last tree services, the log says why once.", float64(s.refused), "")
+	p := promtext.New(w)
+	p.Metric("loctree_xds_connected", "gauge", "1 while the ADS stream to istiod is up.", b2f(s.up))
+	p.Metric("loctree_xds_connects_total", "counter", "ADS streams that received a response (1 + reconnects).", float64(s.connects))
+	p.Head("loctree_xds_last_acked", "gauge", "The last ACKed WDS response, by its system_version_info and nonce (value: 1).")
+	p.Printf("loctree_xds_last_acked{version=%q,nonce=%q} 1\n", s.ackedVersion, s.ackedNonce)
+	p.Metric("loctree_xds_nacks_total", "counter", "WDS responses NACKed (a resource that does not decode; the log and error_detail name it, the rest applied).", float64(s.nacks))
+	p.Metric("loctree_xds_workloads", "gauge", "WDS workloads held.", float64(workloads))
+	p.Metric("loctree_xds_services", "gauge", "WDS services held (managed or not).", float64(services))
+	p.Metric("loctree_xds_services_unmappable", "gauge", "WDS services the tree cannot hold (a CIDR VIP, an endpoint only reachable by DNS or through a network gateway); each keeps its last tree services, the log says why once.", float64(s.refused))
+	_, err := p.Written()
 	return err
 }
 
