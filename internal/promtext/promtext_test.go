@@ -21,11 +21,16 @@ func TestExactText(t *testing.T) {
 	}
 }
 
-// failAfter fails every write after the first n bytes.
-type failAfter struct{ n int }
+// failAfter fails every write after the first n bytes, and counts the
+// writes it sees after its first failure.
+type failAfter struct{ n, late int }
 
 func (f *failAfter) Write(b []byte) (int, error) {
+	if f.n < 0 {
+		f.late++
+	}
 	if len(b) > f.n {
+		f.n = -1
 		return 0, errors.New("full")
 	}
 	f.n -= len(b)
@@ -35,13 +40,15 @@ func (f *failAfter) Write(b []byte) (int, error) {
 // TestFirstErrorKept: after a failed write nothing more is written, by
 // Printf or by Write, and the first error is the one reported.
 func TestFirstErrorKept(t *testing.T) {
-	p := New(&failAfter{n: 10})
+	f := &failAfter{n: 10}
+	p := New(f)
 	p.Printf("0123456789")
 	p.Printf("x")
+	p.Metric("m", "gauge", "M.", 1)
 	if _, err := p.Write([]byte("y")); err == nil {
 		t.Fatal("Write after a failed write: no error")
 	}
-	if n, err := p.Written(); n != 10 || err == nil || err.Error() != "full" {
-		t.Fatalf("written %d, %v; want 10 and the first error", n, err)
+	if n, err := p.Written(); n != 10 || err == nil || err.Error() != "full" || f.late != 0 {
+		t.Fatalf("written %d, %v, %d writes after the failure; want 10, the first error, none", n, err, f.late)
 	}
 }
