@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,7 +12,7 @@ import (
 // loadAwareStreams starts the real filter on a proxy in r1/z1 for a
 // load_aware service (band [1, 2] per endpoint) with two endpoints in r1/z1,
 // four in r1/z2 and two in r2/z3, and returns a function that opens a stream
-// to it and says where the filter sent it. The VM closes when the test ends.
+// to it and says where the filter sent it (streamsTo).
 func loadAwareStreams(t *testing.T) func() (*host.Stream, string) {
 	cfg := `{"topology":{"services":[{"name":"la","scopes":["region","zone"],"load_aware":{"high":2,"low":1},"endpoints":[
 	  {"address":"127.0.5.1:80","locality":{"region":"r1","zone":"z1"}},{"address":"127.0.5.2:80","locality":{"region":"r1","zone":"z1"}},
@@ -21,24 +20,7 @@ func loadAwareStreams(t *testing.T) func() (*host.Stream, string) {
 	  {"address":"127.0.5.5:80","locality":{"region":"r1","zone":"z2"}},{"address":"127.0.5.6:80","locality":{"region":"r1","zone":"z2"}},
 	  {"address":"127.0.5.7:80","locality":{"region":"r2","zone":"z3"}},{"address":"127.0.5.8:80","locality":{"region":"r2","zone":"z3"}}]}]},
 	  "locality":{"region":"r1","zone":"z1"}}`
-	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vm.Close() })
-	return func() (*host.Stream, string) {
-		t.Helper()
-		s, err := vm.NewStream(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RequestHeaders(host.Headers(req("la")), true); err != nil {
-			t.Fatal(err)
-		}
-		hs, _ := s.Headers()
-		v, _ := hs.Get(defaultHeader)
-		return s, v
-	}
+	return streamsTo(t, cfg, "la")
 }
 
 // zoneOf is the zone of a loadAwareStreams endpoint.

@@ -126,11 +126,18 @@ func TestBadConfigHostSurvives(t *testing.T) {
 
 // leastRequestStreams starts a VM whose service lr has two least_request
 // endpoints and returns a function that opens a stream to lr and says where
-// the filter sent it. The VM closes when the test ends.
+// the filter sent it (streamsTo).
 func leastRequestStreams(t *testing.T) func() (*host.Stream, string) {
 	cfg := `{"topology":{"services":[{"name":"lr","policy":"least_request","endpoints":[
 	  {"address":"127.0.4.1:80","locality":{"region":"r"}},{"address":"127.0.4.2:80","locality":{"region":"r"}}]}]},
 	  "locality":{"region":"r"}}`
+	return streamsTo(t, cfg, "lr")
+}
+
+// streamsTo starts a VM with the plugin configuration cfg and returns a
+// function that opens a stream to service and says where the filter sent
+// it. The VM closes when the test ends.
+func streamsTo(t *testing.T, cfg, service string) func() (*host.Stream, string) {
 	vm, err := newHost(t, cfg, host.Options{}).NewVM(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +149,7 @@ func leastRequestStreams(t *testing.T) func() (*host.Stream, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RequestHeaders(host.Headers(req("lr")), true); err != nil {
+		if _, err := s.RequestHeaders(host.Headers(req(service)), true); err != nil {
 			t.Fatal(err)
 		}
 		hs, _ := s.Headers()
