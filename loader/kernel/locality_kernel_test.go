@@ -75,18 +75,5 @@ func TestConnectLocalityWeighted(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cases := localityCases()
 	install(t, specsOf(cases, loadsCase.specOf), shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
-	const connects = 4000
-	for _, c := range cases {
-		t.Run(c.spec.Name, func(t *testing.T) {
-			seen := map[string]int{}
-			for range connects {
-				got, err := kerneltest.Ask(c.spec.VIP)
-				if err != nil {
-					t.Fatalf("%s: %v", c.spec.VIP, err)
-				}
-				seen[got]++
-			}
-			checkShares(t, c, seen)
-		})
-	}
+	connectShares(t, cases...)
 }

@@ -38,26 +38,56 @@ func networkPriorityCase() loadsCase {
 	spec := shared.ServiceSpec{Name: "net", VIP: "127.77.36.1:80", Scopes: []string{"network", "region", "zone", "subzone"},
 		Failover:  []shared.FailoverSpec{{From: "r1", To: "r2"}},
 		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
-	eps := []struct {
-		network, region, zone string
-		healthy               bool
-		share                 float64
-	}{
+	return firstScopeCase(spec, "network", "127.0.36.%d:9136", 1, []firstScopeEndpoint{
 		{"n1", "r1", "z1", false, 0}, {"n1", "r3", "z1", false, 0}, {"n2", "r1", "z1", true, 46}, {"n2", "r1", "z1", false, 0},
 		{"n2", "r1", "z2", true, 54 * 1.4 / 2.4}, {"n3", "r1", "z2", false, 0}, {"n2", "r1", "z3", true, 54 / 2.4}, {"n3", "r1", "z1", false, 0},
-	}
+	})
+}
+
+// firstScopeEndpoint is an endpoint of firstScopeCase: its value of the
+// first scope, its region and zone (subzone s1), its health and its share
+// in percent.
+type firstScopeEndpoint struct {
+	first, region, zone string
+	healthy             bool
+	share               float64
+}
+
+// firstScopeCase is spec with eps as its endpoints, the first scope named
+// key, endpoint i at fmt.Sprintf(addr, i+first).
+func firstScopeCase(spec shared.ServiceSpec, key, addr string, first int, eps []firstScopeEndpoint) loadsCase {
 	c := loadsCase{}
 	for i, e := range eps {
-		addr := fmt.Sprintf("127.0.36.%d:9136", i+1)
-		es := shared.EndpointSpec{Address: addr, Locality: shared.Locality{"network": e.network, "region": e.region, "zone": e.zone, "subzone": "s1"}}
+		a := fmt.Sprintf(addr, i+first)
+		es := shared.EndpointSpec{Address: a, Locality: shared.Locality{key: e.first, "region": e.region, "zone": e.zone, "subzone": "s1"}}
 		if !e.healthy {
 			es.Healthy = boolp(false)
 		}
 		spec.Endpoints = append(spec.Endpoints, es)
-		c.eps = append(c.eps, loadsEndpoint{addr: addr, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
+		c.eps = append(c.eps, loadsEndpoint{addr: a, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
 	}
 	c.spec = spec
 	return c
+}
+
+// connectShares makes 4,000 real connects to each case's VIP, a subtest
+// per case, and checks where they landed against its shares (checkShares).
+func connectShares(t *testing.T, cases ...loadsCase) {
+	t.Helper()
+	const connects = 4000
+	for _, c := range cases {
+		t.Run(c.spec.Name, func(t *testing.T) {
+			seen := map[string]int{}
+			for range connects {
+				got, err := kerneltest.Ask(c.spec.VIP)
+				if err != nil {
+					t.Fatalf("%s: %v", c.spec.VIP, err)
+				}
+				seen[got]++
+			}
+			checkShares(t, c, seen)
+		})
+	}
 }
 
 // TestConnectNetworkPriorities: real connects through the programs from a
@@ -68,16 +98,7 @@ func TestConnectNetworkPriorities(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	c := networkPriorityCase()
 	install(t, specsOf([]loadsCase{c}, loadsCase.specOf), shared.Locality{"network": "n1", "region": "r1", "zone": "z1", "subzone": "s1"})
-	const connects = 4000
-	seen := map[string]int{}
-	for range connects {
-		got, err := kerneltest.Ask(c.spec.VIP)
-		if err != nil {
-			t.Fatalf("%s: %v", c.spec.VIP, err)
-		}
-		seen[got]++
-	}
-	checkShares(t, c, seen)
+	connectShares(t, c)
 }
 
 // clusterPriorityCase is a spillover service with cluster before region
@@ -112,11 +133,7 @@ func clusterCase(failover bool) loadsCase {
 	of, threshold := uint32(140), uint32(50)
 	spec := shared.ServiceSpec{Name: "clu", VIP: "127.77.37.1:80", Scopes: []string{"cluster", "region", "zone", "subzone"},
 		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
-	eps := []struct {
-		cluster, region, zone string
-		healthy               bool
-		share                 float64
-	}{
+	eps := []firstScopeEndpoint{
 		{"c1", "r1", "z1", false, 0}, {"c1", "r3", "z1", false, 0}, {"c2", "r1", "z1", true, 100 * 1.4 / 3.8}, {"c2", "r1", "z1", false, 0},
 		{"c2", "r1", "z2", true, 100 * 1.4 / 3.8}, {"c3", "r1", "z2", false, 0}, {"c2", "r1", "z3", true, 100 / 3.8}, {"c3", "r1", "z1", false, 0},
 	}
@@ -124,18 +141,7 @@ func clusterCase(failover bool) loadsCase {
 		spec.Name, spec.VIP, spec.Failover = "clufo", "127.77.37.2:80", []shared.FailoverSpec{{From: "r1", To: "r2"}}
 		eps[2].share, eps[4].share, eps[6].share = 46, 54*1.4/2.4, 54/2.4
 	}
-	c, first := loadsCase{}, map[bool]int{false: 1, true: 11}[failover]
-	for i, e := range eps {
-		addr := fmt.Sprintf("127.0.37.%d:9137", i+first)
-		es := shared.EndpointSpec{Address: addr, Locality: shared.Locality{"cluster": e.cluster, "region": e.region, "zone": e.zone, "subzone": "s1"}}
-		if !e.healthy {
-			es.Healthy = boolp(false)
-		}
-		spec.Endpoints = append(spec.Endpoints, es)
-		c.eps = append(c.eps, loadsEndpoint{addr: addr, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
-	}
-	c.spec = spec
-	return c
+	return firstScopeCase(spec, "cluster", "127.0.37.%d:9137", map[bool]int{false: 1, true: 11}[failover], eps)
 }
 
 // TestConnectClusterPriorities: real connects through the programs from a
@@ -146,18 +152,7 @@ func TestConnectClusterPriorities(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cases := []loadsCase{clusterPriorityCase(), clusterFailoverCase()}
 	install(t, specsOf(cases, loadsCase.specOf), shared.Locality{"cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"})
-	const connects = 4000
-	for _, c := range cases {
-		seen := map[string]int{}
-		for range connects {
-			got, err := kerneltest.Ask(c.spec.VIP)
-			if err != nil {
-				t.Fatalf("%s: %v", c.spec.VIP, err)
-			}
-			seen[got]++
-		}
-		checkShares(t, c, seen)
-	}
+	connectShares(t, cases...)
 }
 
 // TestOtherNetworkLabelMatchesHeader: the kernel's label of the copies
