@@ -49,18 +49,23 @@ type builtService struct {
 	policy     Policy
 	health     Health
 	vip        netip.AddrPort
-	eps        []builtEndpoint // in spec order
-	labels     []uint64        // labels[i*len(scopes)+d]: endpoint i's label at depth d
-	order      []int32         // eps indices, sorted: eligible first, each part by labels and address
-	netOrder   []int32         // with the network rule: the eligible eps indices sorted by the scopes after network (with spillover: sortOther's copies)
-	netLabel   []uint64        // with the network rule and spillover: each copy's network m (sortOther)
-	netSet     []uint8         // and its set
+	eps        []builtEndpoint   // in spec order
+	labels     []uint64          // labels[i*len(scopes)+d]: endpoint i's label at depth d
+	order      []int32           // eps indices, sorted: eligible first, each part by labels and address
+	netOrder   []int32           // with the network rule: the eligible eps indices sorted by the scopes after network (with spillover: sortOther's copies)
+	netLabel   []uint64          // with the network rule and spillover: each copy's network m (sortOther)
+	netSet     []uint8           // and its set
+	netChain   []uint8           // and how many levels its key takes (groups.go otherGroup.chain)
+	classKeys  map[uint64]string // the class keys among netLabel (groups.go), and their classes
 	nElig      int
 	nDeg       int            // degraded endpoints; they follow the eligible ones
 	nodes      []builtNode    // breadth-first, root first; indices relative to the service
 	aux        [3][]builtNode // the trees over the degraded and the unhealthy endpoints, and the network tree
 	netRule    bool           // the network rule is in force (docs/FORMAT.md, "Network rule")
 	other      uint8          // a spillover service's copies by its first scope: 0 none, else its network_rule byte (otherRanked, otherMerged; network.go)
+	classes    bool           // the copies hold groups by class before the locality (groups.go)
+	groups     []otherGroup   // the groups of the copies, in priority order
+	first      int            // the index of the first locality scope
 	spill      bool           // priority load (Spillover) is on
 	of         uint32         // overprovisioning factor, percent
 	panic      uint32         // panic threshold, percent
@@ -435,8 +440,7 @@ func (s *builtService) prepareEndpoints(specs []EndpointSpec) error {
 		return invalid("service %q: every endpoint has weight 0", s.name)
 	}
 	s.sortEndpoints()
-	s.sortNetwork()
-	return nil
+	return s.sortNetwork()
 }
 
 // addrSet is a set of endpoint addresses (indices into a service's

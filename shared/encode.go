@@ -102,6 +102,9 @@ func putPolicy(b []byte, s *builtService, auxBase int) {
 		if s.other != 0 {
 			b[wire.PNetworkRule] = s.other
 		}
+		if s.classes {
+			b[wire.PNetworkRule] += withClasses
+		}
 		le.PutUint32(b[wire.PNetworkCount:], uint32(len(s.aux[2])))
 	}
 }

@@ -98,7 +98,7 @@ func exactBytes(t *testing.T, la *LoadAwareSpec, high, low uint16) {
 	meta := []byte{1, 0, 's', 0, 4, 0, 'z', 'o', 'n', 'e', 1, 0, first[0], 1, 0, second[0]}
 	// header
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(7)
+	u16(8)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -212,19 +212,20 @@ func TestGoldenKeepsV1Records(t *testing.T) {
 	}
 }
 
-// TestGoldenKeepsOlderBytes holds formats 3 to 7 to their promise: a tree
+// TestGoldenKeepsOlderBytes holds formats 3 to 8 to their promise: a tree
 // without distribute rules (format 3), without the network rule (format 4),
-// without it under spillover (format 5), without load_aware (format 6) and
-// without copies by a first scope other than network (format 7) is byte for
-// byte its older encoding (testdata/mesh.v2.golden.bin to mesh.v6.golden.bin,
-// written by the format-2 to -6 encoders) but for the version field (the
-// checksum starts at byte 12, after it).
+// without it under spillover (format 5), without load_aware (format 6),
+// without copies by a first scope other than network (format 7) and without
+// classes before the locality (format 8) is byte for byte its older
+// encoding (testdata/mesh.v2.golden.bin to mesh.v7.golden.bin, written by
+// the format-2 to -7 encoders) but for the version field (the checksum
+// starts at byte 12, after it).
 func TestGoldenKeepsOlderBytes(t *testing.T) {
 	now := goldenTree(t).Bytes()
-	if now[wire.HVersion] != 7 {
-		t.Fatalf("version %d, want 7", now[wire.HVersion])
+	if now[wire.HVersion] != 8 {
+		t.Fatalf("version %d, want 8", now[wire.HVersion])
 	}
-	for _, v := range []byte{2, 3, 4, 5, 6} {
+	for _, v := range []byte{2, 3, 4, 5, 6, 7} {
 		old, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("mesh.v%d.golden.bin", v)))
 		if err != nil {
 			t.Fatal(err)
@@ -235,7 +236,7 @@ func TestGoldenKeepsOlderBytes(t *testing.T) {
 		b := slices.Clone(now)
 		b[wire.HVersion] = v
 		if !bytes.Equal(old, b) {
-			t.Fatalf("the format-7 golden tree differs from the format-%d one beyond the version", v)
+			t.Fatalf("the format-8 golden tree differs from the format-%d one beyond the version", v)
 		}
 	}
 }
@@ -267,7 +268,7 @@ func TestExactBytesSpillover(t *testing.T) {
 	// S=1, N=2 (root, a), E=3, A=4 (degraded: root, a; unhealthy: root, b)
 	const nodesOff, epsOff, polsOff, auxOff, strOff = 128, 128 + 2*24, 176 + 3*32, 272 + 32, 304 + 4*24
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(7)
+	u16(8)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

@@ -10,7 +10,7 @@ import (
 // Format constants (docs/FORMAT.md). The record-level layout, sizes and
 // field offsets, is package wire's (shared/wire).
 const (
-	FormatVersion = 7
+	FormatVersion = 8
 	// MaxLevels is the largest number of routing scopes of a service.
 	MaxLevels = 8
 )

@@ -271,14 +271,18 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 	}
 }
 
-// refusedBeforeRegion says whether Build refuses a spec for two or more
-// scopes before region under failover rules: Istio's priorities then split
-// every rank of those scopes again by region, zone and subzone (rank × 5 +
-// LbPriority), which the tree holds for one scope before region (its
-// copies by the first scope) but not for more (docs/TOPOLOGY.md,
-// "failover"); the oracle above still computes them.
+// refusedBeforeRegion says whether Build refuses a spec for more scopes
+// before region under failover rules than its groups of copies hold
+// (groups.go: 3 classes, 2 under the network rule): Istio's priorities
+// split every rank of those scopes again by region, zone and subzone
+// (rank × 5 + LbPriority); the oracle above still computes them.
 func refusedBeforeRegion(spec *ServiceSpec) bool {
-	return len(spec.Failover) > 0 && slices.Index(spec.Scopes, "region") > 1
+	at := slices.Index(spec.Scopes, "region")
+	limit := maxGroups
+	if spec.Scopes[0] == "network" {
+		limit = (maxGroups + 1) / 2
+	}
+	return len(spec.Failover) > 0 && at > limit
 }
 
 // buildOrRefused builds spec, or checks that Build refuses it as
@@ -328,8 +332,10 @@ func TestIstioNetworkVectorsShared(t *testing.T) {
 func TestNetworkPrioritiesMatchIstio(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 34))
 	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "cluster", "region", "zone", "subzone"},
-		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone", "subzone"}}
-	for it := range 2000 {
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone", "subzone"},
+		{"network", "cluster", "region", "zone", "subzone", "node"}, {"cluster", "network", "region", "zone", "subzone"},
+		{"cluster", "env", "team", "region", "zone", "subzone"}, {"network", "cluster", "env", "region", "zone"}}
+	for it := range 3000 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]
 		threshold := []uint32{0, 50, 30}[rng.IntN(3)]
@@ -370,8 +376,10 @@ func TestNetworkSpreadMatchesEnvoy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 35))
 	forms := [][]string{{"network", "region", "zone"}, {"network", "region", "zone", "subzone"}, {"network", "region", "zone", "subzone", "node"},
 		{"network", "zone"}, {"network", "cluster", "node"},
-		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone"}, {"cluster", "region", "zone", "subzone", "node"}}
-	for it := range 120 {
+		{"cluster", "region", "zone", "subzone"}, {"cluster", "region", "zone"}, {"cluster", "zone"}, {"cluster", "region", "zone", "subzone", "node"},
+		{"network", "cluster", "region", "zone", "subzone"}, {"cluster", "network", "region", "zone"}, {"cluster", "env", "team", "region", "zone"},
+		{"network", "cluster", "zone", "subzone"}}
+	for it := range 240 {
 		scopes := forms[rng.IntN(len(forms))]
 		of := []uint32{140, 100, 200}[rng.IntN(3)]
 		threshold := []uint32{0, 50, 30}[rng.IntN(3)]

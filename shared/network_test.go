@@ -71,8 +71,12 @@ func TestNetworkRuleRefused(t *testing.T) {
 		{"alone", "needs a scope after network", func(s *ServiceSpec) { s.NetworkRule, s.Scopes = "ztunnel", []string{"network"} }},
 		{"strict", "no effect in mode strict", func(s *ServiceSpec) { s.NetworkRule, s.Mode = "ztunnel", "strict" }},
 		{"bounded", "no effect with failover_limit", func(s *ServiceSpec) { s.NetworkRule, s.FailoverLimit = "ztunnel", "network" }},
-		{"network and cluster before region", "put at most one scope before region, or failover_limit: cluster", func(s *ServiceSpec) {
-			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "region"}
+		{"network and two labels before region", "up to 3 scopes before region (2 under the network rule); put at most that many before region, or set failover_limit: env", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"network", "cluster", "env", "region"}
+			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
+		}},
+		{"four labels before region", "up to 3 scopes before region (2 under the network rule); put at most that many before region, or set failover_limit: team", func(s *ServiceSpec) {
+			s.Spillover, s.Scopes = &SpilloverSpec{}, []string{"cluster", "network", "env", "team", "region"}
 			s.Failover = []FailoverSpec{{From: "r1", To: "r2"}}
 		}},
 		{"zone apart", "zone must follow region directly", func(s *ServiceSpec) {
@@ -147,7 +151,7 @@ func TestExactBytesNetworkRule(t *testing.T) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 4 endpoint records (2 + 2 copies), 5 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(7)
+	u16(8)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)
@@ -226,7 +230,8 @@ func TestDecodeRejectsBadNetworkRule(t *testing.T) {
 		name, want string
 		mut        func(b []byte)
 	}{
-		{"rule 5", "network rule 5 with a network tree", func(b []byte) { b[pol+wire.PNetworkRule] = 5 }},
+		{"rule 8", "network rule 8 with a network tree", func(b []byte) { b[pol+wire.PNetworkRule] = 8 }},
+		{"rule 5 (classes) without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 5 }},
 		{"rule 4 without failover rules", "network rule 4 with 0 failover rules", func(b []byte) { b[pol+wire.PNetworkRule] = 4 }},
 		{"rule 3 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 3 }},
 		{"rule 2 without spillover", "overprovisioning factor 0", func(b []byte) { b[pol+wire.PNetworkRule] = 2 }},
@@ -317,7 +322,7 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	meta = slices.Insert(meta, 3, 0)
 	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
 	b = append(b, 'L', 'T', 'R', 'E')
-	u16(7)
+	u16(8)
 	u16(64)
 	u32(0) // checksum, patched below
 	u32(0)

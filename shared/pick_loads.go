@@ -54,7 +54,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
 	if l.Other[pr] { // an aux node: after the tree's nodes
-		rr = &p.rr[p.tree.NumNodes()+int(l.node[numSets][l.Rank[pr]])]
+		rr = &p.rr[p.tree.NumNodes()+int(l.node[numSets*int(l.Group[pr])][l.Rank[pr]])]
 	}
 	if u.n == 1 {
 		return p.pool.pick(s.policy, u.s[0].Lo, u.s[0].Hi, key, p.src, rr), true

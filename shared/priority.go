@@ -5,8 +5,11 @@ import "github.com/loctree/loctree/shared/wire"
 // MaxPriorities is the largest number of priorities of a source: one per
 // match depth, 0..MaxLevels, and one more where a failover rule splits a
 // depth in two; under the network rule, the depths 1..MaxLevels on the
-// source's network and on the others, each with a failover split.
-const MaxPriorities = 2*MaxLevels + 2
+// source's network and on the others, each with a failover split; with
+// classes before the locality (groups.go), up to 26 (scopes [network,
+// cluster, region, zone, subzone] and three more, failover rules: 8 + 8
+// own and ranked, 5 per class). Bit p of a 32-bit mask marks panic.
+const MaxPriorities = 32
 
 // Span is a contiguous range of endpoints [Lo, Hi) (absolute indices).
 type Span struct{ Lo, Hi uint32 }
@@ -24,9 +27,10 @@ const (
 	setDegraded
 	setUnhealthy
 	numSets
-	// numTrees counts the sets' own trees and their other-network trees
-	// (a tree index is set, or numSets + set: network.go).
-	numTrees = 2 * numSets
+	// numTrees counts the sets' own trees and their trees of each group of
+	// copies (a tree index is set, or numSets·(1 + group) + set:
+	// network.go walkOther, groups.go).
+	numTrees = numSets * (1 + maxGroups)
 )
 
 // Loads is Envoy's per-priority state for one source (docs/FORMAT.md,
@@ -67,8 +71,13 @@ type priorities struct {
 	// Other is set for a priority of endpoints on other networks than the
 	// source's (the network rule of a spillover service: Istio's
 	// failoverPriority network rule, istio/istio b6787c12); Rank then
-	// counts network as matched, and the scopes after it that match.
-	Other    [MaxPriorities]bool
+	// counts network as matched, and the scopes after it that match. It
+	// is set too for a priority of a class before the locality (groups.go),
+	// whose Rank counts the class's scopes as matched.
+	Other [MaxPriorities]bool
+	// Group is the group of copies of an Other priority, from 1 in the
+	// service's order (groups.go), else 0.
+	Group    [MaxPriorities]uint8
 	Counts   [MaxPriorities]PriorityCounts
 	Healthy  [MaxPriorities]uint8 // percent
 	Degraded [MaxPriorities]uint8 // percent
@@ -133,16 +142,23 @@ func (s *Service) LoadsLabels(labels []uint64, l *Loads) {
 	trees := numSets
 	if s.netOther {
 		l.walkOther(s, labels, levels)
-		trees = numTrees
+		trees = numSets * (1 + len(s.groups))
 	}
 	split := l.failover(s, labels, trees)
 	lowest := s.minRank // bounded failover: lower ranks are no priority
-	if s.netOther {
+	switch {
+	case s.classes:
+		lowest = s.first // the lower ranks are the classes' priorities
+	case s.netOther:
 		lowest = 1 // rank 0, the other networks, is their trees' priorities
 	}
 	l.addRanks(0, levels, lowest, split)
-	if s.netOther {
-		l.addRanks(numSets, levels, 1, split)
+	for g := range s.groups {
+		low := 1
+		if s.groups[g].ranked && s.classes {
+			low = s.first // the ranks below: its classes
+		}
+		l.addRanks(numSets*(1+g), levels, low, split)
 	}
 	l.distribute(s.overprovision, s.panicThreshold)
 	if s.locDepth > 0 {
@@ -183,7 +199,7 @@ func (l *Loads) Priority(ep uint32) int {
 // trees from base (the sets' own trees, or their other-network trees),
 // deepest first, the rank split splits in two by a failover rule.
 func (l *Loads) addRanks(base, levels, lowest, split int) {
-	other := base == numSets
+	other := uint8(base / numSets)
 	for r := levels; r >= lowest; r-- {
 		h, d, u := l.count(base+setEligible, r), l.count(base+setDegraded, r), l.count(base+setUnhealthy, r)
 		if r == split {
@@ -198,11 +214,11 @@ func (l *Loads) addRanks(base, levels, lowest, split int) {
 }
 
 // add appends a priority unless it is empty.
-func (l *Loads) add(rank int, failover uint8, other bool, h, d, u uint32) {
-	if h+d+u == 0 {
+func (l *Loads) add(rank int, failover uint8, group uint8, h, d, u uint32) {
+	if h+d+u == 0 || l.N == MaxPriorities {
 		return
 	}
-	l.Rank[l.N], l.Failover[l.N], l.Other[l.N] = uint8(rank), failover, other
+	l.Rank[l.N], l.Failover[l.N], l.Other[l.N], l.Group[l.N] = uint8(rank), failover, group > 0, group
 	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
 	l.Healthy[l.N], l.Degraded[l.N] = 0, 0 // distribute fills them
 	l.N++
@@ -262,7 +278,7 @@ func (l *Loads) single(s *Service) {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
-	l.Failover[0], l.Other[0], l.Degraded[0] = 0, false, 0
+	l.Failover[0], l.Other[0], l.Group[0], l.Degraded[0] = 0, false, 0, 0
 }
 
 // walk follows the source's labels down one tree and records its range at
@@ -302,9 +318,7 @@ func (l *Loads) count(set, r int) uint32 {
 // Rank[p] minus the nested range at depth Rank[p]+1 (two spans); with a
 // failover rule, the to-region's range (one span), or the rest (three).
 func (l *Loads) spans(set, p int) [3]Span {
-	if l.Other[p] {
-		set += numSets
-	}
+	set += numSets * int(l.Group[p])
 	a, b := l.path[set][l.Rank[p]], l.path[set][l.Rank[p]+1]
 	switch to := l.to[set]; {
 	case l.Failover[p] == 1:

@@ -69,6 +69,12 @@ type Service struct {
 	// whose other values are one priority (3) or ranked by the locality
 	// scopes only (4; network.go decideOther).
 	otherRule uint8
+	// classes is set (format version 8) when the copies hold a group per
+	// class of endpoints before the locality (groups.go): groups, in
+	// priority order, and first, the index of the first locality scope.
+	classes bool
+	groups  []otherGroup
+	first   int
 
 	tree      *Tree
 	regionAt  int              // index of the "region" scope, or -1

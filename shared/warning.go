@@ -112,16 +112,17 @@ func buildWarnings(top *Topology, svcs []*builtService) []Warning {
 // endpoints of several values of a scope before region that the tree does
 // not merge: the first one is merged when the copies by the first scope
 // rank its other values (network.go decideOther: a leading network under
-// the network rule, or a first scope right before region, zone or
-// subzone); a second scope before region is not. Inside such a priority
+// the network rule, or a first scope before region, zone or subzone);
+// every one is when the copies hold a group per class (groups.go), which
+// they do for up to maxGroups classes. Inside such a priority
 // the tree draws a locality per value, where Envoy draws one
 // region/zone/subzone across them, as istiod groups endpoints by locality
 // alone (docs/FORMAT.md, "Priority load"). The shares differ when a
 // locality's parts differ in health or weight.
 func (s *builtService) localityWarnings() []Warning {
 	g := slices.Index(s.scopes, "region")
-	if !s.spill || g <= 0 {
-		return nil
+	if !s.spill || g <= 0 || s.classes {
+		return nil // with classes, each has its copies (groups.go)
 	}
 	var out []Warning
 	for d := max(s.minRank, 0); d < g; d++ {

@@ -140,8 +140,10 @@ func TestLocalitiesAcrossClustersWarn(t *testing.T) {
 		want string // the scope warned of, "" none
 	}{
 		{"two clusters", svc([]string{"cluster", "region", "zone"}, "c1", "c2", "c2"), ""},
-		{"two clusters, a label between", svc([]string{"cluster", "example.com/rack", "region", "zone"}, "c1", "c2", "c2"), "cluster"},
-		{"network, then two clusters", svc([]string{"network", "cluster", "region", "zone"}, "c1", "c1", "c2"), "cluster"},
+		{"two clusters, a label between", svc([]string{"cluster", "example.com/rack", "region", "zone"}, "c1", "c2", "c2"), ""},
+		{"network, then two clusters", svc([]string{"network", "cluster", "region", "zone"}, "c1", "c1", "c2"), ""},
+		{"network, then two clusters and a label", svc([]string{"network", "cluster", "example.com/rack", "region", "zone"}, "c1", "c1", "c2"), "cluster"},
+		{"four labels before region", svc([]string{"cluster", "network", "example.com/rack", "example.com/row", "region", "zone"}, "c1", "c1", "c2"), "network"},
 		{"one cluster", svc([]string{"cluster", "region", "zone"}, "c1", "c1"), ""},
 		{"two networks under the network rule", svc([]string{"network", "region", "zone"}, "c1", "c2"), ""},
 		{"two networks, plain rule", plain, ""},
