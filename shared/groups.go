@@ -99,3 +99,14 @@ func classKey(d int, net bool, values []uint64) uint64 {
 
 // classKeySeed keeps class keys apart from any other use of mix64.
 const classKeySeed = 0x243f6a8885a308d3
+
+// MaxScopesBeforeRegion is how many scopes a spillover service with
+// failover rules may put before region (groups.go: each class of them has
+// its copies): 3, or 2 with network first (the network rule's classes
+// come twice, on the source's network and on the others).
+func MaxScopesBeforeRegion(networkFirst bool) int {
+	if networkFirst {
+		return (maxGroups + 1) / 2
+	}
+	return maxGroups
+}

@@ -137,7 +137,7 @@ func (s *builtService) checkFailoverScopes() error {
 	}
 	at := slices.Index(s.scopes, "region")
 	if at > 1 && s.minRank < at && !s.classes || at == 1 && s.other == 0 && s.minRank < 1 && !isLocalityScope(s.scopes[0]) {
-		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the %d scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the copies hold for up to %d scopes before region (%d under the network rule); put at most that many before region, or set failover_limit: %s", s.name, s.scopes, at, maxGroups, (maxGroups+1)/2, s.scopes[at-1])
+		return invalid("service %q: failover with scopes %v: Istio ranks every rank of the %d scopes before region again by region, zone and subzone (rank × 5 + LbPriority), which the copies hold for up to %d scopes before region (%d under the network rule); put at most that many before region, or set failover_limit: %s", s.name, s.scopes, at, MaxScopesBeforeRegion(false), MaxScopesBeforeRegion(true), s.scopes[at-1])
 	}
 	next := at + 1
 	for _, name := range []string{"zone", "subzone"} {

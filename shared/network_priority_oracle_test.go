@@ -278,11 +278,7 @@ func TestIstioNetworkVectorsOracle(t *testing.T) {
 // (rank × 5 + LbPriority); the oracle above still computes them.
 func refusedBeforeRegion(spec *ServiceSpec) bool {
 	at := slices.Index(spec.Scopes, "region")
-	limit := maxGroups
-	if spec.Scopes[0] == "network" {
-		limit = (maxGroups + 1) / 2
-	}
-	return len(spec.Failover) > 0 && at > limit
+	return len(spec.Failover) > 0 && at > MaxScopesBeforeRegion(spec.Scopes[0] == "network")
 }
 
 // buildOrRefused builds spec, or checks that Build refuses it as

@@ -97,6 +97,12 @@ func (s *Service) NetworkPriorities() bool { return s.netOther }
 // rather than ranking them by the scopes after it.
 func (s *Service) OtherValuesMerged() bool { return s.otherRule == otherMerged }
 
+// ClassesBeforeLocality says whether a service with NetworkPriorities has
+// two or more scopes before its first locality scope, each class of
+// endpoints that differ from the source first at one of them with its
+// own copies (docs/FORMAT.md, "Classes before the locality").
+func (s *Service) ClassesBeforeLocality() bool { return s.classes }
+
 // NetworkCopies is the number of endpoint records the network rule adds
 // after the service's EndpointCount (0 without it).
 func (s *Service) NetworkCopies() uint32 { return s.netCopies() }

@@ -3,8 +3,11 @@ package kubernetes
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loctree/loctree/shared"
 )
 
 // TestDistributeRules: distribute rules are checked as Istio's validation
@@ -69,5 +72,32 @@ func TestParseMeshConfig(t *testing.T) {
 	}
 	if _, err := ParseMeshConfig([]byte("localityLbSetting:\n  failoverPriorty: [x]\n")); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "failoverPriorty") {
 		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// TestFailoverWithTwoPriorityLabels: failover rules together with a
+// failoverPriority of network and cluster (Istio's "FailoverPriority with
+// Failover", loadbalancer_test.go at b6787c12) become the scopes
+// [network, cluster, region, zone, subzone] with the rules, which the
+// tree ranks by class (docs/FORMAT.md "Classes before the locality"); a
+// third label after network is more than it holds, and says so.
+func TestFailoverWithTwoPriorityLabels(t *testing.T) {
+	on := true
+	set := &LocalityLBSetting{Enabled: &on, Failover: []localityFailover{{From: "r1", To: "r2"}},
+		FailoverPriority: []string{LabelNetwork, "topology.istio.io/cluster"}}
+	got, err := failoverSettings(settings{}, set, &outlierDetection{}, tdAny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.scopes, []string{"network", "cluster", "region", "zone", "subzone"}) || len(got.failover) != 1 || got.failover[0] != (shared.FailoverSpec{From: "r1", To: "r2"}) {
+		t.Fatalf("scopes %v, failover %v", got.scopes, got.failover)
+	}
+	if _, err := shared.Build(&shared.Topology{Services: []shared.ServiceSpec{{Name: "s", Scopes: got.scopes, Failover: got.failover, Spillover: &shared.SpilloverSpec{},
+		Endpoints: []shared.EndpointSpec{{Address: "127.0.0.1:80"}}}}}, shared.BuildOptions{}); err != nil {
+		t.Fatalf("the tree refuses the scopes: %v", err)
+	}
+	set.FailoverPriority = append(set.FailoverPriority, "example.com/env")
+	if _, err := failoverSettings(settings{}, set, &outlierDetection{}, tdAny); err == nil || !strings.Contains(err.Error(), "up to 3 labels (2 with the network first)") {
+		t.Fatalf("three labels after network: %v", err)
 	}
 }

@@ -90,21 +90,25 @@ func failoverSettings(base settings, set *LocalityLBSetting, od *outlierDetectio
 }
 
 // failoverWithPriority is failover rules together with a failoverPriority
-// of one label: Istio ranks by the label and then by region, zone and
-// subzone within each rank, failoverPriority rank × 5 + LbPriority
-// (applyLocalityFailover over applyFailoverPriorities, loadbalancer.go at
-// b6787c12): the scopes [label, region, zone, subzone] with the rules,
-// whose other values the tree ranks from its copies by the first scope
-// (docs/FORMAT.md "Copies by the first scope"). Two labels or more, a
-// label with a value, or a locality label are not held.
+// of up to shared.MaxScopesBeforeRegion labels: Istio ranks by the labels
+// and then by region, zone and subzone within each rank, failoverPriority
+// rank × 5 + LbPriority (applyLocalityFailover over
+// applyFailoverPriorities, loadbalancer.go at b6787c12): the scopes
+// [labels…, region, zone, subzone] with the rules, whose other values the
+// tree ranks from its copies by class (docs/FORMAT.md "Copies by the
+// first scope", "Classes before the locality"). More labels, a label with
+// a value, or a locality label are not held.
 func failoverWithPriority(out, base settings, scopes []string, rules []localityFailover) (settings, error) {
-	switch {
-	case len(scopes) > 1:
-		return base, fmt.Errorf("localityLbSetting: failover together with a failoverPriority of %d labels ranks each rank of every label again by region, zone and subzone; the tree holds that for one label", len(scopes))
-	case strings.Contains(scopes[0], "="):
-		return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: a label with a value before region is not held with failover rules; drop the value or the failover rules", scopes[0])
-	case slices.Contains(localityScopes, scopes[0]):
-		return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: the tree ranks region, zone and subzone by the failover rules; drop the failoverPriority", scopes[0])
+	if held := shared.MaxScopesBeforeRegion(scopes[0] == "network"); len(scopes) > held {
+		return base, fmt.Errorf("localityLbSetting: failover together with a failoverPriority of %d labels ranks each rank of every label again by region, zone and subzone; the tree holds that for up to %d labels (%d with the network first)", len(scopes), shared.MaxScopesBeforeRegion(false), shared.MaxScopesBeforeRegion(true))
+	}
+	for _, sc := range scopes {
+		switch {
+		case strings.Contains(sc, "="):
+			return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: a label with a value before region is not held with failover rules; drop the value or the failover rules", sc)
+		case slices.Contains(localityScopes, sc):
+			return base, fmt.Errorf("localityLbSetting: failover together with failoverPriority %q: the tree ranks region, zone and subzone by the failover rules; drop the failoverPriority", sc)
+		}
 	}
 	fo, err := failoverRules(rules)
 	out.scopes, out.failover = append(scopes, localityScopes...), fo

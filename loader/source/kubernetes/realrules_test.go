@@ -18,7 +18,7 @@ import (
 
 // TestRealServerDestinationRules, with Istio's CRD on a real API server: a
 // rule's failover reaches the tree; a rule the tree cannot honour
-// (failover together with a failoverPriority of two labels, which the
+// (failover together with a failoverPriority of three labels, network first, which the
 // CRD's schema accepts) is a Warning Event on the DestinationRule and every update
 // keeps the last good settings; a misspelt field is what the server
 // stores, not what was written: the CRD's structural schema prunes it, so
@@ -33,9 +33,9 @@ func TestRealServerDestinationRules(t *testing.T) {
 	c.waitFor(t, 0, "the rule's failover r1 → r2", good)
 
 	n := c.count()
-	r.updateRule(t, map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r3"}}, "failoverPriority": []any{LabelNetwork, "topology.istio.io/cluster"}})
+	r.updateRule(t, map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r3"}}, "failoverPriority": []any{LabelNetwork, "topology.istio.io/cluster", "example.com/env"}})
 	ev := r.waitEvent(t, ReasonUnsupportedRule)
-	if ev.InvolvedObject.Kind != "DestinationRule" || ev.InvolvedObject.Name != "reviews" || !strings.Contains(ev.Message, "failover together with a failoverPriority of 2 labels") {
+	if ev.InvolvedObject.Kind != "DestinationRule" || ev.InvolvedObject.Name != "reviews" || !strings.Contains(ev.Message, "failover together with a failoverPriority of 3 labels") {
 		t.Errorf("event on %s %s: %q", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -122,8 +122,8 @@ func TestDestinationRuleFromAPI(t *testing.T) {
 	}{
 		{"distribute beyond the tree", map[string]any{"distribute": []any{map[string]any{"from": "r1/z1/*", "to": nineTargets()}}}, "distribute"},
 		{"unknown field", map[string]any{"failoverPriorty": []any{"topology.kubernetes.io/zone"}}, `unknown field "failoverPriorty"`},
-		{"failover with two failoverPriority labels", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r2"}},
-			"failoverPriority": []any{"topology.istio.io/network", "topology.istio.io/cluster"}}, "failover together with a failoverPriority of 2 labels"},
+		{"failover with three failoverPriority labels, network first", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r2"}},
+			"failoverPriority": []any{"topology.istio.io/network", "topology.istio.io/cluster", "example.com/env"}}, "failover together with a failoverPriority of 3 labels"},
 		{"failover with failoverPriority label=value", map[string]any{"failover": []any{map[string]any{"from": "r1", "to": "r2"}},
 			"failoverPriority": []any{"topology.istio.io/network=n1"}}, "a label with a value before region"},
 		{"bad label=value", map[string]any{"failoverPriority": []any{"topology.kubernetes.io/zone=z1=z2"}}, "z1=z2"},
