@@ -110,3 +110,35 @@ func MaxScopesBeforeRegion(networkFirst bool) int {
 	}
 	return maxGroups
 }
+
+// PriorityClass describes priority p of l for tools. For a priority of
+// the sets' own trees it is (Rank, -1, false): the scopes the source
+// shares with its endpoints. For one of a group of copies (Loads.Other):
+// matched counts the scopes its endpoints share with the source, differs
+// is the scope they first differ at (0 for the first scope's other
+// values and the network rule's other networks), and otherNetworks says
+// that they are on other networks than the source's (the network rule).
+func (s *Service) PriorityClass(l *Loads, p int) (matched, differs int, otherNetworks bool) {
+	if p < 0 || p >= l.N || l.Group[p] == 0 || int(l.Group[p]) > len(s.groups) {
+		return int(l.Rank[max(0, min(p, MaxPriorities-1))]), -1, false
+	}
+	g := s.groups[l.Group[p]-1]
+	rank := int(l.Rank[p])
+	switch {
+	case g.ranked:
+		return rank - 1, 0, true // network is not matched, the scopes after it are
+	case g.net:
+		return g.d - 1 + rank - g.chain(s.first), g.d, true
+	}
+	return g.d + rank - g.chain(s.first), g.d, false
+}
+
+// OneRank says whether priority p of l is a whole class of endpoints (a
+// group of copies without failover rules: Istio's one failoverPriority
+// rank for them), drawn by locality across its values.
+func (s *Service) OneRank(l *Loads, p int) bool {
+	if p < 0 || p >= l.N || l.Group[p] == 0 || int(l.Group[p]) > len(s.groups) {
+		return false
+	}
+	return !s.groups[l.Group[p]-1].ranked && len(s.failover) == 0
+}

@@ -174,6 +174,15 @@ func drawTree(w io.Writer, in *treeInput) {
 		case s.NetworkPriorities():
 			fmt.Fprintf(w, "  other %s values: after the source's %s, in priorities by %s (Istio's failoverPriority with failover rules)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:min(s.OtherWalkDepth(), s.Levels())], "/"))
 		}
+		if s.ClassesBeforeLocality() {
+			sc := s.Scopes()
+			first := slices.IndexFunc(sc, func(x string) bool { return x == "region" || x == "zone" || x == "subzone" })
+			how := "one priority each"
+			if len(s.Failover()) > 0 {
+				how = "each ranked by " + joinSafe(sc[first:min(s.LocalityDepth(), len(sc))], "/") + " and the failover rules"
+			}
+			fmt.Fprintf(w, "  classes before the locality: the endpoints that differ from the source first at one of %s, %s, their localities across its values (Istio's failoverPriority rank × 5 + LbPriority)\n", joinSafe(sc[:first], ", "), how)
+		}
 		drawChildren(w, s, states, t.Node(s.Root()), "  ")
 		if s.EndpointCount() > s.EligibleCount() {
 			fmt.Fprintf(w, "  not eligible: %s\n", strings.Join(endpointLabels(s, states, s.EligibleCount(), s.EndpointCount()), " "))

@@ -107,15 +107,16 @@ type priorityLoad struct {
 	Panic        bool   `json:"panic"`
 	// OtherNetworks: the priority's endpoints are on other networks than
 	// the source's (the network rule of a spillover service, Istio's
-	// failoverPriority network rule); Matched counts the scopes after
-	// network they share with the source.
+	// failoverPriority network rule); Matched counts the scopes they
+	// share with the source.
 	OtherNetworks bool `json:"other_networks,omitempty"`
-	// OtherValues: the priority's endpoints have other values of the
-	// service's first scope than the source's (named here: "network",
-	// "cluster"), ranked from the copies by that scope; with network first
-	// OtherNetworks is set too. OneRank: they are one priority (a first
-	// scope other than network, no failover rules), drawn by locality
-	// across those values.
+	// OtherValues: the priority's endpoints have other values of this
+	// scope than the source's, the first they differ at (named here:
+	// "network", "cluster"; with two or more scopes before the locality,
+	// any of them), ranked from their copies (docs/FORMAT.md "Copies by
+	// the first scope", "Classes before the locality"); with network first
+	// OtherNetworks is set too. OneRank: they are one priority (no failover
+	// rules), drawn by locality across those values.
 	OtherValues string `json:"other_values,omitempty"`
 	OneRank     bool   `json:"one_rank,omitempty"`
 	// Localities: where istiod turns Envoy's locality weighted LB on, the
@@ -168,9 +169,10 @@ func distributeOf(l *shared.Loads) *distributeLoad {
 // localityLoads is priority p's locality level (nil when it draws none).
 func localityLoads(in *treeInput, svc *shared.Service, l *shared.Loads, p int) []localityLoad {
 	var out []localityLoad
+	_, differs, nets := svc.PriorityClass(l, p)
 	for _, ls := range svc.LocalityShares(l, p) {
 		ll := localityLoad{
-			Locality: localityName(in, svc, ls, l.Other[p]), Healthy: ls.Eligible.Len(), Degraded: ls.Degraded.Len(),
+			Locality: localityName(in, svc, ls, differs, nets), Healthy: ls.Eligible.Len(), Degraded: ls.Degraded.Len(),
 			HealthyShare: percent2(ls.HealthyShare), DegradedShare: percent2(ls.DegradedShare),
 			Share: percent2((float64(l.Healthy[p])*ls.HealthyShare + float64(l.Degraded[p])*ls.DegradedShare) / 100),
 		}
@@ -190,10 +192,21 @@ func percent2(share float64) float64 { return math.Round(1e4*share) / 100 }
 // topology by its first degraded endpoint's address (an encoded tree keeps
 // no names of degraded-only localities: "?"). A locality of an
 // other-networks priority spans those networks: "*" for its network.
-func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare, other bool) string {
+func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare, differs int, nets bool) string {
 	name := localityScopeValues(in, svc, ls)
-	if other && name != nil {
-		name[0] = "*"
+	if differs >= 0 && name != nil {
+		// the scope the class differs at, and those after it before the
+		// locality (the class spans their values); a network too when
+		// the endpoints are on other networks
+		first := slices.IndexFunc(svc.Scopes(), func(sc string) bool { return sc == "region" || sc == "zone" || sc == "subzone" })
+		if nets && differs == 0 {
+			first = 1 // the network rule's copies: ranked by every scope after network
+		}
+		for i := range name {
+			if i >= differs && i < max(first, differs+1) || i == 0 && nets {
+				name[i] = "*"
+			}
+		}
 	}
 	if name == nil {
 		return "?"
@@ -236,14 +249,14 @@ func pickLoads(in *treeInput, svc *shared.Service, src shared.Locality, o *treeP
 	l := svc.Loads(src)
 	for p := range l.N {
 		c := l.Counts[p]
-		matched, other := int(l.Rank[p]), ""
-		if l.Other[p] {
-			matched-- // the first scope is not matched: the scopes after it
-			other = svc.Scopes()[0]
+		matched, differs, otherNets := svc.PriorityClass(&l, p)
+		other := ""
+		if differs >= 0 {
+			other = svc.Scopes()[differs]
 		}
 		res.Loads = append(res.Loads, priorityLoad{
 			Priority: p, Matched: matched, Failover: [3]string{"", "to", "other"}[l.Failover[p]],
-			OtherNetworks: l.Other[p] && other == "network", OtherValues: other, OneRank: l.Other[p] && svc.OtherValuesMerged(),
+			OtherNetworks: otherNets, OtherValues: other, OneRank: svc.OneRank(&l, p),
 			Healthy: int(c.Healthy), Degraded: int(c.Degraded), Total: int(c.Total),
 			HealthyLoad: int(l.Healthy[p]), DegradedLoad: int(l.Degraded[p]), Panic: l.InPanic(p),
 			Localities: localityLoads(in, svc, &l, p),
@@ -446,6 +459,11 @@ func drawLoads(w io.Writer, svc *shared.Service, res *pickResult) {
 		switch {
 		case l.OneRank:
 			what = others + ", one priority"
+		case l.OtherValues != "" && svc.ClassesBeforeLocality():
+			if l.OtherNetworks && l.OtherValues != "network" {
+				others = "other networks, other " + l.OtherValues + " values"
+			}
+			what = fmt.Sprintf("%s, matched %d of %d%s", others, l.Matched, svc.Levels(), fo)
 		case l.OtherValues != "":
 			what = fmt.Sprintf("%s, matched %d of the %d after %s%s", others, l.Matched, svc.Levels()-1, l.OtherValues, fo)
 		}

@@ -120,3 +120,47 @@ func pickNet(t *testing.T, doc, from string) (*pickPriorities, string, []string)
 	}
 	return &res, out, args
 }
+
+// TestPickClassPriorities: Istio's "FailoverPriority with Failover"
+// (pilot/pkg/networking/core/loadbalancer/loadbalancer_test.go at
+// b6787c126ec0, lines 1024-1150: failoverPriority [network, cluster],
+// failover region1 → region2, a proxy n2/c2 in region1/zone1/subzone1;
+// Istio's priorities 2.2.2.2 0, 5.5.5.5 1, 4.4.4.4 2, 1.1.1.1 3, 3.3.3.3
+// 4, 6.6.6.6 5), as loctree's scopes [network, cluster, region, zone,
+// subzone]: tree pick -o json lists the six priorities in that order and
+// says which class each is (other_values: the scope its endpoints first
+// differ at; other_networks; matched: the scopes they share).
+func TestPickClassPriorities(t *testing.T) {
+	doc := `services:
+  - name: net
+    scopes: [network, cluster, region, zone, subzone]
+    spillover: {}
+    failover: [{from: region1, to: region2}]
+    endpoints:
+      - {address: 127.0.37.1:80, locality: {network: n1, cluster: c1, region: region1, zone: zone1, subzone: subzone1}}
+      - {address: 127.0.37.2:80, locality: {network: n2, cluster: c2, region: region1, zone: zone2, subzone: subzone2}}
+      - {address: 127.0.37.3:80, locality: {network: n1, cluster: c3, region: region2, zone: zone2, subzone: subzone2}}
+      - {address: 127.0.37.4:80, locality: {network: n2, cluster: c4, region: region3, zone: zone3, subzone: subzone3}}
+      - {address: 127.0.37.5:80, locality: {network: n2, cluster: c2, region: region2, zone: zone2, subzone: subzone2}}
+      - {address: 127.0.37.6:80, locality: {network: n1, cluster: c6, region: region3, zone: zone3, subzone: subzone3}}
+`
+	res, out, _ := pickNet(t, doc, "network=n2,cluster=c2,region=region1,zone=zone1,subzone=subzone1")
+	type want struct {
+		other   string
+		nets    bool
+		matched int
+	}
+	// 2.2.2.2: n2/c2 and region1; 5.5.5.5: n2/c2, region2 (the rule's
+	// to); 4.4.4.4: n2, another cluster, region3; 1.1.1.1: another
+	// network and cluster, region1/zone1/subzone1; 3.3.3.3: region2;
+	// 6.6.6.6: region3.
+	wants := []want{{"", false, 3}, {"", false, 2}, {"cluster", false, 1}, {"cluster", true, 3}, {"cluster", true, 0}, {"cluster", true, 0}}
+	if len(res.Loads) != len(wants) || res.Loads[0].HealthyLoad != 100 {
+		t.Fatalf("priorities:\n%s", out)
+	}
+	for p, w := range wants {
+		if l := res.Loads[p]; l.OtherValues != w.other || l.Other != w.nets || l.Matched != w.matched || l.OneRank {
+			t.Fatalf("P%d: %+v, want %+v:\n%s", p, l, w, out)
+		}
+	}
+}
