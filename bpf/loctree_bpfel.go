@@ -52,10 +52,10 @@ type loctreeLtEndpoint struct {
 }
 
 type loctreeLtLoads struct {
-	_    structs.HostLayout
-	Busy uint32
-	Pad  uint32
-	St   struct {
+	_     structs.HostLayout
+	Busy  uint32
+	Valid uint32
+	St    struct {
 		_     structs.HostLayout
 		N     uint32
 		Panic uint32
@@ -124,40 +124,7 @@ type loctreeLtLoads struct {
 	AffHash   uint64
 	Svc       loctreeLtService
 	Labels    [8]uint64
-}
-
-type loctreeLtLoadsCached struct {
-	_      structs.HostLayout
-	Busy   uint32
-	Valid  uint32
-	Svc    loctreeLtService
-	Labels [8]uint64
-	St     struct {
-		_     structs.HostLayout
-		N     uint32
-		Panic uint32
-		Path  [6][10]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Node  [6][10]uint32
-		Reach [6]uint32
-		To    [6]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Healthy  [18]uint32
-		Degraded [18]uint32
-		Total    [18]uint32
-		Rank     [18]uint8
-		Kind     [18]uint8
-		Other    [18]uint8
-		Lh       [18]uint8
-		Ld       [18]uint8
-		_        [6]byte
-	}
+	Own       [8]uint64
 }
 
 type loctreeLtLocality struct {

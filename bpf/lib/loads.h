@@ -5,12 +5,14 @@
  * per-priority pick counters, and the helpers every step shares (the
  * bpf_loop context, spans, the draw).
  *
- * The state (1,984 bytes, struct lt_loads) does not fit the BPF stack beside
- * lt_redirect's, so it lives in a per-CPU scratch slot. A cgroup socket
- * hook may be preempted (CONFIG_PREEMPT_RCU) by another task's connect on
- * the same CPU, so a slot is taken with a compare-and-swap and given back
- * at the end; with every slot of the CPU taken the connect is refused
- * (LT_STAT_SCRATCH_BUSY), never computed on a shared slot.
+ * The state (struct lt_loads) does not fit the BPF stack beside
+ * lt_redirect's, so it lives in a per-CPU map value: the service's entry
+ * of lt_loads_cache, which keeps the loads for the next connect, or else
+ * a scratch slot. A cgroup socket hook may be preempted (CONFIG_PREEMPT_RCU)
+ * by another task's connect on the same CPU, so a value is taken with a
+ * compare-and-swap and given back at the end; with the entry and every
+ * scratch slot of the CPU taken the connect is refused
+ * (LT_STAT_SCRATCH_BUSY), never computed on a shared value.
  */
 #ifndef LOCTREE_LIB_LOADS_H
 #define LOCTREE_LIB_LOADS_H
@@ -51,8 +53,8 @@ struct lt_span {
 
 /*
  * The priority loads of one source, map indices and percentages: what
- * lt_loads_compute writes and the pick and its caller read, so what
- * lt_loads_cache keeps (l->st, copied whole; 8-byte aligned, in words).
+ * lt_loads_compute writes and the pick and its caller read, so what an
+ * lt_loads_cache entry keeps for the next connect.
  */
 struct lt_prio_state {
 	__u32 n; /* priorities */
@@ -74,7 +76,7 @@ struct lt_prio_state {
 /* The state of one priority load computation. */
 struct lt_loads {
 	__u32 busy; /* 1 while a program computes in this slot */
-	__u32 pad;
+	__u32 valid; /* st holds the loads of svc for labels (select.h) */
 	struct lt_prio_state st; /* the loads */
 	struct lt_span pick[LT_PICK_SPANS]; /* the chosen priority's spans */
 	__u32 stop[LT_TREES];    /* the walk of a tree has ended */
@@ -102,7 +104,8 @@ struct lt_loads {
 	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
 	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
-	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
+	__u64 labels[LT_MAX_LEVELS]; /* the source labels st is (to be) computed for */
+	__u64 own[LT_MAX_LEVELS]; /* a cgroup's own source labels (source.h), before they are compared */
 };
 
 struct {
@@ -114,32 +117,26 @@ struct {
 
 /*
  * The priority loads last computed on this CPU for a service (lib/select.h
- * lt_loads_cached), in entry slot % LT_LOADS_CACHE of the service's lt_rr
+ * lt_loads_bind), in entry slot % LT_LOADS_CACHE of the service's lt_rr
  * slot: an array, direct-mapped, so a connect finds its entry without a
  * hash. The loads are a function of the published service value (its
  * records never change while it is published: the loader replaces the
  * value and reuses the old regions only after a grace period) and of the
  * source labels, so an entry holds both and serves a connect only when
  * both equal its own, byte for byte; two services of one entry take turns
- * (each computes where the other's loads were). busy is taken with a
- * compare-and-swap as a scratch slot's is (a preempting connect on the
- * same CPU finds it taken and computes without it).
+ * (each computes where the other's loads were). The entry is the
+ * connect's whole state, taken as a scratch slot is (busy): a hit reads
+ * the loads where they are, with no copy, and a miss computes them there.
+ * A preempting connect on the same CPU finds it taken and computes in a
+ * scratch slot.
  */
-struct lt_loads_cached {
-	__u32 busy;
-	__u32 valid;                 /* st holds the loads of svc for labels */
-	struct lt_service svc;
-	__u64 labels[LT_MAX_LEVELS];
-	struct lt_prio_state st;
-};
-
 #define LT_LOADS_CACHE 128 /* entries per CPU (a power of two) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LT_LOADS_CACHE);
 	__type(key, __u32);
-	__type(value, struct lt_loads_cached);
+	__type(value, struct lt_loads);
 } lt_loads_cache SEC(".maps");
 
 /*

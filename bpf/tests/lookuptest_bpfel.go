@@ -52,10 +52,10 @@ type lookuptestLtEndpoint struct {
 }
 
 type lookuptestLtLoads struct {
-	_    structs.HostLayout
-	Busy uint32
-	Pad  uint32
-	St   struct {
+	_     structs.HostLayout
+	Busy  uint32
+	Valid uint32
+	St    struct {
 		_     structs.HostLayout
 		N     uint32
 		Panic uint32
@@ -124,40 +124,7 @@ type lookuptestLtLoads struct {
 	AffHash   uint64
 	Svc       lookuptestLtService
 	Labels    [8]uint64
-}
-
-type lookuptestLtLoadsCached struct {
-	_      structs.HostLayout
-	Busy   uint32
-	Valid  uint32
-	Svc    lookuptestLtService
-	Labels [8]uint64
-	St     struct {
-		_     structs.HostLayout
-		N     uint32
-		Panic uint32
-		Path  [6][10]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Node  [6][10]uint32
-		Reach [6]uint32
-		To    [6]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Healthy  [18]uint32
-		Degraded [18]uint32
-		Total    [18]uint32
-		Rank     [18]uint8
-		Kind     [18]uint8
-		Other    [18]uint8
-		Lh       [18]uint8
-		Ld       [18]uint8
-		_        [6]byte
-	}
+	Own       [8]uint64
 }
 
 type lookuptestLtLocality struct {
@@ -359,6 +326,7 @@ const (
 	lookuptestMapLtTestStaleArgs     = "lt_test_stale_args"
 	lookuptestMapLtTestStaleRes      = "lt_test_stale_res"
 	lookuptestProgLtTestBenchBsearch = "lt_test_bench_bsearch"
+	lookuptestProgLtTestBenchLoads   = "lt_test_bench_loads"
 	lookuptestProgLtTestBenchTable   = "lt_test_bench_table"
 	lookuptestProgLtTestHammer       = "lt_test_hammer"
 	lookuptestProgLtTestJump         = "lt_test_jump"
@@ -410,6 +378,7 @@ type lookuptestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
 	LtTestBenchBsearch *ebpf.ProgramSpec `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchLoads   *ebpf.ProgramSpec `ebpf:"lt_test_bench_loads"`
 	LtTestBenchTable   *ebpf.ProgramSpec `ebpf:"lt_test_bench_table"`
 	LtTestHammer       *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
 	LtTestJump         *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
@@ -534,6 +503,7 @@ type lookuptestVariables struct {
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
 	LtTestBenchBsearch *ebpf.Program `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchLoads   *ebpf.Program `ebpf:"lt_test_bench_loads"`
 	LtTestBenchTable   *ebpf.Program `ebpf:"lt_test_bench_table"`
 	LtTestHammer       *ebpf.Program `ebpf:"lt_test_hammer"`
 	LtTestJump         *ebpf.Program `ebpf:"lt_test_jump"`
@@ -545,6 +515,7 @@ type lookuptestPrograms struct {
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
 		p.LtTestBenchBsearch,
+		p.LtTestBenchLoads,
 		p.LtTestBenchTable,
 		p.LtTestHammer,
 		p.LtTestJump,
