@@ -73,6 +73,23 @@ struct lt_prio_state {
 	__u8 ld[LT_MAX_PRIO];    /* degraded load, percent */
 } __attribute__((aligned(8)));
 
+/*
+ * What locality.h's lt_loc_pick found for pick spans span of the n
+ * locality records at map index base: the runs of localities [lo, hi)
+ * that make up each span, their effective weight w and the running
+ * weight before each run. A function of those inputs and of the service
+ * value (its records), so kept until lt_loads_bind copies in another
+ * value (valid 0); the next connect with the same spans only draws.
+ */
+struct lt_loc_memo {
+	__u32 valid;
+	__u32 base, n;
+	struct lt_span span[LT_SPANS];
+	__u32 lo[LT_SPANS], hi[LT_SPANS];
+	__u64 w[LT_SPANS];
+	__u64 before[LT_SPANS];
+};
+
 /* The state of one priority load computation. */
 struct lt_loads {
 	__u32 busy; /* 1 while a program computes in this slot */
@@ -101,6 +118,7 @@ struct lt_loads {
 	__u32 dist_found;
 	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
 	__u32 loc_base;          /* locality.h: map index of the drawn set's first locality */
+	struct lt_loc_memo loc;  /* locality.h: the runs of localities last found */
 	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
 	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */

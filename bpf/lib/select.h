@@ -38,9 +38,9 @@ static __always_inline struct lt_loads *lt_loads_open(const struct lt_service *f
 
 /*
  * lt_loads_bind readies l, taken, for the service value found: l keeps
- * its loads when its copy of the service is found's, every byte; else it
- * copies found in and its loads are no longer valid (lt_select computes
- * them). Callers then take the source labels from l->svc, the one copy.
+ * its loads (and its runs of localities, locality.h) when its copy of the
+ * service is found's, every byte; else it copies found in and they are no
+ * longer valid (lt_select computes the loads). Callers then take the source labels from l->svc, the one copy.
  */
 static __always_inline void lt_loads_bind(struct lt_loads *l, const struct lt_service *found)
 {
@@ -52,6 +52,7 @@ static __always_inline void lt_loads_bind(struct lt_loads *l, const struct lt_se
 	if (diff == 0)
 		return;
 	l->valid = 0;
+	l->loc.valid = 0;
 	__builtin_memcpy(&l->svc, found, sizeof(l->svc));
 }
 

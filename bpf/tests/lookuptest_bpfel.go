@@ -120,11 +120,27 @@ type lookuptestLtLoads struct {
 	DistFound uint32
 	DistSet   uint32
 	LocBase   uint32
-	Aff       lookuptestLtAffKey
-	AffHash   uint64
-	Svc       lookuptestLtService
-	Labels    [8]uint64
-	Own       [8]uint64
+	Loc       struct {
+		_     structs.HostLayout
+		Valid uint32
+		Base  uint32
+		N     uint32
+		Span  [3]struct {
+			_  structs.HostLayout
+			Lo uint32
+			Hi uint32
+		}
+		Lo     [3]uint32
+		Hi     [3]uint32
+		_      [4]byte
+		W      [3]uint64
+		Before [3]uint64
+	}
+	Aff     lookuptestLtAffKey
+	AffHash uint64
+	Svc     lookuptestLtService
+	Labels  [8]uint64
+	Own     [8]uint64
 }
 
 type lookuptestLtLocality struct {
