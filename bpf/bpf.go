@@ -56,7 +56,7 @@ type (
 	WidenVal = loctreeLtWidenVal
 	// LoadsCached is one CPU's priority loads of a frontend, with the
 	// service value and source labels they were computed from.
-	LoadsCached = loctreeLtLoadsCached
+	LoadsCached = loctreeLtLoads
 	// Objects are the loaded programs and maps.
 	Objects = loctreeObjects
 	// Maps are the loaded maps.

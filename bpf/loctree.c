@@ -68,7 +68,8 @@ static __noinline int lt_redirect(struct bpf_sock_addr *ctx, int v6, __u32 proto
  * -1, touching nothing, when the address is not such a service. Its own
  * subprogram: lt_redirect's frame and the priority computation's do not
  * fit the 512-byte BPF stack together, so the service's copy, the source
- * labels and the loads live in a scratch slot (lib/loads.h).
+ * labels and the loads live in the service's lt_loads_cache entry or a
+ * scratch slot (lib/loads.h).
  */
 static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32 proto)
 {
@@ -86,16 +87,16 @@ static __noinline int lt_redirect_loads(struct bpf_sock_addr *ctx, int v6, __u32
 	found = bpf_map_lookup_elem(&lt_frontends, &fe);
 	if (!found || found->of == 0)
 		return -1;
-	l = lt_loads_take();
+	l = lt_loads_open(found);
 	if (!l)
 		return lt_refuse(LT_STAT_SCRATCH_BUSY);
-	__builtin_memcpy(&l->svc, found, sizeof(l->svc)); /* one copy, as lt_redirect's */
+	lt_loads_bind(l, found); /* one copy, as lt_redirect's */
 	__builtin_memset(&l->aff, 0, sizeof(l->aff));
 	if (l->svc.policy == LT_POLICY_CONSISTENT_HASH) {
 		l->aff.client = bpf_get_netns_cookie(ctx);
 		l->aff.fe = fe;
 	}
-	ret = lt_select_in(l, lt_source(&l->svc, l->labels), &r, &idx);
+	ret = lt_select_in(l, lt_source(&l->svc, l->own), &r, &idx);
 	policy = l->svc.policy;
 	prio = l->chosen;
 	deg = l->chosen_deg;

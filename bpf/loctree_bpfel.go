@@ -52,10 +52,10 @@ type loctreeLtEndpoint struct {
 }
 
 type loctreeLtLoads struct {
-	_    structs.HostLayout
-	Busy uint32
-	Pad  uint32
-	St   struct {
+	_     structs.HostLayout
+	Busy  uint32
+	Valid uint32
+	St    struct {
 		_     structs.HostLayout
 		N     uint32
 		Panic uint32
@@ -120,44 +120,27 @@ type loctreeLtLoads struct {
 	DistFound uint32
 	DistSet   uint32
 	LocBase   uint32
-	Aff       loctreeLtAffKey
-	AffHash   uint64
-	Svc       loctreeLtService
-	Labels    [8]uint64
-}
-
-type loctreeLtLoadsCached struct {
-	_      structs.HostLayout
-	Busy   uint32
-	Valid  uint32
-	Svc    loctreeLtService
-	Labels [8]uint64
-	St     struct {
+	Loc       struct {
 		_     structs.HostLayout
+		Valid uint32
+		Base  uint32
 		N     uint32
-		Panic uint32
-		Path  [6][10]struct {
+		Span  [3]struct {
 			_  structs.HostLayout
 			Lo uint32
 			Hi uint32
 		}
-		Node  [6][10]uint32
-		Reach [6]uint32
-		To    [6]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Healthy  [18]uint32
-		Degraded [18]uint32
-		Total    [18]uint32
-		Rank     [18]uint8
-		Kind     [18]uint8
-		Other    [18]uint8
-		Lh       [18]uint8
-		Ld       [18]uint8
-		_        [6]byte
+		Lo     [3]uint32
+		Hi     [3]uint32
+		_      [4]byte
+		W      [3]uint64
+		Before [3]uint64
 	}
+	Aff     loctreeLtAffKey
+	AffHash uint64
+	Svc     loctreeLtService
+	Labels  [8]uint64
+	Own     [8]uint64
 }
 
 type loctreeLtLocality struct {

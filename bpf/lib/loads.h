@@ -5,12 +5,14 @@
  * per-priority pick counters, and the helpers every step shares (the
  * bpf_loop context, spans, the draw).
  *
- * The state (1,984 bytes, struct lt_loads) does not fit the BPF stack beside
- * lt_redirect's, so it lives in a per-CPU scratch slot. A cgroup socket
- * hook may be preempted (CONFIG_PREEMPT_RCU) by another task's connect on
- * the same CPU, so a slot is taken with a compare-and-swap and given back
- * at the end; with every slot of the CPU taken the connect is refused
- * (LT_STAT_SCRATCH_BUSY), never computed on a shared slot.
+ * The state (struct lt_loads) does not fit the BPF stack beside
+ * lt_redirect's, so it lives in a per-CPU map value: the service's entry
+ * of lt_loads_cache, which keeps the loads for the next connect, or else
+ * a scratch slot. A cgroup socket hook may be preempted (CONFIG_PREEMPT_RCU)
+ * by another task's connect on the same CPU, so a value is taken with a
+ * compare-and-swap and given back at the end; with the entry and every
+ * scratch slot of the CPU taken the connect is refused
+ * (LT_STAT_SCRATCH_BUSY), never computed on a shared value.
  */
 #ifndef LOCTREE_LIB_LOADS_H
 #define LOCTREE_LIB_LOADS_H
@@ -51,8 +53,8 @@ struct lt_span {
 
 /*
  * The priority loads of one source, map indices and percentages: what
- * lt_loads_compute writes and the pick and its caller read, so what
- * lt_loads_cache keeps (l->st, copied whole; 8-byte aligned, in words).
+ * lt_loads_compute writes and the pick and its caller read, so what an
+ * lt_loads_cache entry keeps for the next connect.
  */
 struct lt_prio_state {
 	__u32 n; /* priorities */
@@ -71,10 +73,27 @@ struct lt_prio_state {
 	__u8 ld[LT_MAX_PRIO];    /* degraded load, percent */
 } __attribute__((aligned(8)));
 
+/*
+ * What locality.h's lt_loc_pick found for pick spans span of the n
+ * locality records at map index base: the runs of localities [lo, hi)
+ * that make up each span, their effective weight w and the running
+ * weight before each run. A function of those inputs and of the service
+ * value (its records), so kept until lt_loads_bind copies in another
+ * value (valid 0); the next connect with the same spans only draws.
+ */
+struct lt_loc_memo {
+	__u32 valid;
+	__u32 base, n;
+	struct lt_span span[LT_SPANS];
+	__u32 lo[LT_SPANS], hi[LT_SPANS];
+	__u64 w[LT_SPANS];
+	__u64 before[LT_SPANS];
+};
+
 /* The state of one priority load computation. */
 struct lt_loads {
 	__u32 busy; /* 1 while a program computes in this slot */
-	__u32 pad;
+	__u32 valid; /* st holds the loads of svc for labels (select.h) */
 	struct lt_prio_state st; /* the loads */
 	struct lt_span pick[LT_PICK_SPANS]; /* the chosen priority's spans */
 	__u32 stop[LT_TREES];    /* the walk of a tree has ended */
@@ -99,10 +118,12 @@ struct lt_loads {
 	__u32 dist_found;
 	__u32 dist_set;          /* distribute: the set drawn from, LT_SETS for all */
 	__u32 loc_base;          /* locality.h: map index of the drawn set's first locality */
+	struct lt_loc_memo loc;  /* locality.h: the runs of localities last found */
 	struct lt_aff_key aff;   /* consistent_hash: the client and the service (affinity.h) */
 	__u64 aff_hash;          /* consistent_hash: lt_aff_hash(&aff) */
 	struct lt_service svc;   /* the one copy of the published value this computation reads */
-	__u64 labels[LT_MAX_LEVELS]; /* a cgroup's own source labels */
+	__u64 labels[LT_MAX_LEVELS]; /* the source labels st is (to be) computed for */
+	__u64 own[LT_MAX_LEVELS]; /* a cgroup's own source labels (source.h), before they are compared */
 };
 
 struct {
@@ -114,32 +135,26 @@ struct {
 
 /*
  * The priority loads last computed on this CPU for a service (lib/select.h
- * lt_loads_cached), in entry slot % LT_LOADS_CACHE of the service's lt_rr
+ * lt_loads_bind), in entry slot % LT_LOADS_CACHE of the service's lt_rr
  * slot: an array, direct-mapped, so a connect finds its entry without a
  * hash. The loads are a function of the published service value (its
  * records never change while it is published: the loader replaces the
  * value and reuses the old regions only after a grace period) and of the
  * source labels, so an entry holds both and serves a connect only when
  * both equal its own, byte for byte; two services of one entry take turns
- * (each computes where the other's loads were). busy is taken with a
- * compare-and-swap as a scratch slot's is (a preempting connect on the
- * same CPU finds it taken and computes without it).
+ * (each computes where the other's loads were). The entry is the
+ * connect's whole state, taken as a scratch slot is (busy): a hit reads
+ * the loads where they are, with no copy, and a miss computes them there.
+ * A preempting connect on the same CPU finds it taken and computes in a
+ * scratch slot.
  */
-struct lt_loads_cached {
-	__u32 busy;
-	__u32 valid;                 /* st holds the loads of svc for labels */
-	struct lt_service svc;
-	__u64 labels[LT_MAX_LEVELS];
-	struct lt_prio_state st;
-};
-
 #define LT_LOADS_CACHE 128 /* entries per CPU (a power of two) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LT_LOADS_CACHE);
 	__type(key, __u32);
-	__type(value, struct lt_loads_cached);
+	__type(value, struct lt_loads);
 } lt_loads_cache SEC(".maps");
 
 /*

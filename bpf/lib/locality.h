@@ -67,42 +67,85 @@ static __always_inline __u64 lt_loc_cum(const struct lt_service *svc, __u32 base
 	return r->label;
 }
 
+/* lt_loc_memo_holds says whether l->loc was found for the pick spans
+ * l->pick[0..2] of the localities at base, n. */
+static __always_inline int lt_loc_memo_holds(const struct lt_loads *l, __u32 base, __u32 n)
+{
+	const struct lt_loc_memo *m = &l->loc;
+	__u32 diff = m->base ^ base;
+
+	diff |= m->n ^ n;
+	for (int k = 0; k < LT_SPANS; k++)
+		diff |= (m->span[k].lo ^ l->pick[k].lo) | (m->span[k].hi ^ l->pick[k].hi);
+	return m->valid && diff == 0;
+}
+
+/*
+ * lt_loc_runs finds, for each of the pick spans l->pick[0..2], the run of
+ * the n localities at map index base that makes it up and the run's
+ * effective weight, into l->loc (valid when every record lay in the
+ * service's node region).
+ */
+static __always_inline int lt_loc_runs(struct lt_loads *l, __u32 base, __u32 n)
+{
+	const struct lt_service *svc = &l->svc;
+	struct lt_loc_memo *m = &l->loc;
+	int bad = 0;
+
+	m->valid = 0;
+	for (int k = 0; k < LT_SPANS; k++) {
+		struct lt_span sp = l->pick[k];
+
+		m->span[k] = sp;
+		m->lo[k] = 0;
+		m->hi[k] = 0;
+		m->w[k] = 0;
+		m->before[k] = 0;
+		if (sp.hi <= sp.lo)
+			continue;
+		m->lo[k] = lt_loc_search(l, 0, n, sp.lo - svc->ep_delta, 0);
+		m->hi[k] = lt_loc_search(l, m->lo[k], n, sp.hi - svc->ep_delta, 0);
+		if (m->lo[k] > n || m->hi[k] > n)
+			return LT_STAT_BAD_INDEX;
+		m->before[k] = lt_loc_cum(svc, base, m->lo[k], &bad);
+		m->w[k] = lt_loc_cum(svc, base, m->hi[k], &bad) - m->before[k];
+	}
+	if (bad)
+		return LT_STAT_BAD_INDEX;
+	m->base = base;
+	m->n = n;
+	m->valid = 1;
+	return LT_OK;
+}
+
 /*
  * lt_loc_pick narrows l->pick[0..2], the chosen priority's spans of set (0
  * eligible, 1 degraded), to one locality drawn from draw by effective
  * weight, from the n locality records of the set at map index base (a
  * priority load's, or a distribute rule's: distribute.h). With no
  * effective weight it leaves them (Envoy: no scheduler, the priority's
- * hosts of that availability).
+ * hosts of that availability). The runs of localities that make up the
+ * spans are those of the last connect when its spans were the same
+ * (lt_loc_memo); only the draw is new.
  */
 __noinline int lt_loc_pick(struct lt_loads *l, __u32 set, __u64 draw, __u32 base, __u32 n)
 {
 	const struct lt_service *svc;
-	__u32 lo[LT_SPANS], hi[LT_SPANS];
-	__u64 w[LT_SPANS], total = 0, x;
-	int bad = 0;
+	const struct lt_loc_memo *m;
+	__u64 total, x;
+	int bad = 0, ret;
 
 	if (!l || set > 1)
 		return LT_STAT_BAD_INDEX;
 	svc = &l->svc;
+	m = &l->loc;
 	l->loc_base = base;
-	for (int k = 0; k < LT_SPANS; k++) {
-		struct lt_span sp = l->pick[k];
-
-		lo[k] = 0;
-		hi[k] = 0;
-		w[k] = 0;
-		if (sp.hi <= sp.lo)
-			continue;
-		lo[k] = lt_loc_search(l, 0, n, sp.lo - svc->ep_delta, 0);
-		hi[k] = lt_loc_search(l, lo[k], n, sp.hi - svc->ep_delta, 0);
-		if (lo[k] > n || hi[k] > n)
-			return LT_STAT_BAD_INDEX;
-		w[k] = lt_loc_cum(svc, base, hi[k], &bad) - lt_loc_cum(svc, base, lo[k], &bad);
-		total += w[k];
+	if (!lt_loc_memo_holds(l, base, n)) {
+		ret = lt_loc_runs(l, base, n);
+		if (ret != LT_OK)
+			return ret;
 	}
-	if (bad)
-		return LT_STAT_BAD_INDEX;
+	total = m->w[0] + m->w[1] + m->w[2];
 	if (total == 0)
 		return LT_OK;
 	x = draw % total;
@@ -110,12 +153,12 @@ __noinline int lt_loc_pick(struct lt_loads *l, __u32 set, __u64 draw, __u32 base
 		__u32 i;
 		struct lt_node *r;
 
-		if (x >= w[k]) {
-			x -= w[k];
+		if (x >= m->w[k]) {
+			x -= m->w[k];
 			continue;
 		}
-		i = lt_loc_search(l, lo[k], hi[k], lt_loc_cum(svc, base, lo[k], &bad) + x, 1);
-		r = i < hi[k] && !bad ? lt_node_of(svc, base + i) : NULL;
+		i = lt_loc_search(l, m->lo[k], m->hi[k], m->before[k] + x, 1);
+		r = i < m->hi[k] ? lt_node_of(svc, base + i) : NULL;
 		if (!r)
 			return LT_STAT_BAD_INDEX;
 		l->pick[0] = lt_span_of(svc, r, &bad);

@@ -17,76 +17,64 @@
  * was replaced between the caller's check and its copy). */
 #define LT_NO_LOADS (-1)
 
-_Static_assert((LT_LOADS_CACHE & (LT_LOADS_CACHE - 1)) == 0, "lt_loads_cached masks the slot");
-_Static_assert(sizeof(struct lt_service) % 8 == 0, "lt_same_source compares the service in words");
+_Static_assert((LT_LOADS_CACHE & (LT_LOADS_CACHE - 1)) == 0, "lt_loads_open masks the slot");
+_Static_assert(sizeof(struct lt_service) % 8 == 0, "lt_loads_bind compares the service in words");
 
-/* lt_same_source says whether entry c was computed from l's service value
- * and source labels: every byte of both. */
-static __always_inline int lt_same_source(const struct lt_loads_cached *c, const struct lt_loads *l)
+/*
+ * lt_loads_open takes the state of a connect to the service value found
+ * (loads.h): this CPU's lt_loads_cache entry of its slot, else (taken by
+ * the connect this one preempted) a scratch slot; NULL when every one is
+ * taken. Either may hold valid loads (lt_loads_bind).
+ */
+static __always_inline struct lt_loads *lt_loads_open(const struct lt_service *found)
 {
-	const __u64 *a = (const __u64 *)&c->svc, *b = (const __u64 *)&l->svc;
+	__u32 k = found->slot & (LT_LOADS_CACHE - 1);
+	struct lt_loads *l = bpf_map_lookup_elem(&lt_loads_cache, &k);
+
+	if (l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0)
+		return l;
+	return lt_loads_take();
+}
+
+/*
+ * lt_loads_bind readies l, taken, for the service value found: l keeps
+ * its loads (and its runs of localities, locality.h) when its copy of the
+ * service is found's, every byte; else it copies found in and they are no
+ * longer valid (lt_select computes the loads). Callers then take the source labels from l->svc, the one copy.
+ */
+static __always_inline void lt_loads_bind(struct lt_loads *l, const struct lt_service *found)
+{
+	const __u64 *a = (const __u64 *)&l->svc, *b = (const __u64 *)found;
 	__u64 diff = 0;
 
 	for (int i = 0; i < (int)(sizeof(struct lt_service) / 8); i++)
 		diff |= a[i] ^ b[i];
+	if (diff == 0)
+		return;
+	l->valid = 0;
+	l->loc.valid = 0;
+	__builtin_memcpy(&l->svc, found, sizeof(l->svc));
+}
+
+/* lt_loads_label does for the source labels at labels what lt_loads_bind
+ * does for the service value. */
+static __always_inline void lt_loads_label(struct lt_loads *l, const __u64 *labels)
+{
+	__u64 diff = 0;
+
 	for (int i = 0; i < LT_MAX_LEVELS; i++)
-		diff |= c->labels[i] ^ l->labels[i];
-	return diff == 0;
-}
-
-#define LT_STATE_WORDS (sizeof(struct lt_prio_state) / 8)
-#define LT_STATE_HALF (LT_STATE_WORDS / 2)
-
-/* lt_state_copy copies the loads in two halves: clang inlines a
- * __builtin_memcpy of at most 1 KiB in BPF, and the loads are more. */
-static __always_inline void lt_state_copy(struct lt_prio_state *dst, const struct lt_prio_state *src)
-{
-	__u64 *d = (__u64 *)dst;
-	const __u64 *s = (const __u64 *)src;
-
-	__builtin_memcpy(d, s, LT_STATE_HALF * 8);
-	__builtin_memcpy(d + LT_STATE_HALF, s + LT_STATE_HALF, (LT_STATE_WORDS - LT_STATE_HALF) * 8);
-}
-
-/* lt_loads_keep stores l's loads in entry c, taken. */
-static __always_inline void lt_loads_keep(struct lt_loads_cached *c, const struct lt_loads *l)
-{
-	__builtin_memcpy(&c->svc, &l->svc, sizeof(c->svc));
-	__builtin_memcpy(c->labels, l->labels, sizeof(c->labels));
-	lt_state_copy(&c->st, &l->st);
-	c->valid = 1;
+		diff |= l->labels[i] ^ labels[i];
+	if (diff == 0)
+		return;
+	l->valid = 0;
+	__builtin_memcpy(l->labels, labels, sizeof(l->labels));
 }
 
 /*
- * lt_loads_cached is lt_loads_in, or its result from lt_loads_cache when
- * this CPU computed it last for the same service value and source labels
- * (the tree walks skipped: priority.h steps 1-5). A computation that
- * fails is not kept, and leaves the entry invalid.
- */
-static __always_inline int lt_loads_cached(struct lt_loads *l)
-{
-	__u32 k = l->svc.slot & (LT_LOADS_CACHE - 1);
-	struct lt_loads_cached *c = bpf_map_lookup_elem(&lt_loads_cache, &k);
-	int ret;
-
-	if (!c || __sync_val_compare_and_swap(&c->busy, 0, 1) != 0)
-		return lt_loads_in(l);
-	if (c->valid && lt_same_source(c, l)) {
-		lt_state_copy(&l->st, &c->st);
-		ret = LT_OK;
-	} else {
-		c->valid = 0;
-		ret = lt_loads_in(l);
-		if (ret == LT_OK)
-			lt_loads_keep(c, l);
-	}
-	__sync_lock_test_and_set(&c->busy, 0);
-	return ret;
-}
-
-/*
- * lt_select computes the priority loads of the service copied to l->svc
- * for the source labels in l->labels and picks by them. r is the eligible
+ * lt_select picks by the priority loads of the service copied to l->svc
+ * for the source labels in l->labels: those l holds (l->valid: the tree
+ * walks skipped, priority.h steps 1-5), else computed and kept there; a
+ * computation that fails leaves l invalid. r is the eligible
  * range every candidate lies in (a socket keeps a backend still in it). A
  * service without a priority load is LT_NO_LOADS: the caller takes the
  * plain lookup.
@@ -109,13 +97,15 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	svc = &l->svc;
 	if (svc->of == 0)
 		return LT_NO_LOADS;
-	l->aff_hash = lt_aff_hash(&l->aff);
+	l->aff_hash = svc->policy == LT_POLICY_CONSISTENT_HASH ? lt_aff_hash(&l->aff) : 0; /* read by consistent_hash alone */
 	m = svc->min_rank < LT_DEPTHS ? svc->min_rank : 0;
 	if (svc->dist_count) {
+		l->valid = 0; /* lt_dist_in writes its own loads */
 		ret = lt_dist_in(l, out);
 		m = 0;
 	} else {
-		ret = lt_loads_cached(l);
+		ret = l->valid ? LT_OK : lt_loads_in(l);
+		l->valid = ret == LT_OK;
 		if (ret == LT_OK)
 			ret = lt_pick_in(l, lt_draw(l), out);
 	}
@@ -130,11 +120,11 @@ __noinline int lt_select(struct lt_loads *l, struct lt_range *r, __u32 *out)
 	return ret;
 }
 
-/* lt_select_in is lt_select for the source labels at labels. */
+/* lt_select_in is lt_select for the source labels at labels, l bound to
+ * a service value (lt_loads_bind). */
 static __always_inline int lt_select_in(struct lt_loads *l, const __u64 *labels, struct lt_range *r, __u32 *out)
 {
-	if (labels != l->labels)
-		__builtin_memcpy(l->labels, labels, sizeof(l->labels));
+	lt_loads_label(l, labels);
 	return lt_select(l, r, out);
 }
 

@@ -359,7 +359,7 @@ int lt_test_loads(struct lt_test_args *args)
 		c.out->status = LT_STAT_SCRATCH_BUSY;
 		return 0;
 	}
-	__builtin_memcpy(&c.l->svc, found, sizeof(c.l->svc));
+	lt_loads_bind(c.l, found);
 	c.out->status = lt_select_in(c.l, labels, &r, &pick);
 	c.out->n = c.l->st.n;
 	c.out->panic = c.l->st.panic;
@@ -467,6 +467,55 @@ SEC("syscall")
 int lt_test_bench_bsearch(struct lt_test_bench_args *args)
 {
 	return lt_bench(args, 1);
+}
+
+/*
+ * lt_test_bench_loads: args->loops picks of one service with a priority
+ * load as lt_redirect_loads makes them (its state taken and bound to the
+ * service value, lt_select_in from the source labels, given back), the
+ * source cycling over the args->sources label vectors in lt_test_sources,
+ * or (sources 0) the node's: with one source, every pick after the first
+ * takes the loads the first computed (loader/kernel/select_bench_test.go, BenchmarkKernelSelect).
+ */
+static long lt_bench_loads_one(__u64 i, void *data)
+{
+	struct lt_test_bench_args *c = data;
+	__u32 k = c->sources ? (__u32)i % c->sources : 0;
+	struct lt_test_src *src = bpf_map_lookup_elem(&lt_test_sources, &k);
+	struct lt_service *found = bpf_map_lookup_elem(&lt_frontends, &c->fe);
+	struct lt_range r = {};
+	struct lt_loads *l;
+	__u32 pick = 0;
+	int ret;
+
+	if (!src || !found)
+		return 1;
+	l = lt_loads_open(found);
+	if (!l)
+		return 1;
+	lt_loads_bind(l, found);
+	ret = lt_select_in(l, c->sources ? src->labels : found->src, &r, &pick);
+	lt_loads_give(l);
+	if (ret != LT_OK)
+		return 0;
+	c->found++;
+	c->sum += pick;
+	return 0;
+}
+
+SEC("syscall")
+int lt_test_bench_loads(struct lt_test_bench_args *args)
+{
+	struct lt_test_bench_args c = {.fe = args->fe, .sources = args->sources};
+	struct lt_test_bench_args *out;
+	__u32 zero = 0;
+
+	bpf_loop(args->loops, lt_bench_loads_one, &c, 0);
+	out = bpf_map_lookup_elem(&lt_test_bench_res, &zero);
+	if (!out)
+		return 1;
+	*out = c;
+	return 0;
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -52,10 +52,10 @@ type lookuptestLtEndpoint struct {
 }
 
 type lookuptestLtLoads struct {
-	_    structs.HostLayout
-	Busy uint32
-	Pad  uint32
-	St   struct {
+	_     structs.HostLayout
+	Busy  uint32
+	Valid uint32
+	St    struct {
 		_     structs.HostLayout
 		N     uint32
 		Panic uint32
@@ -120,44 +120,27 @@ type lookuptestLtLoads struct {
 	DistFound uint32
 	DistSet   uint32
 	LocBase   uint32
-	Aff       lookuptestLtAffKey
-	AffHash   uint64
-	Svc       lookuptestLtService
-	Labels    [8]uint64
-}
-
-type lookuptestLtLoadsCached struct {
-	_      structs.HostLayout
-	Busy   uint32
-	Valid  uint32
-	Svc    lookuptestLtService
-	Labels [8]uint64
-	St     struct {
+	Loc       struct {
 		_     structs.HostLayout
+		Valid uint32
+		Base  uint32
 		N     uint32
-		Panic uint32
-		Path  [6][10]struct {
+		Span  [3]struct {
 			_  structs.HostLayout
 			Lo uint32
 			Hi uint32
 		}
-		Node  [6][10]uint32
-		Reach [6]uint32
-		To    [6]struct {
-			_  structs.HostLayout
-			Lo uint32
-			Hi uint32
-		}
-		Healthy  [18]uint32
-		Degraded [18]uint32
-		Total    [18]uint32
-		Rank     [18]uint8
-		Kind     [18]uint8
-		Other    [18]uint8
-		Lh       [18]uint8
-		Ld       [18]uint8
-		_        [6]byte
+		Lo     [3]uint32
+		Hi     [3]uint32
+		_      [4]byte
+		W      [3]uint64
+		Before [3]uint64
 	}
+	Aff     lookuptestLtAffKey
+	AffHash uint64
+	Svc     lookuptestLtService
+	Labels  [8]uint64
+	Own     [8]uint64
 }
 
 type lookuptestLtLocality struct {
@@ -359,6 +342,7 @@ const (
 	lookuptestMapLtTestStaleArgs     = "lt_test_stale_args"
 	lookuptestMapLtTestStaleRes      = "lt_test_stale_res"
 	lookuptestProgLtTestBenchBsearch = "lt_test_bench_bsearch"
+	lookuptestProgLtTestBenchLoads   = "lt_test_bench_loads"
 	lookuptestProgLtTestBenchTable   = "lt_test_bench_table"
 	lookuptestProgLtTestHammer       = "lt_test_hammer"
 	lookuptestProgLtTestJump         = "lt_test_jump"
@@ -410,6 +394,7 @@ type lookuptestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lookuptestProgramSpecs struct {
 	LtTestBenchBsearch *ebpf.ProgramSpec `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchLoads   *ebpf.ProgramSpec `ebpf:"lt_test_bench_loads"`
 	LtTestBenchTable   *ebpf.ProgramSpec `ebpf:"lt_test_bench_table"`
 	LtTestHammer       *ebpf.ProgramSpec `ebpf:"lt_test_hammer"`
 	LtTestJump         *ebpf.ProgramSpec `ebpf:"lt_test_jump"`
@@ -534,6 +519,7 @@ type lookuptestVariables struct {
 // It can be passed to loadLookuptestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lookuptestPrograms struct {
 	LtTestBenchBsearch *ebpf.Program `ebpf:"lt_test_bench_bsearch"`
+	LtTestBenchLoads   *ebpf.Program `ebpf:"lt_test_bench_loads"`
 	LtTestBenchTable   *ebpf.Program `ebpf:"lt_test_bench_table"`
 	LtTestHammer       *ebpf.Program `ebpf:"lt_test_hammer"`
 	LtTestJump         *ebpf.Program `ebpf:"lt_test_jump"`
@@ -545,6 +531,7 @@ type lookuptestPrograms struct {
 func (p *lookuptestPrograms) Close() error {
 	return _LookuptestClose(
 		p.LtTestBenchBsearch,
+		p.LtTestBenchLoads,
 		p.LtTestBenchTable,
 		p.LtTestHammer,
 		p.LtTestJump,

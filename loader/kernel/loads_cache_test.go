@@ -2,8 +2,10 @@ package kernel
 
 import (
 	"fmt"
+	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -124,4 +126,68 @@ func TestLoadsCacheFollowsCgroupLocality(t *testing.T) {
 		t.Fatal(err)
 	}
 	askAllTo(t, "127.77.46.1:80", "127.0.46.1:9146", 20, "cgroup cleared")
+}
+
+// weightedService is a spillover service with a failover rule (istiod
+// then turns locality weighting on) whose source subzone r1/z1/s1 has no
+// endpoint: priority 1, r1/z1, takes the whole load, one endpoint in s2
+// of weight w2 and one in s3 of weight w3, each locality's effective
+// weight its endpoint's (Envoy's effectiveLocalityWeight, one healthy host
+// of one: weight · min(1, 1.4)).
+func weightedService(w2, w3 uint32) shared.ServiceSpec {
+	of, threshold := uint32(140), uint32(50)
+	ep := func(addr, sub string, w uint32) shared.EndpointSpec {
+		return shared.EndpointSpec{Address: addr, Weight: &w,
+			Locality: shared.Locality{"region": "r1", "zone": "z1", "subzone": sub}}
+	}
+	return shared.ServiceSpec{Name: "weighted", VIP: "127.77.46.2:80", Failover: []shared.FailoverSpec{{From: "r1", To: "r2"}},
+		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold},
+		Endpoints: []shared.EndpointSpec{ep("127.0.46.3:9146", "s2", w2), ep("127.0.46.4:9146", "s3", w3)}}
+}
+
+// TestLoadsCacheLocalityWeightsFollowUpdates: the locality draw takes the
+// runs of localities this CPU last found for the same spans of the same
+// locality records (lt_loc_memo) only while the service value is the one
+// they were found in. s2 and s3 weigh 1 and 99 and the connects find the
+// runs (weight 100); an update to 5 and 5 is published, unasked, and once
+// its grace period has freed the first value's regions (grace.go) an
+// update to 9 and 1 takes them again (first fit): the same spans of
+// records in the same places, of weight 10 (a draw over the old 100 would
+// mostly fall past the records: refused). Most connects (99 % and 90 %
+// expected, at least 60 of 100 asked) go to the heavier endpoint.
+func TestLoadsCacheLocalityWeightsFollowUpdates(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	const vip = "127.77.46.2:80"
+	top := func(w2, w3 uint32) *shared.Topology {
+		return &shared.Topology{Services: []shared.ServiceSpec{weightedService(w2, w3)}}
+	}
+	_, in := install(t, top(1, 99), shared.Locality{"region": "r1", "zone": "z1", "subzone": "s1"})
+	onOneCPU(t)
+	if seen := askN(t, vip, 100); seen["127.0.46.4:9146"] < 60 {
+		t.Fatalf("weights 1, 99: %v, want most at s3's 127.0.46.4:9146", seen)
+	}
+	first := frontendValue(t, in, vip)
+	for gen, w := range [][2]uint32{{5, 5}, {9, 1}} {
+		time.Sleep(100 * time.Millisecond) // a grace period ends (about 8 ms)
+		if _, err := in.Apply(mustBuild(t, top(w[0], w[1]), uint64(gen+2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now := frontendValue(t, in, vip); now.Loc != first.Loc || now.EpBase != first.EpBase {
+		t.Fatalf("the third value's localities at %d, endpoints at %d, not the first's (%d, %d): the test needs them in the same places",
+			now.Loc, now.EpBase, first.Loc, first.EpBase)
+	}
+	if seen := askN(t, vip, 100); seen["127.0.46.3:9146"] < 60 {
+		t.Fatalf("weights 9, 1: %v, want most at s2's 127.0.46.3:9146", seen)
+	}
+}
+
+// frontendValue is the service value published for vip.
+func frontendValue(t *testing.T, in *Installer, vip string) bpf.Service {
+	t.Helper()
+	var svc bpf.Service
+	if err := in.k.objs.LtFrontends.Lookup(FrontendOf(netip.MustParseAddrPort(vip)), &svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
