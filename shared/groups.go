@@ -142,3 +142,19 @@ func (s *Service) OneRank(l *Loads, p int) bool {
 	}
 	return !s.groups[l.Group[p]-1].ranked && len(s.failover) == 0
 }
+
+// CopyGroups says what the kernel's service value holds of a service with
+// NetworkPriorities (bpf/lib/maps.h lt_service): its number of groups of
+// copies (1 without classes before the locality), a class's chain (the
+// index of the first locality scope with classes, else 1) and the depth
+// at which a class's walk stops.
+func (s *Service) CopyGroups() (n, chain, classStop int) {
+	if !s.netOther {
+		return 0, 0, 0
+	}
+	chain = 1
+	if s.classes {
+		chain = s.first
+	}
+	return len(s.groups), chain, s.groupStop(otherGroup{d: 1})
+}

@@ -28,10 +28,11 @@
 #define LT_AFF_PRIO_SALT 0x6a09e667f3bcc909ULL
 
 #define LT_SETS 3                       /* eligible, degraded, unhealthy */
-#define LT_TREES (2 * LT_SETS)          /* the sets' trees, then their other-network trees (net_rule 2) */
+#define LT_MAX_GROUPS 3                 /* groups of copies of the other-value tree (shared/groups.go maxGroups) */
+#define LT_TREES (LT_SETS * (1 + LT_MAX_GROUPS)) /* the sets' trees, then each group's (net_rule 2) */
 #define LT_DEPTHS (LT_MAX_LEVELS + 2)   /* a range per depth 0..levels, and an empty one below */
 #define LT_RANKS (LT_MAX_LEVELS + 2)    /* one per rank, and one more where a failover rule splits */
-#define LT_MAX_PRIO (2 * LT_RANKS - 2)  /* with net_rule 2: ranks 1..levels on the source's network and on others */
+#define LT_MAX_PRIO 32                  /* shared.MaxPriorities: the panic mask's bits */
 /* The label of otherNetwork (shared/network.go): Label("\x00"), the
  * other-network tree's copies for a network no endpoint is on. */
 #define LT_OTHER_NETWORK 0xaf63bd4c8601b7dfULL
@@ -68,7 +69,7 @@ struct lt_prio_state {
 	__u32 total[LT_MAX_PRIO];
 	__u8 rank[LT_MAX_PRIO];
 	__u8 kind[LT_MAX_PRIO];  /* enum lt_failover_kind */
-	__u8 other[LT_MAX_PRIO]; /* 1: of the other-network trees */
+	__u8 other[LT_MAX_PRIO]; /* 0: of the sets' own trees, g + 1: of group g's (the other-value tree) */
 	__u8 lh[LT_MAX_PRIO];    /* healthy load, percent */
 	__u8 ld[LT_MAX_PRIO];    /* degraded load, percent */
 } __attribute__((aligned(8)));
@@ -97,6 +98,11 @@ struct lt_loads {
 	struct lt_prio_state st; /* the loads */
 	struct lt_span pick[LT_PICK_SPANS]; /* the chosen priority's spans */
 	__u32 stop[LT_TREES];    /* the walk of a tree has ended */
+	__u64 key[LT_MAX_GROUPS]; /* each group's key for the source (priority.h lt_key_in) */
+	__u8 gchain[LT_MAX_GROUPS]; /* each group's chain, stop and kind (priority.h lt_group), */
+	__u8 gstop[LT_MAX_GROUPS];  /* read by the walk's callbacks without its branches */
+	__u8 granked[LT_MAX_GROUPS];
+	__u8 gpad[7];
 	__u64 to_label;          /* the failover rule's to-region */
 	__s32 split;             /* the rank a failover rule splits, or -1 */
 	__u32 sum, nta, rem;     /* availabilities: sum, normalized total; load left */

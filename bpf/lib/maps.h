@@ -119,7 +119,15 @@ struct lt_service {
 	 * ranked by region, zone and subzone only, LT_MAX_LEVELS + 1 (never)
 	 * under the network rule. */
 	__u8 other_depth;
-	__u8 loc_pad[2];
+	/* net_rule 2: the groups of copies of the other-value tree
+	 * (docs/FORMAT.md "Classes before the locality", shared/groups.go),
+	 * one per class before the locality in priority order (priority.h
+	 * lt_group): first is the index of the first locality scope with
+	 * classes, else 1 (one group): the levels a class's key takes (its
+	 * chain). class_depth: where a class's walk stops under the network
+	 * rule (1 without failover rules, the locality depth with them). */
+	__u8 first;
+	__u8 class_depth;
 	__u32 other_root;         /* net_rule 2: map index of the other-network tree's root */
 	/* Load-aware widening (widen.h): the band in connections per eligible
 	 * endpoint (load_high 0: the service does not widen), and where the

@@ -30,18 +30,121 @@ static __always_inline __u32 lt_tree_root(const struct lt_service *svc, __u32 se
 	return set == 0 ? svc->root : svc->aux_root[(set - 1) & 1];
 }
 
-/* lt_trees is the number of trees the walk goes down: the three sets', and
- * with the network rule of a spillover service their other-network trees. */
-static __always_inline __u32 lt_trees(const struct lt_service *svc)
+/* lt_groups is the number of groups of copies in the other-value tree
+ * (net_rule 2), 0 without one. */
+static __always_inline __u32 lt_groups(const struct lt_service *svc)
 {
-	return svc->net_rule == 2 ? LT_TREES : LT_SETS;
+	__u32 g = svc->first;
+
+	if (svc->net_rule != 2)
+		return 0;
+	if (svc->other_depth > LT_MAX_LEVELS) /* the network rule: its classes twice, and the ranked copies */
+		g = 2 * g - 1;
+	if (g < 1)
+		g = 1;
+	return g > LT_MAX_GROUPS ? LT_MAX_GROUPS : g;
 }
 
-/* lt_on_network says whether an endpoint of the service is on the
- * source's network: a walk of a set's own tree matched it. */
-static __always_inline int lt_on_network(const struct lt_loads *l)
+/* lt_trees is the number of trees the walk goes down: the three sets', and
+ * with the network rule of a spillover service (or copies by its first
+ * scope) three per group of copies. */
+static __always_inline __u32 lt_trees(const struct lt_service *svc)
 {
-	return l->st.reach[0] >= 1 || l->st.reach[1] >= 1 || l->st.reach[2] >= 1;
+	return LT_SETS * (1 + lt_groups(svc));
+}
+
+/* Seed of a class's key (shared/groups.go classKeySeed). */
+#define LT_CLASS_SEED 0x243f6a8885a308d3ULL
+
+/* One group of copies (shared/groups.go otherGroup): the scope d its class
+ * first differs from the source at, whether it is on the other networks
+ * (net) or the network rule's ranked copies, how many levels its key
+ * takes (chain) and where its walk stops. */
+struct lt_group {
+	__u32 d;
+	__u32 chain;
+	__u32 stop;
+	__u32 net;
+	__u32 ranked;
+};
+
+/* lt_group is group g of svc, in the order of shared/groups.go
+ * otherGroups: copies by a first scope (other_depth at most the levels):
+ * the classes d = first-1 .. 0; under the network rule (other_depth past
+ * them): d = first-1 .. 1, the ranked copies, then d = first-1 .. 1 on
+ * the other networks. */
+static __always_inline struct lt_group lt_group(const struct lt_service *svc, __u32 g)
+{
+	__u32 first = svc->first, k = first - 1;
+	struct lt_group x = {.chain = first, .stop = svc->class_depth};
+
+	if (svc->other_depth <= LT_MAX_LEVELS) {
+		x.d = first - 1 - g;
+		x.stop = svc->other_depth;
+		return x;
+	}
+	if (g < k) {
+		x.d = first - 1 - g;
+		return x;
+	}
+	if (g == k) {
+		x.ranked = 1;
+		x.chain = 1;
+		x.stop = LT_MAX_LEVELS + 1;
+		return x;
+	}
+	x.d = first - 1 - (g - k - 1);
+	x.net = 1;
+	return x;
+}
+
+/* lt_reached says whether one of the three trees from base reached depth. */
+static __always_inline int lt_reached(const struct lt_loads *l, __u32 base, __u32 depth)
+{
+	if (base > LT_TREES - LT_SETS)
+		return 0;
+	lt_bounded(base);
+	return l->st.reach[base] >= depth || l->st.reach[base + 1] >= depth || l->st.reach[base + 2] >= depth;
+}
+
+/* lt_group_key is the key of the source's copies in group x
+ * (shared/network.go groupKey): the first scope's value, or otherNetwork
+ * when no endpoint has it; for a class d >= 1 the hash of the source's
+ * values before d and at d (otherNetwork when no endpoint of the prefix
+ * has it: the own trees, or for a class on the other networks the ranked
+ * copies' trees from ranked, reached no deeper). */
+static __always_inline __u64 lt_group_key(const struct lt_loads *l, const __u64 *labels, struct lt_group x, __u32 ranked)
+{
+	__u64 m = lt_reached(l, 0, 1) ? labels[0] : LT_OTHER_NETWORK, h, v;
+	__u32 d = x.d;
+
+
+	if (d == 0)
+		return m;
+	if (d >= LT_MAX_LEVELS)
+		return 0;
+	h = lt_mix64(((__u64)d | 1ULL << 8 | (x.net ? 1ULL << 9 : 0)) ^ LT_CLASS_SEED);
+	for (__u32 j = 0; j < LT_MAX_LEVELS; j++) {
+		if (j > d)
+			break;
+		v = labels[j & (LT_MAX_LEVELS - 1)];
+		if (j == d && !lt_reached(l, x.net ? ranked : 0, d + 1))
+			v = LT_OTHER_NETWORK;
+		if (j == 0 && x.net)
+			v = m;
+		h = lt_mix64(h ^ v);
+	}
+	return h;
+}
+
+/* lt_key_in is lt_group_key of group g for the service and labels in l: a
+ * global function, checked once on its own, not in every state of the
+ * walk's callback. */
+__noinline __u64 lt_key_in(struct lt_loads *l, __u32 g)
+{
+	if (!l || g >= LT_MAX_GROUPS)
+		return 0;
+	return lt_group_key(l, l->labels, lt_group(&l->svc, g), LT_SETS * l->svc.first);
 }
 
 /* lt_step walks tree set one level down from depth d: one child search.
@@ -54,18 +157,30 @@ static __always_inline int lt_step(struct lt_walk_ctx *c, __u32 set, __u32 d)
 	struct lt_node *n, *ch;
 	int bad = 0;
 
-	if (set >= LT_TREES || d >= LT_MAX_LEVELS || l->stop[set])
+	__u64 want;
+
+	if (set >= LT_TREES || d >= LT_MAX_LEVELS)
 		return 0;
 	lt_bounded(set);
+	want = c->labels[d];
+	if (set >= LT_SETS) { /* a group's tree: its key down its chain, then the labels */
+		__u32 g = set / LT_SETS - 1;
+
+		lt_bounded(g);
+		if (g >= LT_MAX_GROUPS)
+			return 1;
+		if (set % LT_SETS == 0 && d == 0) /* the trees it depends on were walked before */
+			l->key[g] = lt_key_in(l, g);
+		if (d < l->gchain[g])
+			want = l->key[g];
+	}
+	if (l->stop[set])
+		return 0;
 	lt_tree_root(svc, set, &delta);
 	n = lt_node_of(svc, l->st.node[set][d]);
 	if (!n)
 		return 1;
-	ch = n->child_count ? lt_child_in(svc, n, delta, c->labels[d], &at, &bad) : NULL;
-	/* An other-network tree has copies for every network of the service;
-	 * a source on none of them takes otherNetwork's (shared/network.go). */
-	if (!ch && !bad && set >= LT_SETS && d == 0 && n->child_count && !lt_on_network(l))
-		ch = lt_child_in(svc, n, delta, LT_OTHER_NETWORK, &at, &bad);
+	ch = n->child_count ? lt_child_in(svc, n, delta, want, &at, &bad) : NULL;
 	if (bad)
 		return 1;
 	if (!ch) {
@@ -112,17 +227,78 @@ static __always_inline int lt_walk_other(const struct lt_service *svc, struct lt
 	if (!x)
 		return LT_STAT_BAD_INDEX;
 	for (__u32 set = 0; set < LT_SETS; set++) {
-		__u32 t = LT_SETS + set, at = 0;
+		__u32 at = 0;
 		struct lt_node *d = x->child_count ? lt_child_in(svc, x, svc->aux_delta, set + 1, &at, &bad) : NULL;
+		struct lt_span sp = lt_span_of(svc, d ? d : x, &bad);
 
-		l->st.reach[t] = 0;
-		l->stop[t] = d ? 0 : 1;
-		l->st.node[t][0] = d ? at : svc->other_root;
-		l->st.path[t][0] = lt_span_of(svc, d ? d : x, &bad);
 		if (!d)
-			l->st.path[t][0].hi = l->st.path[t][0].lo;
+			sp.hi = sp.lo;
+		/* every group's tree of the set starts at the set's node (those
+		 * of groups the service has not are never read: no branch) */
+		for (__u32 t = LT_SETS + set; t < LT_TREES; t += LT_SETS) {
+			l->st.reach[t] = 0;
+			l->stop[t] = d ? 0 : 1;
+			l->st.node[t][0] = d ? at : svc->other_root;
+			l->st.path[t][0] = sp;
+		}
 	}
 	return bad ? LT_STAT_BAD_INDEX : LT_OK;
+}
+
+/* lt_other_in readies the walks of the groups' trees of the service in l
+ * (lt_walk_other) and their chains, stops and kinds: a global function,
+ * checked once on its own, so that its branches do not fork the state the
+ * rest of the computation is checked in. */
+__noinline int lt_other_in(struct lt_loads *l)
+{
+	if (!l)
+		return LT_STAT_BAD_INDEX;
+	for (__u32 g = 0; g < LT_MAX_GROUPS; g++) {
+		struct lt_group x = lt_group(&l->svc, g);
+
+		l->gchain[g] = x.chain;
+		l->gstop[g] = x.stop;
+		l->granked[g] = x.ranked;
+	}
+	return lt_walk_other(&l->svc, l);
+}
+
+/* lt_tail_cb ends the walk of tree i: below the deepest match, the empty
+ * range at its lo. A group's walk stops at its depth (the copies by a first
+ * scope other than network at other_depth, a class at class_depth): the
+ * ranks below are one, as if the walk stopped there (shared/network.go
+ * walkOther). One tree per call, as lt_level_cb. */
+static long lt_tail_cb(__u64 i, void *data)
+{
+	struct lt_walk_ctx *c = data;
+	struct lt_loads *l = c->l;
+	__u32 set = i, r, g;
+
+	lt_bounded(set);
+	if (set >= LT_TREES)
+		return 1;
+	r = l->st.reach[set];
+	if (set >= LT_SETS) {
+		g = set / LT_SETS - 1;
+		lt_bounded(g);
+		if (g >= LT_MAX_GROUPS)
+			return 1;
+		if (r > l->gstop[g])
+			l->st.reach[set] = r = l->gstop[g];
+	}
+	lt_bounded(r);
+	if (r >= LT_DEPTHS) {
+		c->bad = 1;
+		return 1;
+	}
+	for (__u32 j = 1; j < LT_DEPTHS; j++) {
+		if (j <= r)
+			continue;
+		l->st.path[set][j].lo = l->st.path[set][r].lo;
+		l->st.path[set][j].hi = l->st.path[set][r].lo;
+		l->st.node[set][j] = l->st.node[set][r];
+	}
+	return 0;
 }
 
 /* lt_walk walks the three trees (and their other-network trees) with the
@@ -145,33 +321,13 @@ static __always_inline int lt_walk(const struct lt_service *svc, struct lt_loads
 	}
 	if (bad)
 		return LT_STAT_BAD_INDEX;
-	if (trees == LT_TREES && lt_walk_other(svc, l) != LT_OK)
+	if (trees > LT_SETS && lt_other_in(l) != LT_OK)
 		return LT_STAT_BAD_INDEX;
 	bpf_loop(trees * svc->levels, lt_level_cb, c, 0);
 	if (c->bad)
 		return LT_STAT_BAD_INDEX;
-	for (int set = 0; set < LT_TREES; set++) { /* below the deepest match: the empty range at its lo */
-		__u32 r = l->st.reach[set];
-
-		if (set >= trees)
-			break;
-		/* Copies by a first scope other than network: the ranks below
-		 * other_depth are one, as if the walk stopped there
-		 * (shared/network.go walkOther). */
-		if (set >= LT_SETS && r > svc->other_depth)
-			l->st.reach[set] = r = svc->other_depth;
-		if (r >= LT_DEPTHS)
-			return LT_STAT_BAD_INDEX;
-		lt_bounded(r);
-		for (__u32 j = 1; j < LT_DEPTHS; j++) {
-			if (j <= r)
-				continue;
-			l->st.path[set][j].lo = l->st.path[set][r].lo;
-			l->st.path[set][j].hi = l->st.path[set][r].lo;
-			l->st.node[set][j] = l->st.node[set][r];
-		}
-	}
-	return LT_OK;
+	bpf_loop(trees, lt_tail_cb, c, 0);
+	return c->bad ? LT_STAT_BAD_INDEX : LT_OK;
 }
 
 /* lt_rule_to finds the failover rule whose from-region is want (rules are
@@ -343,20 +499,29 @@ static __always_inline void lt_add_priority(struct lt_loads *l, __u32 overprov, 
  */
 
 /* lt_rank_cb adds the priorities of rank levels-i%(LT_MAX_LEVELS+1) of
- * the sets' trees (i below LT_MAX_LEVELS+1) or of their other-network
- * trees, the failover rule's rank split in two; ranks below min_rank are
- * none, and with the network rule rank 0 of the sets' trees is the
- * other-network trees' priorities (steps 2-3). */
+ * the sets' trees (i below LT_MAX_LEVELS+1) or of group i/(LT_MAX_LEVELS+1)
+ * - 1's trees, the failover rule's rank split in two; ranks below min_rank
+ * are none; with the network rule (or copies by the first scope) rank 0
+ * of the sets' trees is the groups' priorities, and with classes before
+ * the locality every rank below first (steps 2-3). */
 static long lt_rank_cb(__u64 i, void *data)
 {
 	struct lt_walk_ctx *c = data;
+	const struct lt_service *svc = c->svc;
 	struct lt_loads *l = c->l;
-	__u32 other = i > LT_MAX_LEVELS, b = other ? LT_SETS : 0;
-	int r = (int)c->svc->levels - (int)(other ? i - LT_MAX_LEVELS - 1 : i);
-	int lowest = c->svc->net_rule == 2 ? 1 : (int)c->svc->min_rank;
+	__u32 other = i / (LT_MAX_LEVELS + 1), b = LT_SETS * other;
+	int r = (int)svc->levels - (int)(i % (LT_MAX_LEVELS + 1));
+	int classes = lt_groups(svc) > 1, lowest = svc->net_rule == 2 ? 1 : (int)svc->min_rank;
 	struct lt_hosts n;
 
-	if (i > 2 * LT_MAX_LEVELS + 1 || r < 0 || r < lowest)
+	lt_bounded(other);
+	if (other > LT_MAX_GROUPS)
+		return 1;
+	if (classes && other == 0)
+		lowest = svc->first;
+	if (classes && other >= 1 && l->granked[other - 1])
+		lowest = svc->first;
+	if (r < 0 || r < lowest)
 		return 0;
 	n.healthy = lt_count_rank(l, b, r);
 	n.degraded = lt_count_rank(l, b + 1, r);
@@ -521,7 +686,7 @@ static __always_inline int lt_loads_compute(const struct lt_service *svc, const 
 		ret = lt_failover(svc, labels, l, &c);
 	if (ret != LT_OK)
 		return ret;
-	bpf_loop((LT_MAX_LEVELS + 1) * (svc->net_rule == 2 ? 2 : 1), lt_rank_cb, &c, 0);
+	bpf_loop((LT_MAX_LEVELS + 1) * (lt_trees(svc) / LT_SETS), lt_rank_cb, &c, 0);
 	if (l->st.n == 0)
 		return LT_STAT_NO_CANDIDATE;
 	lt_priority_loads(svc, l, &c);
@@ -558,8 +723,7 @@ static __always_inline void lt_spans_of(const struct lt_loads *l, __u32 set, __u
 	if (set >= LT_SETS || p >= LT_MAX_PRIO)
 		return;
 	lt_bounded(p);
-	if (l->st.other[p])
-		set += LT_SETS;
+	set += LT_SETS * l->st.other[p];
 	lt_bounded(set);
 	if (set >= LT_TREES)
 		return;

@@ -59,34 +59,38 @@ type lookuptestLtLoads struct {
 		_     structs.HostLayout
 		N     uint32
 		Panic uint32
-		Path  [6][10]struct {
+		Path  [12][10]struct {
 			_  structs.HostLayout
 			Lo uint32
 			Hi uint32
 		}
-		Node  [6][10]uint32
-		Reach [6]uint32
-		To    [6]struct {
+		Node  [12][10]uint32
+		Reach [12]uint32
+		To    [12]struct {
 			_  structs.HostLayout
 			Lo uint32
 			Hi uint32
 		}
-		Healthy  [18]uint32
-		Degraded [18]uint32
-		Total    [18]uint32
-		Rank     [18]uint8
-		Kind     [18]uint8
-		Other    [18]uint8
-		Lh       [18]uint8
-		Ld       [18]uint8
-		_        [6]byte
+		Healthy  [32]uint32
+		Degraded [32]uint32
+		Total    [32]uint32
+		Rank     [32]uint8
+		Kind     [32]uint8
+		Other    [32]uint8
+		Lh       [32]uint8
+		Ld       [32]uint8
 	}
 	Pick [24]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32
 	}
-	Stop      [6]uint32
+	Stop      [12]uint32
+	Key       [3]uint64
+	Gchain    [3]uint8
+	Gstop     [3]uint8
+	Granked   [3]uint8
+	Gpad      [7]uint8
 	ToLabel   uint64
 	Split     int32
 	Sum       uint32
@@ -97,8 +101,8 @@ type lookuptestLtLoads struct {
 	Hsum      uint32
 	Hfirst    int32
 	Hosts     uint64
-	AvailH    [18]uint32
-	AvailD    [18]uint32
+	AvailH    [32]uint32
+	AvailD    [32]uint32
 	Draw      uint64
 	Agg       uint64
 	Chosen    uint32
@@ -195,7 +199,8 @@ type lookuptestLtService struct {
 	LocN            [4]uint32
 	LocDepth        uint8
 	OtherDepth      uint8
-	LocPad          [2]uint8
+	First           uint8
+	ClassDepth      uint8
 	OtherRoot       uint32
 	Widen           uint32
 	WidenLeaves     uint32
@@ -269,16 +274,15 @@ type lookuptestLtTestLoadsOut struct {
 	Panic    uint32
 	EpDelta  uint32
 	Pick     uint32
-	Healthy  [18]uint32
-	Degraded [18]uint32
-	Total    [18]uint32
-	Rank     [18]uint8
-	Kind     [18]uint8
-	Lh       [18]uint8
-	Ld       [18]uint8
-	Other    [18]uint8
-	_        [2]byte
-	Spans    [18][3][3]struct {
+	Healthy  [32]uint32
+	Degraded [32]uint32
+	Total    [32]uint32
+	Rank     [32]uint8
+	Kind     [32]uint8
+	Lh       [32]uint8
+	Ld       [32]uint8
+	Other    [32]uint8
+	Spans    [32][3][3]struct {
 		_  structs.HostLayout
 		Lo uint32
 		Hi uint32

@@ -42,6 +42,10 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 		scopes = networkFirstScopes
 	case rng.IntN(3) == 0: // a cluster first: the copies by the first scope (network_rule 4 with failover, 3 without)
 		scopes, levels = clusterFirstScopes, max(levels, 2+rng.IntN(4)) // node after subzone, which failover rules do not rank
+	case rng.IntN(3) == 0: // two or three scopes before region: classes before the locality (format 8)
+		scopes = classScopes[rng.IntN(len(classScopes))]
+		netFirst = true // and no failover_limit below region, which failover rules refuse
+		levels = max(levels, slices.Index(scopes, "region")+1+rng.IntN(3))
 	}
 	spec := shared.ServiceSpec{Name: fmt.Sprintf("svc-%d", i), Scopes: scopes[:levels], VIP: treetest.VIP(i, false),
 		Policy: loadsPolicies[rng.IntN(len(loadsPolicies))]}
@@ -75,6 +79,15 @@ func loadsService(rng *rand.Rand, i int) shared.ServiceSpec {
 		spec.Endpoints = append(spec.Endpoints, e)
 	}
 	return spec
+}
+
+// classScopes have two or three scopes before region (docs/FORMAT.md,
+// "Classes before the locality"): network first (the network rule's
+// classes on both sides of its ranked copies), or another label.
+var classScopes = [][]string{
+	{"network", "cluster", "region", "zone", "subzone", "node", "rack", "topology.istio.io/cluster"},
+	{"cluster", "rack", "region", "zone", "subzone", "node", "network", "topology.istio.io/cluster"},
+	{"cluster", "rack", "network", "region", "zone", "subzone", "node", "topology.istio.io/cluster"},
 }
 
 // networkFirstScopes are scopes with network first, region after it.
@@ -146,7 +159,7 @@ func TestKernelLoadsMatchGo(t *testing.T) {
 		}
 	}
 	for _, c := range []string{"panic", "total panic", "degraded load", "failover split", "no candidate", "several priorities", "beyond failover_limit", "other networks",
-		"other clusters ranked", "other clusters merged"} {
+		"other clusters ranked", "other clusters merged", "classes before the locality"} {
 		if seen[c] == 0 {
 			t.Errorf("no pair had %s: the generator misses a case (%v)", c, seen)
 		}
@@ -194,6 +207,8 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 			seen["failover split"]++
 		}
 		switch {
+		case w.Other && s.ClassesBeforeLocality() && w.Group > 1:
+			seen["classes before the locality"]++
 		case w.Other && s.Scopes()[0] == "network":
 			seen["other networks"]++
 		case w.Other && s.OtherValuesMerged():
@@ -218,6 +233,7 @@ func compareLoads(t *testing.T, s *shared.Service, labels [shared.MaxLevels]uint
 type priority struct {
 	Rank, Failover    uint8
 	Other             bool
+	Group             uint8
 	Counts            shared.PriorityCounts
 	Healthy, Degraded uint8
 	Panic             bool
@@ -225,12 +241,12 @@ type priority struct {
 }
 
 func goPriority(l *shared.Loads, p int) priority {
-	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Other: l.Other[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
+	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Other: l.Other[p], Group: l.Group[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
 		Panic: l.InPanic(p), Spans: l.Spans(p)}
 }
 
 func kernelPriority(o *bpftest.LoadsOut, p int) priority {
-	k := priority{Rank: o.Rank[p], Failover: o.Kind[p], Other: o.Other[p] != 0, Healthy: o.Lh[p], Degraded: o.Ld[p], Panic: o.Panic&(1<<p) != 0,
+	k := priority{Rank: o.Rank[p], Failover: o.Kind[p], Other: o.Other[p] != 0, Group: o.Other[p], Healthy: o.Lh[p], Degraded: o.Ld[p], Panic: o.Panic&(1<<p) != 0,
 		Counts: shared.PriorityCounts{Healthy: o.Healthy[p], Degraded: o.Degraded[p], Total: o.Total[p]}}
 	for set := range 3 {
 		for i := range 3 {

@@ -170,3 +170,63 @@ func TestOtherNetworkLabelMatchesHeader(t *testing.T) {
 		t.Fatalf("LT_OTHER_NETWORK %s, shared %#x", m[1], shared.OtherNetworkLabel())
 	}
 }
+
+// classPriorityCase is a spillover service with network and cluster before
+// region and a failover rule r1 → r2 (Istio's failoverPriority [network,
+// cluster] with failover, docs/FORMAT.md "Classes before the locality"),
+// for a node on n1 in c1 r1/z1/s1; the shares are worked by hand from
+// Istio's priorities (applyFailoverPriorityPerLocality at b6787c12: len − j
+// for the first label j that differs, the list's length more for another
+// network, "ignore network"; × 5 + LbPriority, applyLocalityFailover) and
+// Envoy's loads (factor 140, panic 50), not by loctree:
+//
+//   - .1 n1 c1 r1/z1/s1 unhealthy: 0·5 + 0 = 0, P0, health 0;
+//   - .2 healthy, .6 and .7 unhealthy, n1 c2 r1/z1/s1: 4·5 + 0 = 20, P1,
+//     health 140·1/3 = 46;
+//   - .3 n1 c3 r1/z2/s1 unhealthy: 4·5 + 2 = 22, P2, health 0;
+//   - .4 healthy, .8 and .9 unhealthy, n2 c1 r1/z1/s1: (5 + 0)·5 + 0 =
+//     25, P3, health 46;
+//   - .5 n2 c2 and .10 n3 c3, both healthy in r1/z1/s1: (5 + 4)·5 + 0 =
+//     45, P4, health 100.
+//
+// The healthy availabilities reach 100 at P4: .2 46 %, .4 46 %, .5 and
+// .10 4 % each (one locality r1/z1/s1 across n2/c2 and n3/c3, weights 1
+// and 1). Before the classes, Build refused the scopes with failover
+// rules; ranking n1's other clusters in one rank with the other networks'
+// (cluster as any scope after network) puts .2, .3 after .4.
+func classPriorityCase() loadsCase {
+	of, threshold := uint32(140), uint32(50)
+	spec := shared.ServiceSpec{Name: "cls", VIP: "127.77.38.1:80", Scopes: []string{"network", "cluster", "region", "zone", "subzone"},
+		Failover:  []shared.FailoverSpec{{From: "r1", To: "r2"}},
+		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
+	c := loadsCase{}
+	for i, e := range []struct {
+		network, cluster, zone string
+		healthy                bool
+		share                  float64
+	}{
+		{"n1", "c1", "z1", false, 0}, {"n1", "c2", "z1", true, 46}, {"n1", "c3", "z2", false, 0}, {"n2", "c1", "z1", true, 46},
+		{"n2", "c2", "z1", true, 4}, {"n1", "c2", "z1", false, 0}, {"n1", "c2", "z1", false, 0}, {"n2", "c1", "z1", false, 0},
+		{"n2", "c1", "z1", false, 0}, {"n3", "c3", "z1", true, 4},
+	} {
+		a := fmt.Sprintf("127.0.38.%d:9138", i+1)
+		es := shared.EndpointSpec{Address: a, Locality: shared.Locality{"network": e.network, "cluster": e.cluster, "region": "r1", "zone": e.zone, "subzone": "s1"}}
+		if !e.healthy {
+			es.Healthy = boolp(false)
+		}
+		spec.Endpoints = append(spec.Endpoints, es)
+		c.eps = append(c.eps, loadsEndpoint{addr: a, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
+	}
+	c.spec = spec
+	return c
+}
+
+// TestConnectClassPriorities: real connects through the programs from a
+// node on n1 in c1 land on each endpoint as Istio's priorities by class
+// before the locality and Envoy's loads say (classPriorityCase).
+func TestConnectClassPriorities(t *testing.T) {
+	kerneltest.RequireRoot(t)
+	c := classPriorityCase()
+	install(t, specsOf([]loadsCase{c}, loadsCase.specOf), shared.Locality{"network": "n1", "cluster": "c1", "region": "r1", "zone": "z1", "subzone": "s1"})
+	connectShares(t, c)
+}

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"fmt"
 	"maps"
 
 	"github.com/loctree/loctree/shared"
@@ -10,14 +9,11 @@ import (
 // Refusal is why the kernel does not install service s (an error wrapping
 // ErrNotInKernel), or nil. Such a service stays in the tree the agent
 // serves to the filters, which honour it; connections to its VIP are not
-// redirected. The kernel implements every setting a tree can hold but
-// the classes before the locality (format 8: a spillover service with two
-// or more scopes before its first locality scope), which the filter
-// honours first.
+// redirected. The kernel implements every setting a tree can hold today
+// (classes before the locality since bpf/lib/priority.h lt_group), so it
+// is always nil; a setting the filter honours before the kernel does is
+// refused here.
 func Refusal(s *shared.Service) error {
-	if s.ClassesBeforeLocality() {
-		return fmt.Errorf("service %q: %w: scopes %v put two or more scopes before the locality, whose classes the kernel does not walk yet; the filter serves it", s.Name(), ErrNotInKernel, s.Scopes())
-	}
 	return nil
 }
 
