@@ -72,8 +72,9 @@ var locShares = map[string]map[string]float64{
 // them by health (distLocShares). And round_robin and least_request weigh
 // the candidates as Envoy's EDF schedule does (issue 26 item 6,
 // weightedPlanes). And Istio's priorities across networks with a failover
-// rule (issue 26 items 3 and 4, netShares) and across clusters (a cluster
-// before region, cluShares) from the node source.
+// rule (issue 26 items 3 and 4, netShares), across clusters (a cluster
+// before region, cluShares) and by class before the locality (network and
+// cluster before region, clsShares) from the node source.
 func TestPerPrioritySpreadAgrees(t *testing.T) {
 	kerneltest.RequireRoot(t)
 	cli, wasm := build(t)
@@ -98,6 +99,7 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 	}
 	checkNetwork(t, "tree pick", pickLocality(t, cli, onNetwork(spreadSources[0]), netHost))
 	checkCluster(t, "tree pick", pickLocality(t, cli, inCluster(spreadSources[0]), cluHost))
+	checkClasses(t, "tree pick", pickLocality(t, cli, inCluster(onNetwork(spreadSources[0])), clsHost))
 
 	cg := kerneltest.Cgroup(t)
 	fs := filepath.Join(kerneltest.BPFFS(t), "loctree")
@@ -119,12 +121,13 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 		p := &planes{t: t, cg: cg}
 		kernel, kernelDist, kernelLoc, kernelDL := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		var kernelW map[string]map[string]int
-		kernelNet, kernelClu := map[string]int{}, map[string]int{}
+		kernelNet, kernelClu, kernelCls := map[string]int{}, map[string]int{}, map[string]int{}
 		p.inCgroup(source{cgroup: map[bool]string{true: "", false: s.name}[s.name == "node"]}, func() {
 			if s.name == "node" {
 				kernelW = weightedConnects(t, s.name)
 				connects(t, s.name, netVIP, kernelNet)
 				connects(t, s.name, cluVIP, kernelClu)
+				connects(t, s.name, clsVIP, kernelCls)
 			}
 			connects(t, s.name, spillVIP, kernel)
 			connects(t, s.name, locVIP, kernelLoc)
@@ -151,6 +154,8 @@ func TestPerPrioritySpreadAgrees(t *testing.T) {
 			checkNetwork(t, "filter", requests(t, s.name, proxy, netHost))
 			checkCluster(t, "kernel", kernelClu)
 			checkCluster(t, "filter", requests(t, s.name, proxy, cluHost))
+			checkClasses(t, "kernel", kernelCls)
+			checkClasses(t, "filter", requests(t, s.name, proxy, clsHost))
 		}
 	}
 }

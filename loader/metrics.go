@@ -126,7 +126,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	pw.Metric("loctree_endpoints", "gauge", "Eligible endpoints installed.", float64(m.endpoints))
 	pw.Metric("loctree_generation", "gauge", "Generation of the installed tree.", float64(m.gen))
 	pw.Metric("loctree_services_refused", "gauge", "Services of the source the tree refuses (the agent's log says why); each keeps its last installed version while the others are applied.", float64(m.refused))
-	pw.Metric("loctree_kernel_services_refused", "gauge", "Services of the installed tree with a VIP that the kernel does not install because they use a setting its programs do not implement yet (classes before the locality: two or more scopes before region with spillover); the filters are served them, connections to their VIPs are not redirected (the agent's log says why, once).", float64(m.kernelRefused))
+	pw.Metric("loctree_kernel_services_refused", "gauge", "Services of the installed tree with a VIP that the kernel does not install because they use a setting its programs do not implement yet (none today); the filters are served them, connections to their VIPs are not redirected (the agent's log says why, once).", float64(m.kernelRefused))
 	pw.Metric("loctree_topology_warnings", "gauge", "Warnings of the installed tree: input accepted that most likely does not do what was meant (a failover region no endpoint or node has; the agent's log names each once, with the nearest known region).", float64(m.warnings))
 	pw.Metric("loctree_pins_ok", "gauge", "1 while every map and link the agent pinned is in its bpffs directory; 0 when pins are gone and cannot be restored (the kernel path then stops when the agent exits).", float64(boolToInt(!m.pinsLost)))
 	unlabelled := []string{""}

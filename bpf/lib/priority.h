@@ -2,10 +2,12 @@
 /*
  * Envoy's priority load in the kernel (docs/FORMAT.md, "Priority load",
  * steps 1-6), for services whose lt_service.of is non-zero: three tree
- * walks (eligible, degraded, unhealthy; six with the network rule, whose
- * other-network trees rank the other networks' endpoints: "Network rule
- * with a priority load", or the other values of another first scope to
- * other_depth: "Copies by the first scope") record the
+ * walks (eligible, degraded, unhealthy; three more per group of copies
+ * with the network rule, whose other-network trees rank the other
+ * networks' endpoints: "Network rule with a priority load", or the other
+ * values of another first scope to other_depth: "Copies by the first
+ * scope", or a class before the locality: "Classes before the locality")
+ * record the
  * source's range at every depth; the priorities are the ranks, deepest first, each at most two
  * spans per set (three where a failover rule splits the region's rank);
  * their loads follow Envoy's recalculatePerPriorityState and panic rules in
