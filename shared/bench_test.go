@@ -465,3 +465,54 @@ func BenchmarkPickNetworkRule(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPickLoadsClasses measures the classes before the locality
+// (groups.go): spillMesh with its endpoints on 3 networks and 4 clusters
+// each (network and cluster before region, a failover rule per region,
+// the sources on each network and cluster): loads computed per pick
+// (loads=fresh-classes: the own trees and the three groups' walks) and
+// cached; loads=fresh-plain is the same mesh and rules without the two
+// scopes before region, for the ratio. Build/N= is a whole Build of the
+// service with the classes, whose copies grow with the endpoints times
+// the networks and clusters (reported as copies/op).
+func BenchmarkPickLoadsClasses(b *testing.B) {
+	for _, n := range benchSizes {
+		top, leaves := spillMesh(n, true)
+		spec := &top.Services[0]
+		for r := range 6 {
+			spec.Failover = append(spec.Failover, FailoverSpec{From: fmt.Sprintf("region-%d", r), To: fmt.Sprintf("region-%d", (r+1)%6)})
+		}
+		_, plain, plainSrcs := buildPrepared(b, top, leaves)
+		benchFreshLoads(b, fmt.Sprintf("loads=fresh-plain/N=%d", n), plain, plainSrcs)
+		spec.Scopes = []string{"network", "cluster", "region", "zone", "subzone"}
+		for i := range spec.Endpoints {
+			loc := Locality{"network": fmt.Sprintf("net-%d", i%3), "cluster": fmt.Sprintf("net-%d-c%d", i%3, i/3%4)}
+			for k, v := range spec.Endpoints[i].Locality {
+				loc[k] = v
+			}
+			spec.Endpoints[i].Locality = loc
+		}
+		var srcLeaves []Locality
+		for i, l := range leaves {
+			loc := Locality{"network": fmt.Sprintf("net-%d", i%3), "cluster": fmt.Sprintf("net-%d-c%d", i%3, i%4)}
+			for k, v := range l {
+				loc[k] = v
+			}
+			srcLeaves = append(srcLeaves, loc)
+		}
+		tree, svc, srcs := buildPrepared(b, top, srcLeaves)
+		if !svc.ClassesBeforeLocality() {
+			b.Fatal("no classes")
+		}
+		benchFreshLoads(b, fmt.Sprintf("loads=fresh-classes/N=%d", n), svc, srcs)
+		benchCachedLoads(b, fmt.Sprintf("loads=cached-classes/N=%d", n), svc, srcs)
+		b.Run(fmt.Sprintf("Build/N=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Build(top, BuildOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(tree.NumEndpoints()-n), "copies/op")
+		})
+	}
+}
