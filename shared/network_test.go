@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -447,5 +448,22 @@ func TestDecodeRejectsOtherRuleMismatch(t *testing.T) {
 		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
 			t.Errorf("rule %d: %v, want ErrCorrupt mentioning %q", rule, err, want)
 		}
+	}
+}
+
+// TestOtherCopiesBounded: copies by the first scope grow with the
+// endpoints times its values; past maxCopies Build refuses the service,
+// naming the scopes, rather than encoding a tree of hundreds of megabytes
+// (200 clusters of 105 endpoints: 4,179,000 copies plus the other
+// clusters' whole copies; red without the bound: it builds).
+func TestOtherCopiesBounded(t *testing.T) {
+	spec := ServiceSpec{Name: "wide", Scopes: []string{"cluster", "region"}, Spillover: &SpilloverSpec{}}
+	for i := range 21000 {
+		spec.Endpoints = append(spec.Endpoints, EndpointSpec{Address: fmt.Sprintf("127.%d.%d.%d:80", 1+i/62500, i/250%250, i%250+1),
+			Locality: Locality{"cluster": fmt.Sprintf("c%d", i%200), "region": "r1"}})
+	}
+	_, err := Build(&Topology{Services: []ServiceSpec{spec}}, BuildOptions{})
+	if !errors.Is(err, ErrInvalidTopology) || !strings.Contains(err.Error(), "too many values") || !strings.Contains(err.Error(), "[cluster]") {
+		t.Fatalf("Build: %v, want the copies refused naming [cluster]", err)
 	}
 }

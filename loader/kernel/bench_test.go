@@ -189,6 +189,7 @@ func BenchmarkConnect(b *testing.B) {
 	netSpillVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 6}, Port: 80}
 	laVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 7}, Port: 80}
 	cluVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 8}, Port: 80}
+	clsVIP := &unix.SockaddrInet4{Addr: [4]byte{127, 77, 3, 9}, Port: 80}
 	for i, n := range []int{10, 1000, 100000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port)}}
 		if n < 100000 { // both 100k services do not fit the default maps twice
@@ -196,7 +197,7 @@ func BenchmarkConnect(b *testing.B) {
 				distributeBenchService("dist", "127.77.3.3:80", n, port), networkService("net", "127.77.3.4:80", n, port),
 				localityService("loc", "127.77.3.5:80", n, port), networkSpillService("netspill", "127.77.3.6:80", n, port),
 				loadAwareService("la", "127.77.3.7:80", n, port),
-				clusterSpillService("cluspill", "127.77.3.8:80", n, port))
+				clusterSpillService("cluspill", "127.77.3.8:80", n, port), classSpillService("clsspill", "127.77.3.9:80", n, port))
 		}
 		if _, err := in.Apply(mustBuild(b, top, uint64(i+1))); err != nil {
 			b.Fatal(err)
@@ -210,6 +211,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Run(fmt.Sprintf("spillover-network/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, netSpillVIP, direct) })
 			b.Run(fmt.Sprintf("load_aware/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, laVIP, direct) })
 			b.Run(fmt.Sprintf("spillover-cluster/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, cluVIP, direct) })
+			b.Run(fmt.Sprintf("spillover-classes/endpoints=%d", n), func(b *testing.B) { compareConnects(b, cg, clsVIP, direct) })
 		}
 	}
 }
@@ -323,6 +325,22 @@ func clusterSpillService(name, vip string, n, port int) shared.ServiceSpec {
 	s.Scopes, s.Failover = append([]string{"cluster"}, s.Scopes...), nil
 	for i := 2; i < len(s.Endpoints); i++ {
 		s.Endpoints[i].Locality["cluster"] = fmt.Sprintf("c-%d", i%3+1)
+	}
+	return s
+}
+
+// classSpillService is networkSpillService with cluster after network
+// (docs/FORMAT.md "Classes before the locality"), the endpoints in two
+// clusters of each network, and a source on no network or cluster: a
+// connect walks the three sets' trees and three groups of copies (the
+// classes of the other clusters on the source's network, the other
+// networks' ranked copies, and their other clusters), and draws the
+// other networks' other clusters' r0/z0 and one of its localities.
+func classSpillService(name, vip string, n, port int) shared.ServiceSpec {
+	s := networkSpillService(name, vip, n, port)
+	s.Scopes = append([]string{"network", "cluster"}, s.Scopes[1:]...)
+	for i := range s.Endpoints {
+		s.Endpoints[i].Locality["cluster"] = fmt.Sprintf("c-%d", i%2)
 	}
 	return s
 }

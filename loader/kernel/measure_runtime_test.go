@@ -46,11 +46,12 @@ func TestMeasureConnectRuntime(t *testing.T) {
 		vip  [4]byte
 	}{{"plain", [4]byte{127, 77, 3, 1}}, {"spillover", [4]byte{127, 77, 3, 2}},
 		{"spillover-locality", [4]byte{127, 77, 3, 5}}, {"spillover-network", [4]byte{127, 77, 3, 6}},
-		{"spillover-cluster", [4]byte{127, 77, 3, 8}}}
+		{"spillover-cluster", [4]byte{127, 77, 3, 8}}, {"spillover-classes", [4]byte{127, 77, 3, 9}}}
 	for i, n := range []int{10, 1000} {
 		top := &shared.Topology{Services: []shared.ServiceSpec{bigService("big", "127.77.3.1:80", n, port),
 			spilloverService("spill", "127.77.3.2:80", n, port), localityService("loc", "127.77.3.5:80", n, port),
-			networkSpillService("netspill", "127.77.3.6:80", n, port), clusterSpillService("cluspill", "127.77.3.8:80", n, port)}}
+			networkSpillService("netspill", "127.77.3.6:80", n, port), clusterSpillService("cluspill", "127.77.3.8:80", n, port),
+			classSpillService("clsspill", "127.77.3.9:80", n, port)}}
 		if _, err := in.Apply(mustBuild(t, top, uint64(i+1))); err != nil {
 			t.Fatal(err)
 		}
