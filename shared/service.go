@@ -97,6 +97,12 @@ func (s *Service) NetworkPriorities() bool { return s.netOther }
 // rather than ranking them by the scopes after it.
 func (s *Service) OtherValuesMerged() bool { return s.otherRule == otherMerged }
 
+// NetworkRanked says whether a service with NetworkPriorities applies the
+// network rule to them (network first, network_rule ztunnel: the other
+// networks ranked by every scope after network), rather than copies by a
+// first scope ranked by the locality scopes only.
+func (s *Service) NetworkRanked() bool { return s.netOther && s.otherRule == otherRanked }
+
 // ClassesBeforeLocality says whether a service with NetworkPriorities has
 // two or more scopes before its first locality scope, each class of
 // endpoints that differ from the source first at one of them with its

@@ -96,6 +96,10 @@ type jsonService struct {
 	// NetworkRule is "ztunnel" for a service that applies ztunnel's network
 	// rule (docs/FORMAT.md "Network rule").
 	NetworkRule string `json:"network_rule,omitempty"`
+	// ClassesBeforeLocality are the scopes before the locality whose
+	// classes have their own copies (docs/FORMAT.md "Classes before the
+	// locality").
+	ClassesBeforeLocality []string `json:"classes_before_locality,omitempty"`
 	jsonPolicy
 }
 
@@ -118,8 +122,12 @@ func inspectJSON(in *treeInput) jsonTree {
 			Tree: nodeJSON(s, s.Root()), Distribute: s.Distribute(), jsonPolicy: policyJSON(s, states),
 		}
 		js.AffinityTimeout, _ = affinityTimeout(s)
-		if s.NetworkRule() || s.NetworkPriorities() {
+		if s.NetworkRule() || s.NetworkRanked() {
 			js.NetworkRule = shared.NetworkRuleZtunnel
+		}
+		if s.ClassesBeforeLocality() {
+			sc := s.Scopes()
+			js.ClassesBeforeLocality = sc[:slices.IndexFunc(sc, func(x string) bool { return x == "region" || x == "zone" || x == "subzone" })]
 		}
 		if s.VIP().IsValid() {
 			js.VIP = s.VIP().String()
@@ -169,7 +177,7 @@ func drawTree(w io.Writer, in *treeInput) {
 		switch first := s.Scopes()[0]; {
 		case s.NetworkPriorities() && s.OtherValuesMerged():
 			fmt.Fprintf(w, "  other %s values: one priority after the source's %s, its localities %s across them (Istio's failoverPriority)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:], "/"))
-		case s.NetworkPriorities() && first == "network":
+		case s.NetworkRanked():
 			fmt.Fprintf(w, "  network rule: ztunnel (after the source's network, the other networks' endpoints in priorities by %s: Istio's failoverPriority network rule)\n", joinSafe(s.Scopes()[1:], "/"))
 		case s.NetworkPriorities():
 			fmt.Fprintf(w, "  other %s values: after the source's %s, in priorities by %s (Istio's failoverPriority with failover rules)\n", safe(first), safe(first), joinSafe(s.Scopes()[1:min(s.OtherWalkDepth(), s.Levels())], "/"))

@@ -164,3 +164,43 @@ func TestPickClassPriorities(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectClassesAndPlainNetwork: tree inspect -o json names the scopes
+// before the locality whose classes have copies, and says network_rule
+// ztunnel only for a service that applies it: network first under
+// network_rule plain with spillover has copies by its first scope ranked
+// by the locality scopes (Istio before b6787c12), not the rule (it said
+// "ztunnel" for both, and the table "network rule: ztunnel").
+func TestInspectClassesAndPlainNetwork(t *testing.T) {
+	dir := t.TempDir()
+	classes := strings.Replace(networkPickDoc, "scopes: [network, region, zone, subzone]", "scopes: [network, cluster, region, zone, subzone]", 1)
+	plain := strings.Replace(networkPickDoc, "    spillover: {}\n", "    spillover: {}\n    network_rule: plain\n", 1)
+	for _, c := range []struct {
+		doc, rule, classes, table string
+	}{
+		{networkPickDoc, "ztunnel", "", "network rule: ztunnel"},
+		{classes, "ztunnel", "network cluster", "classes before the locality"},
+		{plain, "", "", "other network values"},
+	} {
+		path := filepath.Join(dir, "t.yaml")
+		if err := os.WriteFile(path, []byte(c.doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runCLI(t, "tree", "inspect", "-f", path, "-o", "json")
+		var res struct {
+			Services []struct {
+				NetworkRule string   `json:"network_rule"`
+				Classes     []string `json:"classes_before_locality"`
+			} `json:"services"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Services) != 1 {
+			t.Fatalf("tree inspect -o json (exit %d, %s):\n%s", code, errs, out)
+		}
+		if s := res.Services[0]; s.NetworkRule != c.rule || strings.Join(s.Classes, " ") != c.classes {
+			t.Errorf("network_rule %q, classes %v; want %q, %q", s.NetworkRule, s.Classes, c.rule, c.classes)
+		}
+		if code, out, _ := runCLI(t, "tree", "inspect", "-f", path); code != 0 || !strings.Contains(out, c.table) {
+			t.Errorf("table without %q:\n%s", c.table, out)
+		}
+	}
+}
