@@ -56,10 +56,28 @@ type firstScopeEndpoint struct {
 // firstScopeCase is spec with eps as its endpoints, the first scope named
 // key, endpoint i at fmt.Sprintf(addr, i+first).
 func firstScopeCase(spec shared.ServiceSpec, key, addr string, first int, eps []firstScopeEndpoint) loadsCase {
+	var out []caseEndpoint
+	for _, e := range eps {
+		out = append(out, caseEndpoint{shared.Locality{key: e.first, "region": e.region, "zone": e.zone, "subzone": "s1"}, e.healthy, e.share})
+	}
+	return endpointsCase(spec, addr, first, out)
+}
+
+// caseEndpoint is an endpoint of endpointsCase: its locality, its health
+// and its share in percent.
+type caseEndpoint struct {
+	loc     shared.Locality
+	healthy bool
+	share   float64
+}
+
+// endpointsCase is spec with eps as its endpoints, endpoint i at
+// fmt.Sprintf(addr, i+first).
+func endpointsCase(spec shared.ServiceSpec, addr string, first int, eps []caseEndpoint) loadsCase {
 	c := loadsCase{}
 	for i, e := range eps {
 		a := fmt.Sprintf(addr, i+first)
-		es := shared.EndpointSpec{Address: a, Locality: shared.Locality{key: e.first, "region": e.region, "zone": e.zone, "subzone": "s1"}}
+		es := shared.EndpointSpec{Address: a, Locality: e.loc}
 		if !e.healthy {
 			es.Healthy = boolp(false)
 		}
@@ -199,8 +217,8 @@ func classPriorityCase() loadsCase {
 	spec := shared.ServiceSpec{Name: "cls", VIP: "127.77.38.1:80", Scopes: []string{"network", "cluster", "region", "zone", "subzone"},
 		Failover:  []shared.FailoverSpec{{From: "r1", To: "r2"}},
 		Spillover: &shared.SpilloverSpec{OverprovisioningFactor: &of, PanicThreshold: &threshold}}
-	c := loadsCase{}
-	for i, e := range []struct {
+	var eps []caseEndpoint
+	for _, e := range []struct {
 		network, cluster, zone string
 		healthy                bool
 		share                  float64
@@ -209,16 +227,10 @@ func classPriorityCase() loadsCase {
 		{"n2", "c2", "z1", true, 4}, {"n1", "c2", "z1", false, 0}, {"n1", "c2", "z1", false, 0}, {"n2", "c1", "z1", false, 0},
 		{"n2", "c1", "z1", false, 0}, {"n3", "c3", "z1", true, 4},
 	} {
-		a := fmt.Sprintf("127.0.38.%d:9138", i+1)
-		es := shared.EndpointSpec{Address: a, Locality: shared.Locality{"network": e.network, "cluster": e.cluster, "region": "r1", "zone": e.zone, "subzone": "s1"}}
-		if !e.healthy {
-			es.Healthy = boolp(false)
-		}
-		spec.Endpoints = append(spec.Endpoints, es)
-		c.eps = append(c.eps, loadsEndpoint{addr: a, health: map[bool]string{true: "", false: "unhealthy"}[e.healthy], share: e.share})
+		loc := shared.Locality{"network": e.network, "cluster": e.cluster, "region": "r1", "zone": e.zone, "subzone": "s1"}
+		eps = append(eps, caseEndpoint{loc, e.healthy, e.share})
 	}
-	c.spec = spec
-	return c
+	return endpointsCase(spec, "127.0.38.%d:9138", 1, eps)
 }
 
 // TestConnectClassPriorities: real connects through the programs from a
