@@ -228,10 +228,11 @@ struct lt_walk_ctx {
 	int bad;
 };
 
-static __always_inline __u32 lt_len(struct lt_span s)
-{
-	return s.hi - s.lo;
-}
+/* lt_len is the length of span s. A macro, not a function taking the
+ * span by value: clang (14) copies a by-value span out of a loop over an
+ * array of them a byte at a time (eight byte loads where two 4-byte
+ * loads do). s is evaluated twice: callers pass an lvalue. */
+#define lt_len(s) ((s).hi - (s).lo)
 
 /* lt_draw is the number that draws a priority: for consistent_hash the
  * client's (Envoy's choosePriority takes the request hash), else random. */
