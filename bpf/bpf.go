@@ -106,13 +106,11 @@ const (
 	// lookup used, for the traffic count of the pick that follows: not
 	// pinned, nothing in it outlives a connect.
 	MapSrcCgroup = loctreeMapLtSrcCgroup
-	// MapPrioScratch holds per-connect state of the priority load: not
-	// pinned, nothing in it outlives a connect.
-	MapPrioScratch = loctreeMapLtPrioScratch
-	// MapLoadsCache keeps, per CPU and service slot, the priority loads
-	// last computed with the service value and source labels they came
-	// from. Not pinned: a cache, each entry checked against the service it
-	// serves, that a new agent starts empty.
+	// MapLoadsCache is the per-connect state of the priority load: per CPU
+	// and service slot, it keeps the priority loads last computed with the
+	// service value and source labels they came from; its last entries are
+	// scratch slots. Not pinned: a cache, each entry checked against the
+	// service it serves, that a new agent starts empty.
 	MapLoadsCache = loctreeMapLtLoadsCache
 )
 

@@ -282,7 +282,6 @@ const (
 	loctreeMapLtLoadsCache    = "lt_loads_cache"
 	loctreeMapLtNodes         = "lt_nodes"
 	loctreeMapLtPrioPicks     = "lt_prio_picks"
-	loctreeMapLtPrioScratch   = "lt_prio_scratch"
 	loctreeMapLtRev           = "lt_rev"
 	loctreeMapLtRr            = "lt_rr"
 	loctreeMapLtSocks         = "lt_socks"
@@ -372,7 +371,6 @@ type loctreeMapSpecs struct {
 	LtLoadsCache   *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.MapSpec `ebpf:"lt_prio_picks"`
-	LtPrioScratch  *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.MapSpec `ebpf:"lt_rev"`
 	LtRr           *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSocks        *ebpf.MapSpec `ebpf:"lt_socks"`
@@ -420,7 +418,6 @@ type loctreeMaps struct {
 	LtLoadsCache   *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes        *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks    *ebpf.Map `ebpf:"lt_prio_picks"`
-	LtPrioScratch  *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRev          *ebpf.Map `ebpf:"lt_rev"`
 	LtRr           *ebpf.Map `ebpf:"lt_rr"`
 	LtSocks        *ebpf.Map `ebpf:"lt_socks"`
@@ -444,7 +441,6 @@ func (m *loctreeMaps) Close() error {
 		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,
-		m.LtPrioScratch,
 		m.LtRev,
 		m.LtRr,
 		m.LtSocks,

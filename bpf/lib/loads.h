@@ -132,13 +132,6 @@ struct lt_loads {
 	__u64 own[LT_MAX_LEVELS]; /* a cgroup's own source labels (source.h), before they are compared */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LT_SCRATCH_SLOTS);
-	__type(key, __u32);
-	__type(value, struct lt_loads);
-} lt_prio_scratch SEC(".maps");
-
 /*
  * The priority loads last computed on this CPU for a service (lib/select.h
  * lt_loads_bind), in entry slot % LT_LOADS_CACHE of the service's lt_rr
@@ -152,13 +145,16 @@ struct {
  * connect's whole state, taken as a scratch slot is (busy): a hit reads
  * the loads where they are, with no copy, and a miss computes them there.
  * A preempting connect on the same CPU finds it taken and computes in a
- * scratch slot.
+ * scratch slot: one of the LT_SCRATCH_SLOTS entries after the
+ * LT_LOADS_CACHE of the services. One map for both, so that the verifier
+ * sees one kind of pointer whichever a connect takes, and checks the code
+ * that follows once, not once per map.
  */
-#define LT_LOADS_CACHE 128 /* entries per CPU (a power of two) */
+#define LT_LOADS_CACHE 128 /* entries per CPU for the services (a power of two) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LT_LOADS_CACHE);
+	__uint(max_entries, LT_LOADS_CACHE + LT_SCRATCH_SLOTS);
 	__type(key, __u32);
 	__type(value, struct lt_loads);
 } lt_loads_cache SEC(".maps");
@@ -188,7 +184,8 @@ static __always_inline void lt_count_prio(__u32 p, __u32 degraded)
 /* lt_loads_try takes scratch slot i of this CPU if it is free. */
 static __always_inline struct lt_loads *lt_loads_try(__u32 i)
 {
-	struct lt_loads *l = bpf_map_lookup_elem(&lt_prio_scratch, &i);
+	__u32 k = LT_LOADS_CACHE + i;
+	struct lt_loads *l = bpf_map_lookup_elem(&lt_loads_cache, &k);
 
 	return l && __sync_val_compare_and_swap(&l->busy, 0, 1) == 0 ? l : NULL;
 }
@@ -234,10 +231,11 @@ struct lt_walk_ctx {
 	int bad;
 };
 
-static __always_inline __u32 lt_len(struct lt_span s)
-{
-	return s.hi - s.lo;
-}
+/* lt_len is the length of span s. A macro, not a function taking the
+ * span by value: clang (14) copies a by-value span out of a loop over an
+ * array of them a byte at a time (eight byte loads where two 4-byte
+ * loads do). s is evaluated twice: callers pass an lvalue. */
+#define lt_len(s) ((s).hi - (s).lo)
 
 /* lt_draw is the number that draws a priority: for consistent_hash the
  * client's (Envoy's choosePriority takes the request hash), else random. */

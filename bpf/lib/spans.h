@@ -50,6 +50,27 @@ static __always_inline void lt_pick_nth(struct lt_loads *l, struct lt_walk_ctx *
 	bpf_loop(LT_PICK_SPANS, lt_pick_nth_cb, c, 0);
 }
 
+/* lt_pick_first resolves positions a and b as lt_pick_nth does, without
+ * its loop, when both lie in the first non-empty one of the first LT_SPANS
+ * pick spans (a priority's own endpoints are often its second span: the
+ * first is the empty range below the deepest match, priority.h); it
+ * returns 0 otherwise, setting nothing. */
+static __always_inline int lt_pick_first(struct lt_loads *l, __u32 a, __u32 b)
+{
+	for (int i = 0; i < LT_SPANS; i++) {
+		__u32 n = lt_len(l->pick[i]);
+
+		if (n == 0)
+			continue;
+		if (a >= n || b >= n)
+			return 0;
+		l->at = l->pick[i].lo + a;
+		l->at2 = l->pick[i].lo + b;
+		return 1;
+	}
+	return 0;
+}
+
 /* lt_span_weight is the weight of a non-empty span, from the prefix sums. */
 static __always_inline __u64 lt_span_weight(struct lt_span s)
 {
@@ -220,12 +241,8 @@ __noinline int lt_pick_spans(struct lt_loads *l, __u32 *out)
 		a = bpf_get_prandom_u32() % total;
 		b = a;
 	}
-	if (a < lt_len(l->pick[0]) && b < lt_len(l->pick[0])) { /* one span: no loop */
-		l->at = l->pick[0].lo + a;
-		l->at2 = l->pick[0].lo + b;
-	} else {
+	if (!lt_pick_first(l, a, b))
 		lt_pick_nth(l, c, a, b);
-	}
 	*out = l->at2 != l->at && lt_conns_of(l->at2) < lt_conns_of(l->at) ? l->at2 : l->at;
 	return LT_OK;
 }

@@ -333,7 +333,6 @@ const (
 	lookuptestMapLtLoadsCache        = "lt_loads_cache"
 	lookuptestMapLtNodes             = "lt_nodes"
 	lookuptestMapLtPrioPicks         = "lt_prio_picks"
-	lookuptestMapLtPrioScratch       = "lt_prio_scratch"
 	lookuptestMapLtRr                = "lt_rr"
 	lookuptestMapLtSrcCgroup         = "lt_src_cgroup"
 	lookuptestMapLtStats             = "lt_stats"
@@ -421,7 +420,6 @@ type lookuptestMapSpecs struct {
 	LtLoadsCache    *ebpf.MapSpec `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.MapSpec `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.MapSpec `ebpf:"lt_prio_picks"`
-	LtPrioScratch   *ebpf.MapSpec `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.MapSpec `ebpf:"lt_rr"`
 	LtSrcCgroup     *ebpf.MapSpec `ebpf:"lt_src_cgroup"`
 	LtStats         *ebpf.MapSpec `ebpf:"lt_stats"`
@@ -471,7 +469,6 @@ type lookuptestMaps struct {
 	LtLoadsCache    *ebpf.Map `ebpf:"lt_loads_cache"`
 	LtNodes         *ebpf.Map `ebpf:"lt_nodes"`
 	LtPrioPicks     *ebpf.Map `ebpf:"lt_prio_picks"`
-	LtPrioScratch   *ebpf.Map `ebpf:"lt_prio_scratch"`
 	LtRr            *ebpf.Map `ebpf:"lt_rr"`
 	LtSrcCgroup     *ebpf.Map `ebpf:"lt_src_cgroup"`
 	LtStats         *ebpf.Map `ebpf:"lt_stats"`
@@ -497,7 +494,6 @@ func (m *lookuptestMaps) Close() error {
 		m.LtLoadsCache,
 		m.LtNodes,
 		m.LtPrioPicks,
-		m.LtPrioScratch,
 		m.LtRr,
 		m.LtSrcCgroup,
 		m.LtStats,

@@ -32,13 +32,13 @@ func (in *Installer) pinMaps() {
 }
 
 // pinnedMap says whether the programs' map name is pinned: every map but
-// the per-connect scratch (the priority load's, the source cgroup noted
-// for the traffic count) and the traffic counts' zero value, which
-// nothing outlives, and the priority loads' cache, which a new agent
-// starts empty.
+// the per-connect scratch (the source cgroup noted for the traffic count)
+// and the traffic counts' zero value, which nothing outlives, and the
+// priority loads' cache with its scratch slots, which a new agent starts
+// empty.
 func pinnedMap(name string) bool {
 	switch name {
-	case bpf.MapPrioScratch, bpf.MapSrcCgroup, bpf.MapTrafficZero, bpf.MapLoadsCache:
+	case bpf.MapSrcCgroup, bpf.MapTrafficZero, bpf.MapLoadsCache:
 		return false
 	}
 	return true
