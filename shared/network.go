@@ -124,13 +124,12 @@ func (s *builtService) networkRuleApplies() string {
 // checkFailoverScopes refuses failover rules where Istio's priorities,
 // failoverPriority rank × 5 + LbPriority (applyLocalityFailover over
 // applyFailoverPriorities, istio/istio loadbalancer.go at b6787c12, line
-// 212), are not nested ranges of the trees: two or more scopes before
-// region (each rank of the scopes before it is split again by region, zone
-// and subzone) beyond what the groups hold, unless a failover_limit keeps every candidate on
-// the source's values of them; or zone and subzone not right after region
-// in that order (LbPriority ranks by them wherever they are). The groups
-// of copies by class (groups.go) hold the split for up to maxGroups
-// classes before region.
+// 212), are not nested ranges of the trees: more scopes before region than
+// the groups of copies by class hold (groups.go: each rank of the scopes
+// before region is split again by region, zone and subzone), unless a
+// failover_limit keeps every candidate on the source's values of them; or
+// zone and subzone not right after region in that order (LbPriority ranks
+// by them wherever they are).
 func (s *builtService) checkFailoverScopes() error {
 	if len(s.failover) == 0 {
 		return nil
@@ -251,7 +250,7 @@ func (s *builtService) sortOther() error {
 		}
 	}
 	if len(s.netOrder) > maxCopies {
-		return invalid("service %q: %d copies of endpoints to rank the classes before the locality (at most %d): the scopes %v have too many values", s.name, len(s.netOrder), maxCopies, s.scopes[:s.first])
+		return invalid("service %q: %d copies of endpoints to rank them by the scopes before the locality (at most %d): the scopes %v have too many values", s.name, len(s.netOrder), maxCopies, s.scopes[:s.first])
 	}
 	return nil
 }
