@@ -467,3 +467,170 @@ func TestOtherCopiesBounded(t *testing.T) {
 		t.Fatalf("Build: %v, want the copies refused naming [cluster]", err)
 	}
 }
+
+// TestExactBytesClasses writes a format-8 tree by hand from docs/FORMAT.md
+// ("Classes before the locality"): scopes [a, b, zone], spillover, no
+// failover rules; two endpoints, both on a=x, one on b=p in zone z1, one
+// on b=q in z2. Its groups: the class that differs at b (keys
+// classKey(1, x, p), (x, q), (x, otherNetwork)) and the other values of a
+// (keys x, which copies nothing, and otherNetwork); each key's copies are
+// the set's endpoints of its class by zone, its node repeated once (the
+// chain of 2 levels) above their zones. Policy byte 26 is 3 + 3.
+func TestExactBytesClasses(t *testing.T) {
+	top := &Topology{Services: []ServiceSpec{{Name: "n", Scopes: []string{"a", "b", "zone"}, Spillover: &SpilloverSpec{}, Endpoints: []EndpointSpec{
+		{Address: "127.0.0.1:8080", Locality: Locality{"a": "x", "b": "p", "zone": "z1"}},
+		{Address: "127.0.0.2:8080", Locality: Locality{"a": "x", "b": "q", "zone": "z2"}},
+	}}}}
+	tree, err := Build(top, BuildOptions{Generation: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SplitMix64's finalizer, and a class's key as docs/FORMAT.md gives it.
+	fmix := func(x uint64) uint64 {
+		x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+		x = (x ^ x>>27) * 0x94d049bb133111eb
+		return x ^ x>>31
+	}
+	key := func(d uint64, values ...uint64) uint64 {
+		h := fmix((d | 1<<8) ^ 0x243f6a8885a308d3)
+		for _, v := range values {
+			h = fmix(h ^ v)
+		}
+		return h
+	}
+	other := Label("\x00")
+	bs := []string{"p", "q"}
+	slices.SortFunc(bs, func(a, b string) int { return cmp.Compare(Label(a), Label(b)) })
+	zoneOf := map[string]string{"p": "z1", "q": "z2"}
+	addrOf := map[string]byte{"p": 1, "q": 2}
+	zones := []string{"z1", "z2"}
+	slices.SortFunc(zones, func(a, b string) int { return cmp.Compare(Label(a), Label(b)) })
+	bOfZone := map[string]string{"z1": "p", "z2": "q"}
+	// the keys with copies, and which b values each copies
+	type group struct {
+		key    uint64
+		copies []string // b values of the endpoints copied, by zone label
+	}
+	byZone := func(drop string) []string {
+		var out []string
+		for _, z := range zones {
+			if bOfZone[z] != drop {
+				out = append(out, bOfZone[z])
+			}
+		}
+		return out
+	}
+	groups := []group{
+		{key(1, Label("x"), Label("p")), byZone("p")},
+		{key(1, Label("x"), Label("q")), byZone("q")},
+		{key(1, Label("x"), other), byZone("")},
+		{other, byZone("")}, // a ≠ otherNetwork: every endpoint; a ≠ x: none, no node
+	}
+	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.key, b.key) })
+	var b []byte
+	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
+	var meta []byte
+	for _, s := range []string{"n", "", "a", "b", "zone", "x", bs[0], bs[1], zoneOf[bs[0]], zoneOf[bs[1]]} {
+		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
+		meta = append(meta, s...)
+	}
+	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
+	meta = slices.Insert(meta, 3, 0)
+	const nodes, eps, aux = 6, 2 + 6, 2 + 16
+	strOff := 64 + 64 + nodes*24 + eps*32 + 32 + aux*24
+	b = append(b, 'L', 'T', 'R', 'E')
+	u16(8)
+	u16(64)
+	u32(0) // checksum, patched below
+	u32(0)
+	u64(9)
+	u32(uint32(strOff + len(meta)))
+	u32(1)
+	u32(nodes)
+	u32(eps)
+	u32(uint32(len(meta)))
+	u32(64)
+	u32(128)
+	u32(128 + nodes*24)
+	u32(uint32(strOff))
+	u32(aux)
+	// service: root 0, 6 nodes, endpoints from 0, 2 eligible of 2, 3 levels
+	u32(0)
+	u32(nodes)
+	u32(0)
+	u32(2)
+	u32(2)
+	b = append(b, 3, 0, 0, 0)
+	u32(0)
+	u32(uint32(len(meta)))
+	b = append(b, make([]byte, 32)...)
+	// nodes: root, x, its b values, their zones
+	node(0, 0, 2, 1, 1)
+	node(Label("x"), 0, 2, 2, 2)
+	node(Label(bs[0]), 0, 1, 4, 1)
+	node(Label(bs[1]), 1, 2, 5, 1)
+	node(Label(zoneOf[bs[0]]), 0, 1, 0, 0)
+	node(Label(zoneOf[bs[1]]), 1, 2, 0, 0)
+	cum := uint64(0)
+	ep := func(last byte) {
+		cum++
+		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+		u32(1)
+		u64(cum)
+	}
+	ep(addrOf[bs[0]])
+	ep(addrOf[bs[1]])
+	at := uint32(2)
+	var ranges [][2]uint32
+	for _, g := range groups {
+		lo := at
+		for _, v := range g.copies {
+			ep(addrOf[v])
+			at++
+		}
+		ranges = append(ranges, [2]uint32{lo, at})
+	}
+	// policy: degraded tree at aux 0, unhealthy at aux 1, factor 140, panic
+	// 50, network_rule 6, an other-value tree of 16 nodes
+	u32(0)
+	u32(1)
+	u32(1)
+	u32(1)
+	u32(0)
+	u16(140)
+	b = append(b, 50, 0, 0, 0, 6, 0)
+	u32(16)
+	// aux: the two empty roots; the other-value tree (aux 2..17): its root
+	// over the copies [2, 8), the eligible set (label 1), the keys (aux
+	// 4..7), their chains (8..11), the zones (12..17)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 2, 0, 0)
+	node(0, 2, 8, 3, 1)
+	node(1, 2, 8, 4, uint32(len(groups)))
+	for i, g := range groups {
+		node(g.key, ranges[i][0], ranges[i][1], 8+uint32(i), 1)
+	}
+	zone := uint32(12)
+	for i, g := range groups {
+		node(g.key, ranges[i][0], ranges[i][1], zone, uint32(len(g.copies)))
+		zone += uint32(len(g.copies))
+	}
+	for i, g := range groups {
+		k := ranges[i][0]
+		for _, v := range g.copies {
+			node(Label(zoneOf[v]), k, k+1, 0, 0)
+			k++
+		}
+	}
+	b = append(b, meta...)
+	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	if !bytes.Equal(tree.Bytes(), b) {
+		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
+	}
+	if _, err := Decode(tree.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
