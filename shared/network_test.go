@@ -309,46 +309,12 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	zoneOf := map[string]string{"x": "b", "y": "a"}
 	addrOf := map[string]byte{"x": 1, "y": 2}
 	netOfZone := map[string]string{"a": "y", "b": "x"}
-	var b []byte
-	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
-	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
-	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
-	var meta []byte
-	for _, s := range []string{"n", "", first, "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]]} {
-		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
-		meta = append(meta, s...)
-	}
-	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
-	meta = slices.Insert(meta, 3, 0)
-	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux nodes
-	b = append(b, 'L', 'T', 'R', 'E')
-	u16(8)
-	u16(64)
-	u32(0) // checksum, patched below
-	u32(0)
-	u64(9)
-	strOff := 64 + 64 + 5*24 + 6*32 + 32 + 11*24
-	u32(uint32(strOff + len(meta)))
-	u32(1)
-	u32(5)
-	u32(6)
-	u32(uint32(len(meta)))
-	u32(64)
-	u32(128)
-	u32(128 + 120)
-	u32(uint32(strOff))
-	u32(11)
-	// service: root 0, 5 nodes, endpoints from 0, 2 eligible of 2, 2 levels
-	u32(0)
-	u32(5)
-	u32(0)
-	u32(2)
-	u32(2)
-	b = append(b, 2, 0, 0, 0)
-	u32(0)
-	u32(uint32(len(meta)))
-	b = append(b, make([]byte, 32)...)
+	h := &handBlob{}
+	u16, u32, node, ep := h.u16, h.u32, h.node, h.ep
+	meta := handMeta("n", first, "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]])
+	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux
+	// nodes; the service: 2 eligible of 2, 2 levels
+	h.head(9, 5, 6, 11, 2, meta)
 	// nodes: root, the two networks, their zones
 	node(0, 0, 2, 1, 2)
 	node(Label(net[0]), 0, 1, 3, 1)
@@ -357,13 +323,6 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	node(Label(zoneOf[net[1]]), 1, 2, 0, 0)
 	// endpoints by network, then per network of the copies the endpoints
 	// not on it, by zone; cum_weight runs on
-	cum := uint64(0)
-	ep := func(last byte) {
-		cum++
-		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
-		u32(1)
-		u64(cum)
-	}
 	ep(addrOf[net[0]])
 	ep(addrOf[net[1]])
 	type copyRange struct{ lo, hi uint32 }
@@ -387,7 +346,7 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	u32(1)
 	u32(0)
 	u16(140)
-	b = append(b, 50, 0, 0, 0, rule, 0)
+	h.b = append(h.b, 50, 0, 0, 0, rule, 0)
 	u32(9)
 	// aux: the two empty roots; the other-network tree (aux 2..10): its
 	// root over the copies [2, 6), the eligible set's child (label 1), the
@@ -414,8 +373,7 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 			}
 		}
 	}
-	b = append(b, meta...)
-	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	b := h.done(meta)
 	if !bytes.Equal(tree.Bytes(), b) {
 		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
 	}
@@ -527,46 +485,12 @@ func TestExactBytesClasses(t *testing.T) {
 		{other, byZone("")}, // a ≠ otherNetwork: every endpoint; a ≠ x: none, no node
 	}
 	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.key, b.key) })
-	var b []byte
-	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
-	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
-	node := func(label uint64, lo, hi, first, count uint32) { u64(label); u32(lo); u32(hi); u32(first); u32(count) }
-	var meta []byte
-	for _, s := range []string{"n", "", "a", "b", "zone", "x", bs[0], bs[1], zoneOf[bs[0]], zoneOf[bs[1]]} {
-		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
-		meta = append(meta, s...)
-	}
-	meta = slices.Delete(meta, 3, 5) // the host count is one byte (0), not a string
-	meta = slices.Insert(meta, 3, 0)
-	const nodes, eps, aux = 6, 2 + 6, 2 + 16
-	strOff := 64 + 64 + nodes*24 + eps*32 + 32 + aux*24
-	b = append(b, 'L', 'T', 'R', 'E')
-	u16(8)
-	u16(64)
-	u32(0) // checksum, patched below
-	u32(0)
-	u64(9)
-	u32(uint32(strOff + len(meta)))
-	u32(1)
-	u32(nodes)
-	u32(eps)
-	u32(uint32(len(meta)))
-	u32(64)
-	u32(128)
-	u32(128 + nodes*24)
-	u32(uint32(strOff))
-	u32(aux)
-	// service: root 0, 6 nodes, endpoints from 0, 2 eligible of 2, 3 levels
-	u32(0)
-	u32(nodes)
-	u32(0)
-	u32(2)
-	u32(2)
-	b = append(b, 3, 0, 0, 0)
-	u32(0)
-	u32(uint32(len(meta)))
-	b = append(b, make([]byte, 32)...)
+	h := &handBlob{}
+	u16, u32, node, ep := h.u16, h.u32, h.node, h.ep
+	meta := handMeta("n", "a", "b", "zone", "x", bs[0], bs[1], zoneOf[bs[0]], zoneOf[bs[1]])
+	// header: 1 service, 6 nodes, 8 endpoint records (2 + 6 copies), 18 aux
+	// nodes; the service: 2 eligible of 2, 3 levels
+	h.head(9, 6, 2+6, 2+16, 3, meta)
 	// nodes: root, x, its b values, their zones
 	node(0, 0, 2, 1, 1)
 	node(Label("x"), 0, 2, 2, 2)
@@ -574,13 +498,6 @@ func TestExactBytesClasses(t *testing.T) {
 	node(Label(bs[1]), 1, 2, 5, 1)
 	node(Label(zoneOf[bs[0]]), 0, 1, 0, 0)
 	node(Label(zoneOf[bs[1]]), 1, 2, 0, 0)
-	cum := uint64(0)
-	ep := func(last byte) {
-		cum++
-		b = append(b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
-		u32(1)
-		u64(cum)
-	}
 	ep(addrOf[bs[0]])
 	ep(addrOf[bs[1]])
 	at := uint32(2)
@@ -601,7 +518,7 @@ func TestExactBytesClasses(t *testing.T) {
 	u32(1)
 	u32(0)
 	u16(140)
-	b = append(b, 50, 0, 0, 0, 6, 0)
+	h.b = append(h.b, 50, 0, 0, 0, 6, 0)
 	u32(16)
 	// aux: the two empty roots; the other-value tree (aux 2..17): its root
 	// over the copies [2, 8), the eligible set (label 1), the keys (aux
@@ -625,12 +542,82 @@ func TestExactBytesClasses(t *testing.T) {
 			k++
 		}
 	}
-	b = append(b, meta...)
-	binary.LittleEndian.PutUint32(b[8:], checksum(b))
+	b := h.done(meta)
 	if !bytes.Equal(tree.Bytes(), b) {
 		t.Fatalf("bytes differ from the hand-written layout:\n got %x\nwant %x", tree.Bytes(), b)
 	}
 	if _, err := Decode(tree.Bytes()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// handBlob writes a tree blob by hand, field by field from docs/FORMAT.md,
+// for the exact-bytes tests of one service with copies.
+type handBlob struct {
+	b   []byte
+	cum uint64 // the endpoints' running weight
+}
+
+func (h *handBlob) u16(v uint16) { h.b = binary.LittleEndian.AppendUint16(h.b, v) }
+func (h *handBlob) u32(v uint32) { h.b = binary.LittleEndian.AppendUint32(h.b, v) }
+func (h *handBlob) u64(v uint64) { h.b = binary.LittleEndian.AppendUint64(h.b, v) }
+
+// node is a node record.
+func (h *handBlob) node(label uint64, lo, hi, first, count uint32) {
+	h.u64(label)
+	h.u32(lo)
+	h.u32(hi)
+	h.u32(first)
+	h.u32(count)
+}
+
+// ep is the endpoint record of 127.0.0.last:8080, healthy, weight 1.
+func (h *handBlob) ep(last byte) {
+	h.cum++
+	h.b = append(h.b, 127, 0, 0, last, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0x90, 4, 1)
+	h.u32(1)
+	h.u64(h.cum)
+}
+
+// head writes the header of a format-8 tree of one service with nodes
+// nodes, eps endpoint records, aux aux nodes and the strings meta, and the
+// service record: root 0, endpoints from 0, 2 eligible of 2, levels levels.
+func (h *handBlob) head(gen uint64, nodes, eps, aux, levels int, meta []byte) {
+	strOff := 64 + 64 + nodes*24 + eps*32 + 32 + aux*24
+	h.b = append(h.b, 'L', 'T', 'R', 'E')
+	h.u16(8)
+	h.u16(64)
+	h.u32(0) // checksum, patched by done
+	h.u32(0)
+	h.u64(gen)
+	for _, v := range []int{strOff + len(meta), 1, nodes, eps, len(meta), 64, 128, 128 + nodes*24, strOff, aux} {
+		h.u32(uint32(v))
+	}
+	for _, v := range []uint32{0, uint32(nodes), 0, 2, 2} {
+		h.u32(v)
+	}
+	h.b = append(h.b, byte(levels), 0, 0, 0)
+	h.u32(0)
+	h.u32(uint32(len(meta)))
+	h.b = append(h.b, make([]byte, 32)...)
+}
+
+// done appends the strings and patches the checksum.
+func (h *handBlob) done(meta []byte) []byte {
+	h.b = append(h.b, meta...)
+	binary.LittleEndian.PutUint32(h.b[8:], checksum(h.b))
+	return h.b
+}
+
+// handMeta is the strings section of service name with no host: its name,
+// a host count of 0, then each of strs as a length-prefixed string.
+func handMeta(name string, strs ...string) []byte {
+	meta := binary.LittleEndian.AppendUint16(nil, uint16(len(name)))
+	meta = append(meta, name...)
+	meta = append(meta, 0)
+	for _, s := range strs {
+		meta = binary.LittleEndian.AppendUint16(meta, uint16(len(s)))
+		meta = append(meta, s...)
+	}
+	return meta
 }
