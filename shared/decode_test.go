@@ -150,7 +150,7 @@ func checkLoads(t testing.TB, s *Service, l Loads) {
 	for p := range l.N {
 		sum += int(l.Healthy[p]) + int(l.Degraded[p])
 		lo, hi := s.lay.EpFirst, s.lay.EpFirst+s.lay.EpTotal
-		if l.Other[p] { // the network rule's copies
+		if l.Other(p) { // the network rule's copies
 			lo, hi = hi, hi+s.netCopies()
 		}
 		for _, sp := range l.allSpans(p) {

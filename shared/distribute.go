@@ -316,7 +316,7 @@ func (s *Service) precomputeDistribute() {
 // priority and the rule; the targets are shared, read-only.
 func (l *Loads) copyDistribute(d *Loads) {
 	l.tree, l.N, l.panic = d.tree, d.N, d.panic
-	l.Rank[0], l.Failover[0], l.Other[0], l.Group[0], l.Counts[0], l.Healthy[0], l.Degraded[0] = 0, 0, false, 0, d.Counts[0], d.Healthy[0], d.Degraded[0]
+	l.Rank[0], l.Failover[0], l.Group[0], l.Counts[0], l.Healthy[0], l.Degraded[0] = 0, 0, 0, d.Counts[0], d.Healthy[0], d.Degraded[0]
 	l.Rule, l.NTargets, l.Targets, l.dist, l.effSum = d.Rule, d.NTargets, d.Targets, d.dist, d.effSum
 }
 

@@ -69,6 +69,11 @@ func otherGroups(first int, ranked bool) []otherGroup {
 	return out
 }
 
+// FirstLocality is the index of the service's first locality scope
+// (region, zone or subzone), or its number of scopes: the scopes before it
+// are those whose classes have copies (ClassesBeforeLocality).
+func (s *Service) FirstLocality() int { return firstLocality(s.scopes) }
+
 // firstLocality is the index of the first of region, zone and subzone
 // among the scopes, or len(scopes).
 func firstLocality(scopes []string) int {
@@ -143,18 +148,18 @@ func (s *Service) OneRank(l *Loads, p int) bool {
 	return !s.groups[l.Group[p]-1].ranked && len(s.failover) == 0
 }
 
-// CopyGroups says what the kernel's service value holds of a service with
-// NetworkPriorities (bpf/lib/maps.h lt_service): its number of groups of
-// copies (1 without classes before the locality), a class's chain (the
-// index of the first locality scope with classes, else 1) and the depth
-// at which a class's walk stops.
-func (s *Service) CopyGroups() (n, chain, classStop int) {
+// ClassWalk says what the kernel's service value holds of a service with
+// NetworkPriorities (bpf/lib/maps.h lt_service, which derives its groups
+// from them and OtherWalkDepth): a class's chain (the index of the first
+// locality scope with classes, else 1) and the depth at which a class's
+// walk stops.
+func (s *Service) ClassWalk() (chain, stop int) {
 	if !s.netOther {
-		return 0, 0, 0
+		return 0, 0
 	}
 	chain = 1
 	if s.classes {
 		chain = s.first
 	}
-	return len(s.groups), chain, s.groupStop(otherGroup{d: 1})
+	return chain, s.groupStop(otherGroup{d: 1})
 }

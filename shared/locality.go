@@ -319,7 +319,7 @@ func (l *Loads) drawLocalities(s *Service) {
 				continue
 			}
 			var sum uint64
-			li := locIndex(set, l.Other[p])
+			li := locIndex(set, l.Other(p))
 			for k, sp := range l.spans(set, p) {
 				r := localityRun{}
 				if sp.Hi > sp.Lo {
@@ -354,7 +354,7 @@ func (s *Service) chooseLocality(l *Loads, p, set int, draw uint64) (*localityRe
 	if x >= d.end[1] {
 		k = 2
 	}
-	li := locIndex(set, l.Other[p])
+	li := locIndex(set, l.Other(p))
 	r, cum := d.run[k], s.locCum[li]
 	if r.lo >= r.hi || int(r.hi) > len(cum) {
 		return nil, false
@@ -398,7 +398,7 @@ func (s *Service) LocalityShares(l *Loads, p int) []LocalityShare {
 	for set := range setUnhealthy {
 		var total uint64
 		var idx []int
-		li := locIndex(set, l.Other[p])
+		li := locIndex(set, l.Other(p))
 		for _, sp := range l.spans(set, p) {
 			if sp.Hi > sp.Lo {
 				r := s.runOf(sp)

@@ -698,7 +698,7 @@ func (l *Loads) groupKey(s *Service, gi int, labels []uint64) uint64 {
 	}
 	base := 0
 	if g.net {
-		base = numSets * (1 + slices.IndexFunc(s.groups, func(o otherGroup) bool { return o.ranked }))
+		base = numSets * s.first // the ranked copies: group first − 1, after the classes on the source's network (otherGroups)
 	}
 	values[n], n = has(base, g.d), n+1
 	return classKey(g.d, g.net, values[:n])
@@ -724,11 +724,5 @@ func (s *Service) groupStop(g otherGroup) int {
 // when they are ranked by region, zone and subzone only, else MaxLevels+1
 // (every scope: the network rule). The ranks below it are one.
 func (s *Service) OtherWalkDepth() int {
-	switch s.otherRule {
-	case otherMerged:
-		return 1
-	case otherLocality:
-		return localityDepth(s.scopes)
-	}
-	return MaxLevels + 1
+	return s.groupStop(otherGroup{ranked: s.otherRule == otherRanked})
 }

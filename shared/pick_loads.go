@@ -53,7 +53,7 @@ func (p *Picker) PickLoads(s *Service, l *Loads, key uint64) (uint32, bool) {
 		return 0, false
 	}
 	rr := &p.rr[l.node[setEligible][l.Rank[pr]]]
-	if l.Other[pr] { // an aux node: after the tree's nodes
+	if l.Other(pr) { // an aux node: after the tree's nodes
 		rr = &p.rr[p.tree.NumNodes()+int(l.node[numSets*int(l.Group[pr])][l.Rank[pr]])]
 	}
 	if u.n == 1 {

@@ -68,15 +68,8 @@ type priorities struct {
 	// Failover is 0 for a priority no failover rule touches, 1 for the
 	// endpoints of the rule's to-region, 2 for the other regions.
 	Failover [MaxPriorities]uint8
-	// Other is set for a priority of endpoints on other networks than the
-	// source's (the network rule of a spillover service: Istio's
-	// failoverPriority network rule, istio/istio b6787c12); Rank then
-	// counts network as matched, and the scopes after it that match. It
-	// is set too for a priority of a class before the locality (groups.go),
-	// whose Rank counts the class's scopes as matched.
-	Other [MaxPriorities]bool
-	// Group is the group of copies of an Other priority, from 1 in the
-	// service's order (groups.go), else 0.
+	// Group is, for a priority of the copies in the other-value tree, its
+	// group from 1 in the service's order (groups.go), else 0: Other.
 	Group    [MaxPriorities]uint8
 	Counts   [MaxPriorities]PriorityCounts
 	Healthy  [MaxPriorities]uint8 // percent
@@ -89,6 +82,15 @@ type priorities struct {
 	reach [numTrees]int                   // the depth each walk reached
 	to    [numTrees]Span                  // a failover rule's to-region in each tree (empty: none)
 }
+
+// Other says whether priority p holds copies from the other-value tree:
+// endpoints on other networks than the source's (the network rule of a
+// spillover service: Istio's failoverPriority network rule, istio/istio
+// b6787c12), whose Rank counts network as matched and the scopes after it
+// that match; or of another value of a scope before the locality (copies
+// by the first scope, a class before the locality: groups.go), whose Rank
+// counts the class's scopes as matched.
+func (l *Loads) Other(p int) bool { return p >= 0 && p < MaxPriorities && l.Group[p] != 0 }
 
 // InPanic says whether priority p uses all its endpoints (Envoy's
 // per-priority panic).
@@ -218,7 +220,7 @@ func (l *Loads) add(rank int, failover uint8, group uint8, h, d, u uint32) {
 	if h+d+u == 0 || l.N == MaxPriorities {
 		return
 	}
-	l.Rank[l.N], l.Failover[l.N], l.Other[l.N], l.Group[l.N] = uint8(rank), failover, group > 0, group
+	l.Rank[l.N], l.Failover[l.N], l.Group[l.N] = uint8(rank), failover, group
 	l.Counts[l.N] = PriorityCounts{Healthy: h, Degraded: d, Total: h + d + u}
 	l.Healthy[l.N], l.Degraded[l.N] = 0, 0 // distribute fills them
 	l.N++
@@ -278,7 +280,7 @@ func (l *Loads) single(s *Service) {
 		return
 	}
 	l.N, l.Rank[0], l.Counts[0], l.Healthy[0] = 1, uint8(depth), PriorityCounts{Healthy: n, Total: n}, 100
-	l.Failover[0], l.Other[0], l.Group[0], l.Degraded[0] = 0, false, 0, 0
+	l.Failover[0], l.Group[0], l.Degraded[0] = 0, 0, 0
 }
 
 // walk follows the source's labels down one tree and records its range at

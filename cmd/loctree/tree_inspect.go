@@ -127,7 +127,7 @@ func inspectJSON(in *treeInput) jsonTree {
 		}
 		if s.ClassesBeforeLocality() {
 			sc := s.Scopes()
-			js.ClassesBeforeLocality = sc[:slices.IndexFunc(sc, func(x string) bool { return x == "region" || x == "zone" || x == "subzone" })]
+			js.ClassesBeforeLocality = sc[:s.FirstLocality()]
 		}
 		if s.VIP().IsValid() {
 			js.VIP = s.VIP().String()
@@ -184,7 +184,7 @@ func drawTree(w io.Writer, in *treeInput) {
 		}
 		if s.ClassesBeforeLocality() {
 			sc := s.Scopes()
-			first := slices.IndexFunc(sc, func(x string) bool { return x == "region" || x == "zone" || x == "subzone" })
+			first := s.FirstLocality()
 			how := "one priority each"
 			if len(s.Failover()) > 0 {
 				how = "each ranked by " + joinSafe(sc[first:min(s.LocalityDepth(), len(sc))], "/") + " and the failover rules"

@@ -198,7 +198,7 @@ func localityName(in *treeInput, svc *shared.Service, ls shared.LocalityShare, d
 		// the scope the class differs at, and those after it before the
 		// locality (the class spans their values); a network too when
 		// the endpoints are on other networks
-		first := slices.IndexFunc(svc.Scopes(), func(sc string) bool { return sc == "region" || sc == "zone" || sc == "subzone" })
+		first := svc.FirstLocality()
 		if nets && differs == 0 {
 			first = 1 // the network rule's copies: ranked by every scope after network
 		}

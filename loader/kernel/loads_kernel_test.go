@@ -241,7 +241,7 @@ type priority struct {
 }
 
 func goPriority(l *shared.Loads, p int) priority {
-	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Other: l.Other[p], Group: l.Group[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
+	return priority{Rank: l.Rank[p], Failover: l.Failover[p], Other: l.Other(p), Group: l.Group[p], Counts: l.Counts[p], Healthy: l.Healthy[p], Degraded: l.Degraded[p],
 		Panic: l.InPanic(p), Spans: l.Spans(p)}
 }
 

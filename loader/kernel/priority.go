@@ -197,7 +197,7 @@ func setLoads(v *bpf.Service, s *shared.Service, nb uint32) {
 	v.Rules = aux + auxLen(s)
 	if s.NetworkPriorities() {
 		v.NetRule, v.OtherRoot, v.OtherDepth = 2, aux+l.AuxLen(), uint8(s.OtherWalkDepth())
-		_, chain, stop := s.CopyGroups()
+		chain, stop := s.ClassWalk()
 		v.First, v.ClassDepth = uint8(chain), uint8(stop)
 	}
 	v.RuleCount = uint8(len(s.Failover()))
