@@ -93,6 +93,25 @@ func kustomizeBuild(t *testing.T, dir string) []byte {
 	return out
 }
 
+// typed decodes each object of a YAML stream into its official type (each
+// must decode).
+func typed(t *testing.T, stream []byte) []any {
+	t.Helper()
+	docs, err := manifest.Split(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for _, d := range docs {
+		obj, err := manifest.Decode(d)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, d)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
 // objects decodes a YAML stream strictly into the official types (each must
 // decode) and returns each object as a generic map keyed by kind/namespace/name.
 func objects(t *testing.T, stream []byte) map[string]map[string]any {
@@ -188,12 +207,7 @@ func TestChartValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, _ := manifest.Split(out)
-	for _, d := range docs {
-		obj, err := manifest.Decode(d)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range typed(t, out) {
 		switch o := obj.(type) {
 		case *istioext.WasmPlugin:
 			if o.Namespace != "gw" || o.Spec.Selector.GetMatchLabels()["app"] != "edge" || o.Spec.FailStrategy.String() != "FAIL_CLOSE" {
@@ -317,12 +331,7 @@ func TestChartTrafficScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	var agent, filter bool
-	docs, _ := manifest.Split(out)
-	for _, d := range docs {
-		obj, err := manifest.Decode(d)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range typed(t, out) {
 		switch o := obj.(type) {
 		case *istioext.WasmPlugin:
 			filter = o.Spec.PluginConfig.GetFields()["traffic_scope"].GetStringValue() == "region"

@@ -310,7 +310,7 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	addrOf := map[string]byte{"x": 1, "y": 2}
 	netOfZone := map[string]string{"a": "y", "b": "x"}
 	h := &handBlob{}
-	u16, u32, node, ep := h.u16, h.u32, h.node, h.ep
+	node, ep := h.node, h.ep
 	meta := handMeta("n", first, "zone", net[0], net[1], zoneOf[net[0]], zoneOf[net[1]])
 	// header: 1 service, 5 nodes, 6 endpoint records (2 + 4 copies), 11 aux
 	// nodes; the service: 2 eligible of 2, 2 levels
@@ -340,14 +340,7 @@ func exactBytesOtherCopies(t *testing.T, first string, rule byte) {
 	}
 	// policy: degraded tree at aux 0, unhealthy at aux 1 (1 node each),
 	// factor 140, panic 50, network_rule 2 (3), other-network tree of 9 nodes
-	u32(0)
-	u32(1)
-	u32(1)
-	u32(1)
-	u32(0)
-	u16(140)
-	h.b = append(h.b, 50, 0, 0, 0, rule, 0)
-	u32(9)
+	h.spillPolicy(rule, 9)
 	// aux: the two empty roots; the other-network tree (aux 2..10): its
 	// root over the copies [2, 6), the eligible set's child (label 1), the
 	// networks (aux 4..6), the zones (aux 7..10)
@@ -486,7 +479,7 @@ func TestExactBytesClasses(t *testing.T) {
 	}
 	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.key, b.key) })
 	h := &handBlob{}
-	u16, u32, node, ep := h.u16, h.u32, h.node, h.ep
+	node, ep := h.node, h.ep
 	meta := handMeta("n", "a", "b", "zone", "x", bs[0], bs[1], zoneOf[bs[0]], zoneOf[bs[1]])
 	// header: 1 service, 6 nodes, 8 endpoint records (2 + 6 copies), 18 aux
 	// nodes; the service: 2 eligible of 2, 3 levels
@@ -512,14 +505,7 @@ func TestExactBytesClasses(t *testing.T) {
 	}
 	// policy: degraded tree at aux 0, unhealthy at aux 1, factor 140, panic
 	// 50, network_rule 6, an other-value tree of 16 nodes
-	u32(0)
-	u32(1)
-	u32(1)
-	u32(1)
-	u32(0)
-	u16(140)
-	h.b = append(h.b, 50, 0, 0, 0, 6, 0)
-	u32(16)
+	h.spillPolicy(6, 16)
 	// aux: the two empty roots; the other-value tree (aux 2..17): its root
 	// over the copies [2, 8), the eligible set (label 1), the keys (aux
 	// 4..7), their chains (8..11), the zones (12..17)
@@ -600,6 +586,19 @@ func (h *handBlob) head(gen uint64, nodes, eps, aux, levels int, meta []byte) {
 	h.u32(0)
 	h.u32(uint32(len(meta)))
 	h.b = append(h.b, make([]byte, 32)...)
+}
+
+// spillPolicy is the policy record of a service with the default priority
+// load (factor 140, panic 50), its degraded and unhealthy trees one empty
+// root each at aux 0 and 1, no failover or distribute rule, network_rule
+// rule and an other-value tree of count nodes.
+func (h *handBlob) spillPolicy(rule byte, count uint32) {
+	for _, v := range []uint32{0, 1, 1, 1, 0} {
+		h.u32(v)
+	}
+	h.u16(140)
+	h.b = append(h.b, 50, 0, 0, 0, rule, 0)
+	h.u32(count)
 }
 
 // done appends the strings and patches the checksum.

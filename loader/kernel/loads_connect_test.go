@@ -135,20 +135,7 @@ func TestConnectLoadsFrequencies(t *testing.T) {
 		top.Services = append(top.Services, b.spec)
 	}
 	install(t, top, shared.Locality{"region": "r1", "zone": "z1"})
-	const connects = 3000
-	for _, c := range cases {
-		t.Run(c.spec.Name, func(t *testing.T) {
-			seen := map[string]int{}
-			for range connects {
-				got, err := kerneltest.Ask(c.spec.VIP)
-				if err != nil {
-					t.Fatalf("%s: %v", c.spec.VIP, err)
-				}
-				seen[got]++
-			}
-			checkShares(t, c, seen)
-		})
-	}
+	connectSharesN(t, 3000, cases...)
 	for _, vip := range []string{"127.77.1.5:80", "127.77.1.6:80"} {
 		if got, err := kerneltest.Ask(vip); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("%s beyond failover_limit: got %q, %v; want ECONNREFUSED", vip, got, err)

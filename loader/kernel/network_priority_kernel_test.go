@@ -90,9 +90,11 @@ func endpointsCase(spec shared.ServiceSpec, addr string, first int, eps []caseEn
 
 // connectShares makes 4,000 real connects to each case's VIP, a subtest
 // per case, and checks where they landed against its shares (checkShares).
-func connectShares(t *testing.T, cases ...loadsCase) {
+func connectShares(t *testing.T, cases ...loadsCase) { connectSharesN(t, 4000, cases...) }
+
+// connectSharesN is connectShares with connects connects per case.
+func connectSharesN(t *testing.T, connects int, cases ...loadsCase) {
 	t.Helper()
-	const connects = 4000
 	for _, c := range cases {
 		t.Run(c.spec.Name, func(t *testing.T) {
 			seen := map[string]int{}
