@@ -137,7 +137,11 @@ type kernelLoads struct{ objs *bpftest.Objects }
 // Trees are applied over each other, so updates are covered too.
 func TestKernelLoadsMatchGo(t *testing.T) {
 	kerneltest.RequireRoot(t)
-	in, plain := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 14, Endpoints: 1 << 14})
+	// Room for a tree and the one before it while its regions wait out
+	// the grace period (longer under load): services with classes before
+	// the locality hold copies per value of those scopes, up to ~5,500
+	// nodes each.
+	in, plain := openKernelLookup(t, Capacity{Services: 64, Nodes: 1 << 16, Endpoints: 1 << 16})
 	kl := &kernelLoads{objs: plain.objs}
 	rng := rand.New(rand.NewPCG(31, 32))
 	pairs, seen := 0, map[string]int{}
